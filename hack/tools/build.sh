@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Builds the binaries of the local test cluster into a cache outside the
+# checkout, keyed by each tool module's go.sum, so a warm machine rebuilds nothing.
+#
+# Usage: hack/tools/build.sh [tool...]   (default: all)
+#        hack/tools/build.sh --print-bin-dir
+# Prints the bin directory on stdout when done.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cache_root=${HELM_CONTROLLER_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/afterhooks-helm-controller/tools}
+bin_dir="$cache_root/bin"
+if [[ ${1:-} == --print-bin-dir ]]; then
+	echo "$bin_dir"
+	exit 0
+fi
+mkdir -p "$bin_dir"
+
+k8s_version=v1.36.3
+k8s_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=${k8s_version} \
+ -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36 \
+ -X k8s.io/component-base/version.gitTreeState=clean \
+ -X k8s.io/component-base/version.buildDate=2026-01-01T00:00:00Z"
+
+# build_tool <module dir> <binary name> <package> [ldflags]
+build_tool() {
+	local dir=$1 name=$2 pkg=$3 ldflags=${4:--s -w}
+	local key
+	key=$(cat "$here/$dir/go.mod" "$here/$dir/go.sum" | sha256sum | cut -c1-16)
+	local target="$cache_root/$name-$key"
+	if [[ ! -x "$target" ]]; then
+		echo "building $name ($dir, key $key)" >&2
+		local start=$SECONDS
+		(cd "$here/$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$target.tmp" "$pkg")
+		mv "$target.tmp" "$target"
+		echo "built $name in $((SECONDS - start))s" >&2
+	fi
+	ln -sf "$target" "$bin_dir/$name"
+}
+
+# install_source_crds copies source-controller's CRDs from its module into the
+# cache (same key as the binary) and links them as bin/source-controller-crds,
+# so the test cluster can install them without a Go toolchain lookup at runtime.
+install_source_crds() {
+	local key
+	key=$(cat "$here/source-controller/go.mod" "$here/source-controller/go.sum" | sha256sum | cut -c1-16)
+	local target="$cache_root/source-controller-crds-$key"
+	if [[ ! -d "$target" ]]; then
+		local mod_dir
+		mod_dir=$(cd "$here/source-controller" && go list -m -f '{{.Dir}}' github.com/fluxcd/source-controller)
+		rm -rf "$target.tmp"
+		mkdir -p "$target.tmp"
+		cp "$mod_dir"/config/crd/bases/*.yaml "$target.tmp/"
+		chmod u+w "$target.tmp"/*.yaml
+		mv "$target.tmp" "$target"
+	fi
+	ln -sfn "$target" "$bin_dir/source-controller-crds"
+}
+
+want=("$@")
+[[ ${#want[@]} -gt 0 ]] || want=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok source-controller)
+for tool in "${want[@]}"; do
+	case $tool in
+	etcd) build_tool etcd etcd go.etcd.io/etcd/server/v3 ;;
+	kube-apiserver | kube-controller-manager | kube-scheduler)
+		build_tool kubernetes "$tool" "k8s.io/kubernetes/cmd/$tool" "$k8s_ldflags" ;;
+	kwok) build_tool kwok kwok sigs.k8s.io/kwok/cmd/kwok ;;
+	source-controller)
+		build_tool source-controller source-controller github.com/fluxcd/source-controller
+		install_source_crds ;;
+	*) echo "unknown tool $tool" >&2; exit 2 ;;
+	esac
+done
+echo "$bin_dir"
