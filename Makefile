@@ -35,6 +35,7 @@ build: ## Build the helm-controller binary into bin/.
 generate: ## Regenerate deepcopy code, the CRD and the RBAC role.
 	go tool controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	go tool controller-gen crd paths=./api/... output:crd:dir=config/crd/bases
+	go run ./hack/crd-dedupe config/crd/bases/*.yaml
 	go tool controller-gen rbac:roleName=helm-controller-manager paths=./internal/... output:rbac:dir=config/rbac
 
 .PHONY: verify-generated

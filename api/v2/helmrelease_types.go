@@ -1,0 +1,239 @@
+package v2
+
+import (
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// HookWaitStrategy orders the readiness wait of a Helm action relative to
+// the action's post hooks.
+// +kubebuilder:validation:Enum=beforeHooks;afterHooks
+type HookWaitStrategy string
+
+const (
+	// BeforeHooks is Helm's own order: apply, wait until the release's
+	// resources are ready, then run the post hooks. It is the default.
+	BeforeHooks HookWaitStrategy = "beforeHooks"
+
+	// AfterHooks runs the post hooks first and waits for readiness last:
+	// CRDs (per policy), pre hooks, apply, post hooks, then the readiness
+	// wait. Charts whose workloads need what a post hook creates (a Secret,
+	// a database schema, a bucket) become ready instead of deadlocking.
+	AfterHooks HookWaitStrategy = "afterHooks"
+)
+
+// HelmReleaseSpec defines the desired state of a Helm release.
+type HelmReleaseSpec struct {
+	// Upstream's spec, with Install, Upgrade and Rollback replaced by the
+	// versions below that carry waitStrategy. The embedded spec still has
+	// its own Install, Upgrade and Rollback fields; they are shadowed (JSON,
+	// deepcopy and the CRD only see the fields declared here) and stay nil.
+	// Always use Spec.Install or GetInstall, never Spec.HelmReleaseSpec.Install.
+	helmv2.HelmReleaseSpec `json:",inline"`
+
+	// Install holds the configuration for Helm install actions for this HelmRelease.
+	// +optional
+	Install *Install `json:"install,omitempty"`
+
+	// Upgrade holds the configuration for Helm upgrade actions for this HelmRelease.
+	// +optional
+	Upgrade *Upgrade `json:"upgrade,omitempty"`
+
+	// Rollback holds the configuration for Helm rollback actions for this HelmRelease.
+	// +optional
+	Rollback *Rollback `json:"rollback,omitempty"`
+}
+
+// Install is upstream's install configuration plus waitStrategy.
+// +kubebuilder:validation:XValidation:rule="!(has(self.waitStrategy) && self.waitStrategy == 'afterHooks' && has(self.disableWait) && self.disableWait)",message="waitStrategy afterHooks cannot be combined with disableWait: afterHooks moves the readiness wait after the post hooks, and with the wait disabled there is nothing to move; use waitStrategy beforeHooks or enable the wait"
+type Install struct {
+	helmv2.Install `json:",inline"`
+
+	// WaitStrategy orders the readiness wait of the install relative to its
+	// post-install hooks.
+	//
+	// beforeHooks (the default) is Helm's order: apply the chart, wait for
+	// its resources, then run the post-install hooks.
+	//
+	// afterHooks runs CRDs (per the CRD policy), pre-install hooks, applies
+	// the chart, runs the post-install hooks and only then waits for the
+	// resources to become ready. Use it for charts whose workloads need
+	// something a post-install hook creates. The release stays
+	// pending-install in Helm storage until the wait passes; a failed wait
+	// fails the release and remediates like any failed install.
+	// Cannot be combined with disableWait.
+	// +optional
+	WaitStrategy HookWaitStrategy `json:"waitStrategy,omitempty"`
+}
+
+// Upgrade is upstream's upgrade configuration plus waitStrategy.
+// +kubebuilder:validation:XValidation:rule="!(has(self.waitStrategy) && self.waitStrategy == 'afterHooks' && has(self.disableWait) && self.disableWait)",message="waitStrategy afterHooks cannot be combined with disableWait: afterHooks moves the readiness wait after the post hooks, and with the wait disabled there is nothing to move; use waitStrategy beforeHooks or enable the wait"
+type Upgrade struct {
+	helmv2.Upgrade `json:",inline"`
+
+	// WaitStrategy orders the readiness wait of the upgrade relative to its
+	// post-upgrade hooks.
+	//
+	// beforeHooks (the default) is Helm's order: apply the new revision,
+	// wait for its resources, then run the post-upgrade hooks.
+	//
+	// afterHooks runs CRDs (per the CRD policy), pre-upgrade hooks, applies
+	// the new revision, runs the post-upgrade hooks and only then waits for
+	// the resources to become ready. The new revision stays pending-upgrade
+	// in Helm storage until the wait passes; a failed wait fails the release
+	// and remediates (for example by rolling back) like any failed upgrade.
+	// Cannot be combined with disableWait.
+	// +optional
+	WaitStrategy HookWaitStrategy `json:"waitStrategy,omitempty"`
+}
+
+// Rollback is upstream's rollback configuration plus waitStrategy.
+// +kubebuilder:validation:XValidation:rule="!(has(self.waitStrategy) && self.waitStrategy == 'afterHooks' && has(self.disableWait) && self.disableWait)",message="waitStrategy afterHooks cannot be combined with disableWait: afterHooks moves the readiness wait after the post hooks, and with the wait disabled there is nothing to move; use waitStrategy beforeHooks or enable the wait"
+type Rollback struct {
+	helmv2.Rollback `json:",inline"`
+
+	// WaitStrategy orders the readiness wait of the rollback relative to
+	// its post-rollback hooks.
+	//
+	// beforeHooks (the default) is Helm's order: restore the previous
+	// revision, wait for its resources, then run the post-rollback hooks.
+	//
+	// afterHooks runs pre-rollback hooks, restores the previous revision,
+	// runs the post-rollback hooks and only then waits for the resources to
+	// become ready. The rollback stays pending-rollback in Helm storage until
+	// the wait passes. Cannot be combined with disableWait.
+	// +optional
+	WaitStrategy HookWaitStrategy `json:"waitStrategy,omitempty"`
+}
+
+// GetWaitStrategy returns the strategy for the install, falling back to
+// defaultStrategy when unset. With the wait disabled there is no wait to
+// order, so the result is always BeforeHooks.
+func (in Install) GetWaitStrategy(defaultStrategy HookWaitStrategy) HookWaitStrategy {
+	return effectiveWaitStrategy(in.WaitStrategy, defaultStrategy, in.DisableWait)
+}
+
+// GetWaitStrategy returns the strategy for the upgrade; see Install.GetWaitStrategy.
+func (in Upgrade) GetWaitStrategy(defaultStrategy HookWaitStrategy) HookWaitStrategy {
+	return effectiveWaitStrategy(in.WaitStrategy, defaultStrategy, in.DisableWait)
+}
+
+// GetWaitStrategy returns the strategy for the rollback; see Install.GetWaitStrategy.
+func (in Rollback) GetWaitStrategy(defaultStrategy HookWaitStrategy) HookWaitStrategy {
+	return effectiveWaitStrategy(in.WaitStrategy, defaultStrategy, in.DisableWait)
+}
+
+func effectiveWaitStrategy(set, defaultStrategy HookWaitStrategy, disableWait bool) HookWaitStrategy {
+	if disableWait {
+		return BeforeHooks
+	}
+	if set != "" {
+		return set
+	}
+	if defaultStrategy != "" {
+		return defaultStrategy
+	}
+	return BeforeHooks
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=hr,categories=all;fluxcd;fluxcd-appliers
+// +kubebuilder:storageversion
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp",description=""
+// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status",description=""
+// +kubebuilder:printcolumn:name="Status",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].message",description=""
+// +kubebuilder:metadata:annotations="kustomize.toolkit.fluxcd.io/substitute=disabled"
+
+// HelmRelease is the Schema for the helmreleases API.
+type HelmRelease struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec HelmReleaseSpec `json:"spec,omitempty"`
+	// +kubebuilder:default:={"observedGeneration":-1}
+	Status helmv2.HelmReleaseStatus `json:"status,omitempty"`
+}
+
+// GetInstall returns the install configuration, the zero value when unset.
+func (in *HelmRelease) GetInstall() Install {
+	if in.Spec.Install == nil {
+		return Install{}
+	}
+	return *in.Spec.Install
+}
+
+// GetUpgrade returns the upgrade configuration, the zero value when unset.
+func (in *HelmRelease) GetUpgrade() Upgrade {
+	if in.Spec.Upgrade == nil {
+		return Upgrade{}
+	}
+	return *in.Spec.Upgrade
+}
+
+// GetRollback returns the rollback configuration, the zero value when unset.
+func (in *HelmRelease) GetRollback() Rollback {
+	if in.Spec.Rollback == nil {
+		return Rollback{}
+	}
+	return *in.Spec.Rollback
+}
+
+// GetConditions returns the status conditions of the object.
+func (in *HelmRelease) GetConditions() []metav1.Condition {
+	return in.Status.Conditions
+}
+
+// SetConditions sets the status conditions on the object.
+func (in *HelmRelease) SetConditions(conditions []metav1.Condition) {
+	in.Status.Conditions = conditions
+}
+
+// GetRequeueAfter returns the interval at which the object is reconciled.
+func (in *HelmRelease) GetRequeueAfter() time.Duration {
+	return in.Spec.Interval.Duration
+}
+
+// GetLastHandledReconcileRequest returns the last handled reconcile request.
+func (in *HelmRelease) GetLastHandledReconcileRequest() string {
+	return in.Status.GetLastHandledReconcileRequest()
+}
+
+// Upstream returns a deep copy of the object as upstream's type, with
+// Install, Upgrade and Rollback taken from this object (without
+// waitStrategy). It lets callers reuse upstream's read-only helpers, such as
+// GetReleaseName or GetActiveRemediation. Changes to the copy are not
+// reflected in this object.
+func (in *HelmRelease) Upstream() *helmv2.HelmRelease {
+	out := &helmv2.HelmRelease{
+		TypeMeta: metav1.TypeMeta{Kind: helmv2.HelmReleaseKind, APIVersion: GroupVersion.String()},
+	}
+	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	in.Spec.HelmReleaseSpec.DeepCopyInto(&out.Spec)
+	in.Status.DeepCopyInto(&out.Status)
+	if in.Spec.Install != nil {
+		out.Spec.Install = in.Spec.Install.Install.DeepCopy()
+	}
+	if in.Spec.Upgrade != nil {
+		out.Spec.Upgrade = in.Spec.Upgrade.Upgrade.DeepCopy()
+	}
+	if in.Spec.Rollback != nil {
+		out.Spec.Rollback = in.Spec.Rollback.Rollback.DeepCopy()
+	}
+	return out
+}
+
+// +kubebuilder:object:root=true
+
+// HelmReleaseList contains a list of HelmRelease objects.
+type HelmReleaseList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []HelmRelease `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&HelmRelease{}, &HelmReleaseList{})
+}

@@ -1,0 +1,240 @@
+// Package controller holds the HelmRelease reconciler: it owns the object's
+// lifecycle (finalizer, suspension, deletion, status bookkeeping) and hands the
+// release work to the state machine.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	helper "github.com/fluxcd/pkg/runtime/controller"
+	"github.com/fluxcd/pkg/runtime/patch"
+	"github.com/fluxcd/pkg/runtime/predicates"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	kuberecorder "k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+)
+
+// ControllerName is the name the controller registers with the manager and
+// the default field manager of everything it applies.
+const ControllerName = "helm-controller"
+
+// HelmReleaseReconciler reconciles HelmRelease objects.
+type HelmReleaseReconciler struct {
+	client.Client
+	APIReader     client.Reader
+	EventRecorder kuberecorder.EventRecorder
+	Metrics       helper.Metrics
+	FieldManager  string
+
+	DefaultServiceAccount      string
+	DisableChartDigestTracking bool
+}
+
+// HelmReleaseReconcilerOptions tunes the controller's work queue.
+type HelmReleaseReconcilerOptions struct {
+	RateLimiter             workqueue.TypedRateLimiter[reconcile.Request]
+	MaxConcurrentReconciles int
+}
+
+// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases/finalizers,verbs=get;create;update;patch;delete
+// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmcharts;ocirepositories;externalartifacts,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// SetupWithManager registers the reconciler with the manager.
+func (r *HelmReleaseReconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, opts HelmReleaseReconcilerOptions) error {
+	if r.FieldManager == "" {
+		r.FieldManager = ControllerName
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&v2.HelmRelease{}, builder.WithPredicates(
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}),
+		)).
+		WithOptions(controller.Options{
+			RateLimiter:             opts.RateLimiter,
+			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+		}).
+		Complete(r)
+}
+
+// Reconcile brings one HelmRelease closer to its desired state.
+func (r *HelmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	start := time.Now()
+	log := ctrl.LoggerFrom(ctx)
+
+	obj := &v2.HelmRelease{}
+	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	patcher := patch.NewSerialPatcher(obj, r.Client)
+
+	defer func() {
+		if err := r.finalizeStatus(ctx, patcher, obj, retErr); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+		r.Metrics.RecordDuration(ctx, obj, start)
+	}()
+
+	if !obj.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.reconcileDelete(ctx, obj)
+	}
+
+	// The finalizer goes on before anything touches the cluster, so a
+	// deletion can never leave a release behind.
+	if !controllerutil.ContainsFinalizer(obj, helmv2.HelmReleaseFinalizer) {
+		controllerutil.AddFinalizer(obj, helmv2.HelmReleaseFinalizer)
+		if err := patcher.Patch(ctx, obj, patch.WithFieldOwner(r.FieldManager)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to add finalizer: %w", err)
+		}
+	}
+
+	if obj.Spec.Suspend {
+		log.Info("reconciliation is suspended for this object")
+		r.Metrics.RecordSuspend(ctx, obj, true)
+		return ctrl.Result{}, nil
+	}
+	r.Metrics.RecordSuspend(ctx, obj, false)
+
+	return r.reconcileRelease(ctx, patcher, obj)
+}
+
+// reconcileRelease resolves the chart source. Installing and upgrading the
+// release is not implemented yet: the object is reported as Progressing.
+func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *patch.SerialPatcher, obj *v2.HelmRelease) (ctrl.Result, error) {
+	conditions.MarkReconciling(obj, meta.ProgressingReason, "reconciliation in progress")
+	if err := patcher.Patch(ctx, obj, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to mark reconciliation in progress: %w", err)
+	}
+
+	artifact, err := r.sourceArtifact(ctx, obj)
+	if err != nil {
+		conditions.MarkFalse(obj, meta.ReadyCondition, helmv2.ArtifactFailedReason, "%s", err)
+		r.EventRecorder.Event(obj, corev1.EventTypeWarning, helmv2.ArtifactFailedReason, err.Error())
+		return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
+	}
+
+	conditions.MarkUnknown(obj, meta.ReadyCondition, meta.ProgressingReason,
+		"chart artifact %s is available; release management is not implemented yet", artifact.Revision)
+	return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
+}
+
+// sourceArtifact returns the artifact of the source the HelmRelease points at.
+func (r *HelmReleaseReconciler) sourceArtifact(ctx context.Context, obj *v2.HelmRelease) (*meta.Artifact, error) {
+	source, key, err := r.sourceFor(obj)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Get(ctx, key, source); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("could not get source %s '%s': not found", source.GetObjectKind().GroupVersionKind().Kind, key)
+		}
+		return nil, fmt.Errorf("could not get source '%s': %w", key, err)
+	}
+	artifact := source.GetArtifact()
+	if artifact == nil {
+		return nil, fmt.Errorf("source '%s' has no artifact yet", key)
+	}
+	return artifact, nil
+}
+
+type sourceObject interface {
+	client.Object
+	GetArtifact() *meta.Artifact
+}
+
+// sourceFor returns an empty object of the referenced source kind and its key.
+func (r *HelmReleaseReconciler) sourceFor(obj *v2.HelmRelease) (sourceObject, client.ObjectKey, error) {
+	if obj.Spec.ChartRef == nil {
+		// A chart template is served by a HelmChart the controller manages in
+		// the source's namespace.
+		return &sourcev1.HelmChart{}, client.ObjectKey{
+			Namespace: obj.Spec.Chart.GetNamespace(obj.Namespace),
+			Name:      obj.Upstream().GetHelmChartName(),
+		}, nil
+	}
+
+	ref := obj.Spec.ChartRef
+	key := client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}
+	if key.Namespace == "" {
+		key.Namespace = obj.Namespace
+	}
+	switch ref.Kind {
+	case sourcev1.OCIRepositoryKind:
+		return &sourcev1.OCIRepository{}, key, nil
+	case sourcev1.HelmChartKind:
+		return &sourcev1.HelmChart{}, key, nil
+	case sourcev1.ExternalArtifactKind:
+		return &sourcev1.ExternalArtifact{}, key, nil
+	default:
+		return nil, key, fmt.Errorf("unsupported chartRef kind '%s'", ref.Kind)
+	}
+}
+
+// reconcileDelete removes the finalizer. Uninstalling the release on
+// deletion arrives with release management.
+func (r *HelmReleaseReconciler) reconcileDelete(ctx context.Context, obj *v2.HelmRelease) error {
+	if !controllerutil.ContainsFinalizer(obj, helmv2.HelmReleaseFinalizer) {
+		return nil
+	}
+	controllerutil.RemoveFinalizer(obj, helmv2.HelmReleaseFinalizer)
+	r.Metrics.RecordReadiness(ctx, obj)
+	return nil
+}
+
+// ownedConditions are the conditions this controller writes; the patch helper
+// resolves conflicts on them in the controller's favour.
+var ownedConditions = []string{
+	meta.ReadyCondition,
+	meta.ReconcilingCondition,
+	meta.StalledCondition,
+	helmv2.ReleasedCondition,
+	helmv2.TestSuccessCondition,
+	helmv2.RemediatedCondition,
+	helmv2.DriftedCondition,
+}
+
+// finalizeStatus writes the outcome of a reconcile back to the API server.
+func (r *HelmReleaseReconciler) finalizeStatus(ctx context.Context, patcher *patch.SerialPatcher, obj *v2.HelmRelease, reconcileErr error) error {
+	if v, ok := meta.ReconcileAnnotationValue(obj.GetAnnotations()); ok {
+		obj.Status.LastHandledReconcileAt = v
+	}
+
+	deleted := !obj.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(obj, helmv2.HelmReleaseFinalizer)
+	if !deleted && !obj.Spec.Suspend && reconcileErr == nil && controllerutil.ContainsFinalizer(obj, helmv2.HelmReleaseFinalizer) {
+		obj.Status.ObservedGeneration = obj.Generation
+		if !conditions.IsUnknown(obj, meta.ReadyCondition) {
+			conditions.Delete(obj, meta.ReconcilingCondition)
+		}
+	}
+
+	err := patcher.Patch(ctx, obj, patch.WithOwnedConditions{Conditions: ownedConditions}, patch.WithFieldOwner(r.FieldManager))
+	if err != nil && deleted && apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("failed to patch HelmRelease status: %w", err)
+	}
+	if !deleted {
+		r.Metrics.RecordReadiness(ctx, obj)
+	}
+	return nil
+}
