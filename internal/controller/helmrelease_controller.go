@@ -143,17 +143,26 @@ func (r *HelmReleaseReconciler) sourceArtifact(ctx context.Context, obj *v2.Helm
 	if err != nil {
 		return nil, err
 	}
+	kind := sourceKind(obj)
 	if err := r.Get(ctx, key, source); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("could not get source %s '%s': not found", source.GetObjectKind().GroupVersionKind().Kind, key)
+			return nil, fmt.Errorf("could not get source %s '%s': not found", kind, key)
 		}
-		return nil, fmt.Errorf("could not get source '%s': %w", key, err)
+		return nil, fmt.Errorf("could not get source %s '%s': %w", kind, key, err)
 	}
 	artifact := source.GetArtifact()
 	if artifact == nil {
-		return nil, fmt.Errorf("source '%s' has no artifact yet", key)
+		return nil, fmt.Errorf("source %s '%s' has no artifact yet", kind, key)
 	}
 	return artifact, nil
+}
+
+// sourceKind names the kind of source the HelmRelease reads its chart from.
+func sourceKind(obj *v2.HelmRelease) string {
+	if obj.Spec.ChartRef != nil {
+		return obj.Spec.ChartRef.Kind
+	}
+	return sourcev1.HelmChartKind
 }
 
 type sourceObject interface {

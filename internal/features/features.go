@@ -1,0 +1,90 @@
+// Package features lists the feature gates the controller accepts and their
+// defaults: every gate of upstream helm-controller v1.6.x, so existing
+// `--feature-gates` arguments keep working, plus DefaultToAfterHooks.
+package features
+
+import (
+	"github.com/fluxcd/pkg/runtime/controller"
+	feathelper "github.com/fluxcd/pkg/runtime/features"
+)
+
+const (
+	// DefaultToAfterHooks makes afterHooks the wait strategy of install,
+	// upgrade and rollback for HelmReleases that leave waitStrategy unset,
+	// so a platform team can switch a whole fleet without editing manifests.
+	DefaultToAfterHooks = "DefaultToAfterHooks"
+
+	// DetectDrift and CorrectDrift are upstream's deprecated controller-wide
+	// drift switches; spec.driftDetection replaces them.
+	DetectDrift  = "DetectDrift"
+	CorrectDrift = "CorrectDrift"
+
+	// AllowDNSLookups lets chart templates resolve DNS names (Helm's getHostByName).
+	AllowDNSLookups = "AllowDNSLookups"
+
+	// OOMWatch stops the controller gracefully before the kernel kills it for
+	// exceeding its memory limit, so no release is left pending.
+	OOMWatch = "OOMWatch"
+
+	// AdoptLegacyReleases is accepted for compatibility and ignored, as upstream does.
+	AdoptLegacyReleases = "AdoptLegacyReleases"
+
+	// DisableChartDigestTracking stops appending the OCI digest to the chart
+	// version, so a digest change alone does not upgrade the release.
+	DisableChartDigestTracking = "DisableChartDigestTracking"
+
+	// UseHelm3Defaults restores Helm 3 behaviour where the spec leaves a
+	// choice open: client-side apply and the legacy readiness checks.
+	UseHelm3Defaults = "UseHelm3Defaults"
+
+	// CancelHealthCheckOnNewRevision abandons a running readiness wait when a
+	// new reconcile request arrives for the same HelmRelease.
+	CancelHealthCheckOnNewRevision = "CancelHealthCheckOnNewRevision"
+
+	// DefaultToRetryOnFailure makes RetryOnFailure the default install and
+	// upgrade strategy.
+	DefaultToRetryOnFailure = "DefaultToRetryOnFailure"
+
+	// ObjectLevelWorkloadIdentity allows per-object workload identity for
+	// cloud provider authentication.
+	ObjectLevelWorkloadIdentity = "ObjectLevelWorkloadIdentity"
+)
+
+// defaults maps every supported gate to its default state.
+func defaults() map[string]bool {
+	return map[string]bool{
+		DefaultToAfterHooks:            false,
+		DetectDrift:                    false,
+		CorrectDrift:                   false,
+		AllowDNSLookups:                false,
+		OOMWatch:                       false,
+		AdoptLegacyReleases:            false,
+		DisableChartDigestTracking:     false,
+		UseHelm3Defaults:               false,
+		CancelHealthCheckOnNewRevision: false,
+		DefaultToRetryOnFailure:        false,
+		ObjectLevelWorkloadIdentity:    false,
+		controller.FeatureGateCacheSecretsAndConfigMaps:  false,
+		controller.FeatureGateAdditiveCELDependencyCheck: false,
+		controller.FeatureGateExternalArtifact:           true,
+		controller.FeatureGateDisableConfigWatchers:      false,
+		controller.FeatureGateDirectSourceFetch:          false,
+	}
+}
+
+// Defaults returns a fresh copy of every supported gate with its default.
+func Defaults() map[string]bool {
+	return defaults()
+}
+
+// Load validates the gates set on the command line against the supported
+// set and makes them visible to Enabled. Unknown gates are an error.
+func Load(cli *feathelper.FeatureGates) error {
+	return cli.SupportedFeatures(defaults())
+}
+
+// Enabled reports whether a gate is on. Unknown gates report false.
+func Enabled(gate string) bool {
+	on, err := feathelper.Enabled(gate)
+	return err == nil && on
+}

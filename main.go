@@ -1,0 +1,318 @@
+// Command helm-controller is a drop-in replacement for Flux's helm-controller
+// that adds waitStrategy: afterHooks. It accepts every flag of upstream
+// helm-controller v1.6.x with the same names and defaults.
+package main
+
+import (
+	"context"
+	"errors"
+	goflag "flag"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/runtime/acl"
+	runtimeclient "github.com/fluxcd/pkg/runtime/client"
+	helper "github.com/fluxcd/pkg/runtime/controller"
+	"github.com/fluxcd/pkg/runtime/events"
+	feathelper "github.com/fluxcd/pkg/runtime/features"
+	"github.com/fluxcd/pkg/runtime/jitter"
+	"github.com/fluxcd/pkg/runtime/leaderelection"
+	"github.com/fluxcd/pkg/runtime/logger"
+	"github.com/fluxcd/pkg/runtime/metrics"
+	"github.com/fluxcd/pkg/runtime/pprof"
+	"github.com/fluxcd/pkg/runtime/probes"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlcfg "sigs.k8s.io/controller-runtime/pkg/config"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/controller"
+	"github.com/afterhooks/helm-controller/internal/features"
+)
+
+// options holds every command-line setting.
+type options struct {
+	metricsAddr                     string
+	eventsAddr                      string
+	healthAddr                      string
+	concurrent                      int
+	requeueDependency               time.Duration
+	gracefulShutdownTimeout         time.Duration
+	httpRetry                       int
+	httpTimeout                     time.Duration
+	defaultServiceAccount           string
+	defaultKubeConfigServiceAccount string
+	snapshotDigestAlgo              string
+	overrideManagers                []string
+	oomWatchInterval                time.Duration
+	oomWatchMemoryThreshold         uint8
+	oomWatchMaxMemoryPath           string
+	oomWatchCurrentMemoryPath       string
+	tokenCacheMaxSize               int
+	tokenCacheMaxDuration           time.Duration
+
+	client         runtimeclient.Options
+	kubeConfig     runtimeclient.KubeConfigOptions
+	logger         logger.Options
+	acl            acl.Options
+	leaderElection leaderelection.Options
+	rateLimiter    helper.RateLimiterOptions
+	watch          helper.WatchOptions
+	intervalJitter jitter.IntervalOptions
+	featureGates   feathelper.FeatureGates
+}
+
+// bindFlags registers every flag on fs.
+func (o *options) bindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.metricsAddr, "metrics-addr", ":8080", "Listen address of the Prometheus metrics endpoint.")
+	fs.StringVar(&o.eventsAddr, "events-addr", "", "URL of notification-controller's event receiver; empty disables forwarding.")
+	fs.StringVar(&o.healthAddr, "health-addr", ":9440", "Listen address of the /healthz and /readyz endpoints.")
+	fs.IntVar(&o.concurrent, "concurrent", 4, "How many HelmReleases are reconciled at the same time.")
+	fs.DurationVar(&o.requeueDependency, "requeue-dependency", 30*time.Second, "How long to wait before checking again a HelmRelease whose dependencies are not ready.")
+	fs.DurationVar(&o.gracefulShutdownTimeout, "graceful-shutdown-timeout", 600*time.Second,
+		"How long running reconciles may take to finish after a shutdown signal before the process stops anyway.")
+	fs.IntVar(&o.httpRetry, "http-retry", 9, "How many times a failed chart artifact download is retried.")
+	fs.DurationVar(&o.httpTimeout, "http-timeout", 30*time.Second, "Time limit of a single chart artifact download attempt.")
+	fs.StringVar(&o.defaultServiceAccount, "default-service-account", "", "ServiceAccount to impersonate for HelmReleases that set no spec.serviceAccountName.")
+	fs.StringVar(&o.defaultKubeConfigServiceAccount, "default-kubeconfig-service-account", "",
+		"ServiceAccount used for remote-cluster kubeconfigs that name none.")
+	fs.StringVar(&o.snapshotDigestAlgo, "snapshot-digest-algo", "sha256",
+		"Hash algorithm (sha256, sha384, sha512) of the release digests kept in status.history.")
+	fs.StringArrayVar(&o.overrideManagers, "override-manager", nil,
+		"A field manager whose changes drift correction takes over (repeatable), e.g. kubectl-edit.")
+	fs.DurationVar(&o.oomWatchInterval, "oom-watch-interval", 500*time.Millisecond,
+		"How often memory usage is sampled when the OOMWatch feature gate is on.")
+	fs.Uint8Var(&o.oomWatchMemoryThreshold, "oom-watch-memory-threshold", 95,
+		"Memory usage, in percent of the limit, at which the OOMWatch feature gate shuts the controller down gracefully.")
+	fs.StringVar(&o.oomWatchMaxMemoryPath, "oom-watch-max-memory-path", "",
+		"cgroup file holding the memory limit, for OOMWatch; detected when empty.")
+	fs.StringVar(&o.oomWatchCurrentMemoryPath, "oom-watch-current-memory-path", "",
+		"cgroup file holding the current memory usage, for OOMWatch; detected when empty.")
+	fs.IntVar(&o.tokenCacheMaxSize, "token-cache-max-size", 100,
+		"Capacity of the cache of cloud provider tokens; 0 disables the cache.")
+	fs.DurationVar(&o.tokenCacheMaxDuration, "token-cache-max-duration", time.Hour,
+		"Longest time a cached token is reused (at most 1h).")
+
+	o.client.BindFlags(fs)
+	o.kubeConfig.BindFlags(fs)
+	o.logger.BindFlags(fs)
+	o.acl.BindFlags(fs)
+	o.leaderElection.BindFlags(fs)
+	o.rateLimiter.BindFlags(fs)
+	o.watch.BindFlags(fs)
+	o.intervalJitter.BindFlags(fs)
+	o.featureGates.BindFlags(fs)
+
+	// controller-runtime registers --kubeconfig on Go's flag set.
+	if f := goflag.CommandLine.Lookup("kubeconfig"); f != nil {
+		fs.AddGoFlag(f)
+	}
+}
+
+// notYetImplemented lists flags that are accepted for compatibility but
+// whose behaviour arrives in later work; docs/flags.md says the same.
+var notYetImplemented = []string{
+	"requeue-dependency", "http-retry", "http-timeout", "default-service-account",
+	"default-kubeconfig-service-account", "snapshot-digest-algo", "override-manager",
+	"oom-watch-interval", "oom-watch-memory-threshold", "oom-watch-max-memory-path",
+	"oom-watch-current-memory-path", "token-cache-max-size", "token-cache-max-duration",
+	"insecure-kubeconfig-exec", "insecure-kubeconfig-tls", "no-cross-namespace-refs",
+	"watch-configs-label-selector", "interval-jitter-percentage",
+}
+
+// gatesNotYetImplemented lists feature gates that are accepted but have no
+// effect yet when changed from their default.
+var gatesNotYetImplemented = []string{
+	features.DefaultToAfterHooks, features.DetectDrift, features.CorrectDrift,
+	features.AllowDNSLookups, features.OOMWatch, features.DisableChartDigestTracking,
+	features.UseHelm3Defaults, features.CancelHealthCheckOnNewRevision,
+	features.DefaultToRetryOnFailure, features.ObjectLevelWorkloadIdentity,
+	helper.FeatureGateAdditiveCELDependencyCheck, helper.FeatureGateExternalArtifact,
+	helper.FeatureGateDisableConfigWatchers, helper.FeatureGateDirectSourceFetch,
+}
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintf(os.Stderr, "helm-controller: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	var opts options
+	fs := pflag.NewFlagSet("helm-controller", pflag.ContinueOnError)
+	opts.bindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+
+	ctrl.SetLogger(logger.NewLogger(opts.logger))
+	log := ctrl.Log.WithName("setup")
+
+	if err := validate(&opts); err != nil {
+		return err
+	}
+	warnNotYetImplemented(log, fs)
+
+	mgr, err := newManager(&opts)
+	if err != nil {
+		return err
+	}
+	ctx := ctrl.SetupSignalHandler()
+	if err := setupReconciler(ctx, mgr, &opts, log); err != nil {
+		return err
+	}
+
+	probes.SetupChecks(mgr, log)
+	log.Info("starting manager")
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("running manager: %w", err)
+	}
+	return nil
+}
+
+// validate checks option values that flag parsing cannot.
+func validate(opts *options) error {
+	if err := features.Load(&opts.featureGates); err != nil {
+		return fmt.Errorf("invalid --feature-gates: %w", err)
+	}
+	if features.Enabled(features.AdoptLegacyReleases) {
+		ctrl.Log.WithName("setup").Info("the AdoptLegacyReleases feature gate is ignored, as in upstream helm-controller")
+	}
+	if opts.concurrent < 1 {
+		return fmt.Errorf("--concurrent must be at least 1, got %d", opts.concurrent)
+	}
+	if !slices.Contains([]string{"sha256", "sha384", "sha512"}, opts.snapshotDigestAlgo) {
+		return fmt.Errorf("--snapshot-digest-algo: unsupported algorithm %q (use sha256, sha384 or sha512)", opts.snapshotDigestAlgo)
+	}
+	if opts.oomWatchMemoryThreshold == 0 || opts.oomWatchMemoryThreshold > 100 {
+		return fmt.Errorf("--oom-watch-memory-threshold must be between 1 and 100, got %d", opts.oomWatchMemoryThreshold)
+	}
+	if err := opts.intervalJitter.SetGlobalJitter(nil); err != nil {
+		return fmt.Errorf("invalid --interval-jitter-percentage: %w", err)
+	}
+	if _, err := helper.GetWatchSelector(opts.watch); err != nil {
+		return fmt.Errorf("invalid --watch-label-selector: %w", err)
+	}
+	return nil
+}
+
+// warnNotYetImplemented logs every flag and feature gate that was given a
+// non-default value but has no effect yet, so nobody relies on it silently.
+func warnNotYetImplemented(log logr.Logger, fs *pflag.FlagSet) {
+	for _, name := range notYetImplemented {
+		f := fs.Lookup(name)
+		if f != nil && f.Changed && f.Value.String() != f.DefValue {
+			log.Info("WARNING: flag is accepted but not implemented yet; it has no effect", "flag", "--"+name, "value", f.Value.String())
+		}
+	}
+	defaults := features.Defaults()
+	for _, gate := range gatesNotYetImplemented {
+		if features.Enabled(gate) != defaults[gate] {
+			log.Info("WARNING: feature gate is accepted but not implemented yet; it has no effect", "gate", gate, "enabled", features.Enabled(gate))
+		}
+	}
+}
+
+func newScheme() *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(sourcev1.AddToScheme(scheme))
+	utilruntime.Must(v2.AddToScheme(scheme))
+	return scheme
+}
+
+func newManager(opts *options) (ctrl.Manager, error) {
+	watchSelector, err := helper.GetWatchSelector(opts.watch)
+	if err != nil {
+		return nil, fmt.Errorf("invalid --watch-label-selector: %w", err)
+	}
+
+	cacheOpts := ctrlcache.Options{
+		ByObject: map[ctrlclient.Object]ctrlcache.ByObject{
+			&v2.HelmRelease{}: {Label: watchSelector},
+		},
+	}
+	if !opts.watch.AllNamespaces {
+		namespace := os.Getenv("RUNTIME_NAMESPACE")
+		if namespace == "" {
+			return nil, fmt.Errorf("--watch-all-namespaces=false needs the RUNTIME_NAMESPACE environment variable")
+		}
+		cacheOpts.DefaultNamespaces = map[string]ctrlcache.Config{namespace: {}}
+	}
+
+	// Secrets and ConfigMaps are read directly unless caching them is
+	// asked for: caching means cluster-wide list/watch and more memory.
+	var disableCacheFor []ctrlclient.Object
+	if !features.Enabled(helper.FeatureGateCacheSecretsAndConfigMaps) {
+		disableCacheFor = []ctrlclient.Object{&corev1.Secret{}, &corev1.ConfigMap{}}
+	}
+
+	restConfig := runtimeclient.GetConfigOrDie(opts.client)
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                        newScheme(),
+		Metrics:                       metricsserver.Options{BindAddress: opts.metricsAddr, ExtraHandlers: pprof.GetHandlers()},
+		HealthProbeBindAddress:        opts.healthAddr,
+		LeaderElection:                opts.leaderElection.Enable,
+		LeaderElectionReleaseOnCancel: opts.leaderElection.ReleaseOnCancel,
+		LeaseDuration:                 &opts.leaderElection.LeaseDuration,
+		RenewDeadline:                 &opts.leaderElection.RenewDeadline,
+		RetryPeriod:                   &opts.leaderElection.RetryPeriod,
+		LeaderElectionID:              leaderelection.GenerateID(controller.ControllerName, opts.watch.LabelSelector),
+		GracefulShutdownTimeout:       &opts.gracefulShutdownTimeout,
+		Logger:                        ctrl.Log,
+		Cache:                         cacheOpts,
+		Client:                        ctrlclient.Options{Cache: &ctrlclient.CacheOptions{DisableFor: disableCacheFor}},
+		Controller:                    ctrlcfg.Controller{RecoverPanic: ptr.To(true)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	return mgr, nil
+}
+
+func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log logr.Logger) error {
+	recorder, err := events.NewRecorder(mgr, ctrl.Log, opts.eventsAddr, controller.ControllerName)
+	if err != nil {
+		return fmt.Errorf("creating event recorder for --events-addr %q: %w", opts.eventsAddr, err)
+	}
+
+	metricsRecorder := metrics.NewRecorder()
+	ctrlmetrics.Registry.MustRegister(metricsRecorder.Collectors()...)
+
+	reconciler := &controller.HelmReleaseReconciler{
+		Client:                     mgr.GetClient(),
+		APIReader:                  mgr.GetAPIReader(),
+		EventRecorder:              recorder,
+		Metrics:                    helper.NewMetrics(mgr, metricsRecorder, helmv2.HelmReleaseFinalizer),
+		FieldManager:               controller.ControllerName,
+		DefaultServiceAccount:      opts.defaultServiceAccount,
+		DisableChartDigestTracking: features.Enabled(features.DisableChartDigestTracking),
+	}
+	err = reconciler.SetupWithManager(ctx, mgr, controller.HelmReleaseReconcilerOptions{
+		RateLimiter:             helper.GetRateLimiter(opts.rateLimiter),
+		MaxConcurrentReconciles: opts.concurrent,
+	})
+	if err != nil {
+		return fmt.Errorf("setting up the HelmRelease controller: %w", err)
+	}
+	log.Info("HelmRelease controller set up", "concurrent", opts.concurrent)
+	return nil
+}

@@ -1,0 +1,104 @@
+package e2e
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// controllerProcess is the helm-controller binary running against the test
+// cluster, as a user would run it.
+type controllerProcess struct {
+	cmd     *exec.Cmd
+	logPath string
+	exited  chan error
+}
+
+func startController(binary, kubeconfig, logPath string, extraArgs ...string) (*controllerProcess, error) {
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("creating the controller log: %w", err)
+	}
+	args := append([]string{
+		"--kubeconfig=" + kubeconfig,
+		"--watch-all-namespaces",
+		"--enable-leader-election=false",
+		"--metrics-addr=127.0.0.1:0",
+		"--health-addr=127.0.0.1:0",
+		"--events-addr=",
+		"--log-level=debug",
+		"--requeue-dependency=2s",
+	}, extraArgs...)
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Env = append(os.Environ(), "RUNTIME_NAMESPACE=flux-system")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting the controller: %w", err)
+	}
+	p := &controllerProcess{cmd: cmd, logPath: logPath, exited: make(chan error, 1)}
+	go func() {
+		p.exited <- cmd.Wait()
+		logFile.Close()
+	}()
+	return p, nil
+}
+
+// running reports an error when the process has exited.
+func (p *controllerProcess) running() error {
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		return fmt.Errorf("controller exited: %v", err)
+	default:
+		return nil
+	}
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (p *controllerProcess) stop() error {
+	if err := p.running(); err != nil {
+		return err
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return fmt.Errorf("signalling the controller: %w", err)
+	}
+	select {
+	case err := <-p.exited:
+		var exitErr *exec.ExitError
+		if errors.As(err, &exitErr) {
+			return fmt.Errorf("controller exited with %v", exitErr)
+		}
+		return err
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		return errors.New("controller did not stop within 30s of SIGTERM")
+	}
+}
+
+// dumpLog writes the last lines of the controller's log.
+func (p *controllerProcess) dumpLog(w io.Writer, lines int) {
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		fmt.Fprintf(w, "cannot read controller log: %v\n", err)
+		return
+	}
+	defer f.Close()
+	var tail []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1024*1024), 1024*1024)
+	for sc.Scan() {
+		tail = append(tail, sc.Text())
+		if len(tail) > lines {
+			tail = tail[1:]
+		}
+	}
+	fmt.Fprintf(w, "--- last %d lines of the controller log ---\n%s\n", len(tail), strings.Join(tail, "\n"))
+}
