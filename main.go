@@ -276,11 +276,14 @@ func newManager(opts *options) (ctrl.Manager, error) {
 		RenewDeadline:                 &opts.leaderElection.RenewDeadline,
 		RetryPeriod:                   &opts.leaderElection.RetryPeriod,
 		LeaderElectionID:              leaderelection.GenerateID(controller.ControllerName, opts.watch.LabelSelector),
-		GracefulShutdownTimeout:       &opts.gracefulShutdownTimeout,
-		Logger:                        ctrl.Log,
-		Cache:                         cacheOpts,
-		Client:                        ctrlclient.Options{Cache: &ctrlclient.CacheOptions{DisableFor: disableCacheFor}},
-		Controller:                    ctrlcfg.Controller{RecoverPanic: ptr.To(true)},
+		// In a pod the namespace is detected; outside one (make run, tests)
+		// the lease lives in RUNTIME_NAMESPACE.
+		LeaderElectionNamespace: os.Getenv("RUNTIME_NAMESPACE"),
+		GracefulShutdownTimeout: &opts.gracefulShutdownTimeout,
+		Logger:                  ctrl.Log,
+		Cache:                   cacheOpts,
+		Client:                  ctrlclient.Options{Cache: &ctrlclient.CacheOptions{DisableFor: disableCacheFor}},
+		Controller:              ctrlcfg.Controller{RecoverPanic: ptr.To(true)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
