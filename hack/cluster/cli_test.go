@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/afterhooks/helm-controller/test/cluster"
 )
 
 // cliEnv makes the test binary behave as the CLI, so that `up` re-executing
@@ -103,19 +105,12 @@ func TestUpStatusDown(t *testing.T) {
 	}
 }
 
-// processesMentioning lists command lines (from /proc) that contain s.
+// processesMentioning lists running processes whose command line contains s.
 func processesMentioning(t *testing.T, s string) []string {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
+	found, err := cluster.ProcessesMentioning(s)
 	if err != nil {
-		t.Skipf("no /proc: %v", err)
-	}
-	var found []string
-	for _, e := range entries {
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(cmdline), s) {
-			found = append(found, strings.ReplaceAll(string(cmdline), "\x00", " "))
-		}
+		t.Skipf("cannot inspect processes: %v", err)
 	}
 	return found
 }

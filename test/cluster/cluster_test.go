@@ -367,22 +367,12 @@ func TestStartFailureReportsLogAndCleansUp(t *testing.T) {
 	}
 }
 
-// processesMentioning lists command lines (from /proc) that contain s.
+// processesMentioning lists running processes whose command line contains s.
 func processesMentioning(t *testing.T, s string) []string {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
+	found, err := ProcessesMentioning(s)
 	if err != nil {
-		t.Skipf("no /proc: %v", err)
-	}
-	var found []string
-	for _, e := range entries {
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		if strings.Contains(string(cmdline), s) {
-			found = append(found, strings.ReplaceAll(string(cmdline), "\x00", " "))
-		}
+		t.Skipf("cannot inspect processes: %v", err)
 	}
 	return found
 }

@@ -43,6 +43,17 @@ func poll(ctx context.Context, interval time.Duration, check func(context.Contex
 // httpOK reports whether GET url answers 200. Used for plain-HTTP health
 // endpoints (etcd, source-controller) that need no credentials.
 func httpOK(ctx context.Context, client *http.Client, url string) (bool, error) {
+	return httpAnswers(ctx, client, url, func(status int) bool { return status == http.StatusOK })
+}
+
+// httpServes reports whether anything answers HTTP at url, whatever the
+// status: the artifact server has no health endpoint, and its root is a 404.
+func httpServes(ctx context.Context, client *http.Client, url string) (bool, error) {
+	return httpAnswers(ctx, client, url, func(int) bool { return true })
+}
+
+// httpAnswers sends GET url and reports whether the status is acceptable.
+func httpAnswers(ctx context.Context, client *http.Client, url string, acceptable func(status int) bool) (bool, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return false, fmt.Errorf("building request: %w", err)
@@ -53,24 +64,9 @@ func httpOK(ctx context.Context, client *http.Client, url string) (bool, error) 
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK {
+	if !acceptable(resp.StatusCode) {
 		return false, fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
 	}
-	return true, nil
-}
-
-// httpServes reports whether anything answers HTTP at url, whatever the
-// status: the artifact server has no health endpoint, and its root is a 404.
-func httpServes(ctx context.Context, client *http.Client, url string) (bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return false, fmt.Errorf("building request: %w", err)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return false, err
-	}
-	_ = resp.Body.Close()
 	return true, nil
 }
 
