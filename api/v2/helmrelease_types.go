@@ -147,7 +147,7 @@ func effectiveWaitStrategy(set, defaultStrategy HookWaitStrategy, disableWait bo
 // +kubebuilder:printcolumn:name="Status",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].message",description=""
 // +kubebuilder:metadata:annotations="kustomize.toolkit.fluxcd.io/substitute=disabled"
 
-// HelmRelease is the Schema for the helmreleases API.
+// HelmRelease is the Schema for the helmreleases API
 type HelmRelease struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -1,0 +1,280 @@
+package v2_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/afterhooks/helm-controller/test/upstreamcrd"
+)
+
+// schemaNode holds the keywords of one schema node, without its children,
+// keyed by their JSON name (type, enum, pattern, default, required,
+// x-kubernetes-validations, ...).
+type schemaNode map[string]json.RawMessage
+
+// flattenSchema maps every path of a schema ("spec.install.remediation",
+// "spec.values", "status.history[]", "spec.x{}") to the node's own keywords.
+func flattenSchema(t *testing.T, path string, s *apiextensionsv1.JSONSchemaProps, out map[string]schemaNode) {
+	t.Helper()
+	if s == nil {
+		return
+	}
+	own := s.DeepCopy()
+	own.Properties, own.Items, own.AdditionalProperties = nil, nil, nil
+	data, err := json.Marshal(own)
+	if err != nil {
+		t.Fatalf("marshalling schema at %q: %v", path, err)
+	}
+	node := schemaNode{}
+	if err := json.Unmarshal(data, &node); err != nil {
+		t.Fatalf("unmarshalling schema at %q: %v", path, err)
+	}
+	if len(s.Properties) > 0 {
+		names := make([]string, 0, len(s.Properties))
+		for name := range s.Properties {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		node["(properties)"], _ = json.Marshal(names)
+	}
+	out[path] = node
+	for name, prop := range s.Properties {
+		flattenSchema(t, joinPath(path, name), &prop, out)
+	}
+	if s.Items != nil {
+		flattenSchema(t, path+"[]", s.Items.Schema, out)
+		for i := range s.Items.JSONSchemas {
+			flattenSchema(t, fmt.Sprintf("%s[%d]", path, i), &s.Items.JSONSchemas[i], out)
+		}
+	}
+	if s.AdditionalProperties != nil {
+		flattenSchema(t, path+"{}", s.AdditionalProperties.Schema, out)
+	}
+}
+
+func joinPath(parent, name string) string {
+	if parent == "" {
+		return name
+	}
+	return parent + "." + name
+}
+
+// ourAdditions are the only differences our CRD may have from upstream's:
+// a waitStrategy property and a CEL rule rejecting afterHooks with
+// disableWait on each of install, upgrade and rollback.
+var ourAdditions = map[string][]string{
+	"spec.install":               {"(properties)", "x-kubernetes-validations"},
+	"spec.upgrade":               {"(properties)", "x-kubernetes-validations"},
+	"spec.rollback":              {"(properties)", "x-kubernetes-validations"},
+	"spec.install.waitStrategy":  {"(new)"},
+	"spec.upgrade.waitStrategy":  {"(new)"},
+	"spec.rollback.waitStrategy": {"(new)"},
+}
+
+func allowed(path, keyword string) bool {
+	for _, k := range ourAdditions[path] {
+		if k == keyword {
+			return true
+		}
+	}
+	return false
+}
+
+func TestCRDIsSupersetOfUpstream(t *testing.T) {
+	upstreamPath, err := upstreamcrd.Generate(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream, err := upstreamcrd.Load(upstreamPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oursPath, err := upstreamcrd.OursPath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := upstreamcrd.Load(oursPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("resource", func(t *testing.T) {
+		if ours.Name != upstream.Name {
+			t.Errorf("name %q, upstream %q", ours.Name, upstream.Name)
+		}
+		if !reflect.DeepEqual(ours.Spec.Names, upstream.Spec.Names) {
+			t.Errorf("names differ:\nours:     %+v\nupstream: %+v", ours.Spec.Names, upstream.Spec.Names)
+		}
+		if ours.Spec.Group != upstream.Spec.Group || ours.Spec.Scope != upstream.Spec.Scope {
+			t.Errorf("group/scope %s/%s, upstream %s/%s", ours.Spec.Group, ours.Spec.Scope, upstream.Spec.Group, upstream.Spec.Scope)
+		}
+		for k, v := range upstream.Annotations {
+			if ours.Annotations[k] != v {
+				t.Errorf("annotation %s=%q, upstream %q", k, ours.Annotations[k], v)
+			}
+		}
+		if len(ours.Spec.Versions) != len(upstream.Spec.Versions) {
+			t.Fatalf("%d versions, upstream %d", len(ours.Spec.Versions), len(upstream.Spec.Versions))
+		}
+	})
+
+	for i, uv := range upstream.Spec.Versions {
+		ov := ours.Spec.Versions[i]
+		t.Run(uv.Name, func(t *testing.T) {
+			if ov.Name != uv.Name || ov.Served != uv.Served || ov.Storage != uv.Storage || ov.Deprecated != uv.Deprecated {
+				t.Errorf("version %s served=%v storage=%v deprecated=%v, upstream %s served=%v storage=%v deprecated=%v",
+					ov.Name, ov.Served, ov.Storage, ov.Deprecated, uv.Name, uv.Served, uv.Storage, uv.Deprecated)
+			}
+			if !reflect.DeepEqual(ov.Subresources, uv.Subresources) {
+				t.Errorf("subresources %+v, upstream %+v", ov.Subresources, uv.Subresources)
+			}
+			if !reflect.DeepEqual(ov.AdditionalPrinterColumns, uv.AdditionalPrinterColumns) {
+				t.Errorf("printer columns %+v, upstream %+v", ov.AdditionalPrinterColumns, uv.AdditionalPrinterColumns)
+			}
+			compareSchemas(t, uv.Schema.OpenAPIV3Schema, ov.Schema.OpenAPIV3Schema)
+		})
+	}
+}
+
+func compareSchemas(t *testing.T, upstreamSchema, ourSchema *apiextensionsv1.JSONSchemaProps) {
+	t.Helper()
+	upstream, ours := map[string]schemaNode{}, map[string]schemaNode{}
+	flattenSchema(t, "", upstreamSchema, upstream)
+	flattenSchema(t, "", ourSchema, ours)
+	if len(upstream) < 100 {
+		t.Fatalf("upstream schema has only %d paths; generation went wrong", len(upstream))
+	}
+
+	var diffs []string
+	seenAllowed := map[string]bool{}
+	for path, un := range upstream {
+		on, ok := ours[path]
+		if !ok {
+			diffs = append(diffs, fmt.Sprintf("%s: missing in our CRD", path))
+			continue
+		}
+		for _, keyword := range keywords(un, on) {
+			u, o := un[keyword], on[keyword]
+			if jsonEqual(u, o) {
+				continue
+			}
+			if allowed(path, keyword) {
+				seenAllowed[path+" "+keyword] = true
+				if keyword == "x-kubernetes-validations" {
+					checkRulesKept(t, path, u, o)
+				}
+				continue
+			}
+			diffs = append(diffs, fmt.Sprintf("%s: %s is %s, upstream %s", path, keyword, orNone(o), orNone(u)))
+		}
+	}
+	for path := range ours {
+		if _, ok := upstream[path]; ok {
+			continue
+		}
+		if allowed(path, "(new)") {
+			seenAllowed[path+" (new)"] = true
+			continue
+		}
+		diffs = append(diffs, fmt.Sprintf("%s: not in upstream's CRD and not one of our documented additions", path))
+	}
+	sort.Strings(diffs)
+	for _, d := range diffs {
+		t.Error(d)
+	}
+	t.Logf("compared %d upstream schema paths", len(upstream))
+
+	// Every documented addition must actually be there; an addition that
+	// silently disappeared is as much a bug as an undocumented one.
+	for path, kws := range ourAdditions {
+		for _, kw := range kws {
+			if !seenAllowed[path+" "+kw] {
+				t.Errorf("documented addition %s %s not found in our CRD", path, kw)
+			}
+		}
+	}
+}
+
+// checkRulesKept asserts that where we add CEL rules, upstream's rules are
+// all still there, unchanged and in order.
+func checkRulesKept(t *testing.T, path string, upstreamRaw, oursRaw json.RawMessage) {
+	t.Helper()
+	var upstream, ours apiextensionsv1.ValidationRules
+	if len(upstreamRaw) > 0 {
+		if err := json.Unmarshal(upstreamRaw, &upstream); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := json.Unmarshal(oursRaw, &ours); err != nil {
+		t.Fatal(err)
+	}
+	if len(ours) != len(upstream)+1 {
+		t.Errorf("%s: %d CEL rules, want upstream's %d plus ours", path, len(ours), len(upstream))
+		return
+	}
+	// Ours are appended after upstream's rules (controller-gen emits the
+	// embedded type's markers first).
+	added := ours[len(ours)-1]
+	if !rulesEqual(ours[:len(upstream)], upstream) {
+		t.Errorf("%s: upstream's CEL rules changed:\nours:     %+v\nupstream: %+v", path, ours, upstream)
+	}
+	if !strings.Contains(added.Rule, "afterHooks") || !strings.Contains(added.Rule, "disableWait") {
+		t.Errorf("%s: added CEL rule %q is not the afterHooks/disableWait rule", path, added.Rule)
+	}
+}
+
+func rulesEqual(a, b apiextensionsv1.ValidationRules) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !reflect.DeepEqual(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func keywords(a, b schemaNode) []string {
+	set := map[string]bool{}
+	for k := range a {
+		set[k] = true
+	}
+	for k := range b {
+		set[k] = true
+	}
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var av, bv any
+	if json.Unmarshal(a, &av) != nil || json.Unmarshal(b, &bv) != nil {
+		return string(a) == string(b)
+	}
+	return reflect.DeepEqual(av, bv)
+}
+
+func orNone(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "(absent)"
+	}
+	s := string(raw)
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
