@@ -49,9 +49,10 @@ func defaultBinDir() (string, error) {
 	return filepath.Join(cache, "afterhooks-helm-controller", "tools", "bin"), nil
 }
 
-// findBinaries picks the bin directory (explicit, then environment, then the
-// build cache) and checks that everything needed is in it.
-func findBinaries(explicit string) (binaries, error) {
+// ToolBinDir returns the directory of the cluster tool binaries:
+// explicit when set, else $HELM_CONTROLLER_TOOLS_BIN, else the build cache
+// of hack/tools/build.sh. It does not check what the directory holds.
+func ToolBinDir(explicit string) (string, error) {
 	dir := explicit
 	if dir == "" {
 		dir = os.Getenv(BinDirEnv)
@@ -59,12 +60,22 @@ func findBinaries(explicit string) (binaries, error) {
 	if dir == "" {
 		var err error
 		if dir, err = defaultBinDir(); err != nil {
-			return binaries{}, err
+			return "", err
 		}
 	}
 	dir, err := filepath.Abs(dir)
 	if err != nil {
-		return binaries{}, fmt.Errorf("resolving bin directory: %w", err)
+		return "", fmt.Errorf("resolving bin directory: %w", err)
+	}
+	return dir, nil
+}
+
+// findBinaries picks the bin directory (see ToolBinDir) and checks that
+// everything needed is in it.
+func findBinaries(explicit string) (binaries, error) {
+	dir, err := ToolBinDir(explicit)
+	if err != nil {
+		return binaries{}, err
 	}
 	var missing []string
 	for _, name := range requiredBinaries {

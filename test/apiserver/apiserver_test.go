@@ -1,0 +1,327 @@
+// Package apiserver checks our HelmRelease CRD on a real kube-apiserver,
+// side by side with upstream's CRD on a second one: what upstream accepts we
+// accept and store identically, what upstream rejects we reject with the
+// same message, and our waitStrategy field is validated clearly.
+package apiserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/afterhooks/helm-controller/test/cluster"
+	"github.com/afterhooks/helm-controller/test/upstreamcrd"
+)
+
+// server is one API server with one HelmRelease CRD installed.
+type server struct {
+	name   string
+	env    *envtest.Environment
+	client client.Client
+}
+
+var ours, upstream *server
+
+func TestMain(m *testing.M) {
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M) (int, error) {
+	binDir, err := cluster.ToolBinDir("")
+	if err != nil {
+		return 0, err
+	}
+	for _, bin := range []string{"etcd", "kube-apiserver"} {
+		if _, err := os.Stat(filepath.Join(binDir, bin)); err != nil {
+			return 0, fmt.Errorf("%s not found in %s: run `make tools` first: %w", bin, binDir, err)
+		}
+	}
+	upstreamDir, err := os.MkdirTemp("", "upstream-crd-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(upstreamDir)
+	if _, err := upstreamcrd.Generate(upstreamDir); err != nil {
+		return 0, err
+	}
+	oursPath, err := upstreamcrd.OursPath()
+	if err != nil {
+		return 0, err
+	}
+
+	// Start both API servers at once; each takes a few seconds.
+	var wg sync.WaitGroup
+	var errOurs, errUpstream error
+	wg.Add(2)
+	go func() { defer wg.Done(); ours, errOurs = startServer("ours", binDir, filepath.Dir(oursPath)) }()
+	go func() { defer wg.Done(); upstream, errUpstream = startServer("upstream", binDir, upstreamDir) }()
+	wg.Wait()
+	defer func() {
+		for _, s := range []*server{ours, upstream} {
+			if s != nil {
+				_ = s.env.Stop()
+			}
+		}
+	}()
+	if err := errors.Join(errOurs, errUpstream); err != nil {
+		return 0, err
+	}
+	return m.Run(), nil
+}
+
+func startServer(name, binDir, crdDir string) (*server, error) {
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: binDir,
+		CRDDirectoryPaths:     []string{crdDir},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting the %s API server: %w", name, err)
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("client for the %s API server: %w", name, err)
+	}
+	return &server{name: name, env: env, client: c}, nil
+}
+
+// loadObjects reads every HelmRelease document of a YAML file.
+func loadObjects(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := decoder.Decode(&obj.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatalf("%s: %v", path, err)
+		}
+		if len(obj.Object) > 0 {
+			objs = append(objs, obj)
+		}
+	}
+	if len(objs) == 0 {
+		t.Fatalf("%s holds no objects", path)
+	}
+	return objs
+}
+
+func samples(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no samples in testdata/%s: %v", dir, err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, f := range files {
+		objs = append(objs, loadObjects(t, f)...)
+	}
+	return objs
+}
+
+// create submits a copy of obj into a fresh namespace-like scope: every
+// object goes to "default" under a unique name per server.
+func create(ctx context.Context, s *server, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	o := obj.DeepCopy()
+	o.SetNamespace("default")
+	if err := s.client.Create(ctx, o); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func cleanup(t *testing.T, objs ...*unstructured.Unstructured) {
+	t.Cleanup(func() {
+		for _, o := range objs {
+			if o == nil {
+				continue
+			}
+			for _, s := range []*server{ours, upstream} {
+				_ = s.client.Delete(context.Background(), o.DeepCopy())
+			}
+		}
+	})
+}
+
+func TestUpstreamSamplesAcceptedAndStoredAlike(t *testing.T) {
+	ctx := context.Background()
+	for _, obj := range samples(t, "valid") {
+		t.Run(obj.GetName(), func(t *testing.T) {
+			fromUpstream, err := create(ctx, upstream, obj)
+			if err != nil {
+				t.Fatalf("upstream's CRD rejects the sample, so it is not a valid sample: %v", err)
+			}
+			fromOurs, err := create(ctx, ours, obj)
+			cleanup(t, fromUpstream, fromOurs)
+			if err != nil {
+				t.Fatalf("our CRD rejects a HelmRelease upstream accepts: %v", err)
+			}
+			// Defaults and pruning must leave the same spec behind.
+			if diff := cmp.Diff(fromUpstream.Object["spec"], fromOurs.Object["spec"]); diff != "" {
+				t.Errorf("stored spec differs from upstream's (-upstream +ours):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestUpstreamRejectionsKept(t *testing.T) {
+	ctx := context.Background()
+	for _, obj := range samples(t, "invalid") {
+		t.Run(obj.GetName(), func(t *testing.T) {
+			fromUpstream, errUpstream := create(ctx, upstream, obj)
+			fromOurs, errOurs := create(ctx, ours, obj)
+			cleanup(t, fromUpstream, fromOurs)
+			if errUpstream == nil {
+				t.Fatal("upstream's CRD accepts the sample, so it is not an invalid sample")
+			}
+			if !apierrors.IsInvalid(errUpstream) && !apierrors.IsBadRequest(errUpstream) {
+				t.Fatalf("upstream failed for another reason than validation: %v", errUpstream)
+			}
+			if errOurs == nil {
+				t.Fatalf("our CRD accepts what upstream rejects with: %v", errUpstream)
+			}
+			if diff := cmp.Diff(causes(errUpstream), causes(errOurs)); diff != "" {
+				t.Errorf("rejection differs (-upstream +ours):\n%s\nours:     %v\nupstream: %v", diff, errOurs, errUpstream)
+			}
+			t.Logf("rejected: %v", errOurs)
+		})
+	}
+}
+
+// causes lists the reason and every field error of an API error, sorted:
+// the API server does not report several field errors in a stable order.
+func causes(err error) []string {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return []string{err.Error()}
+	}
+	details := status.Status().Details
+	out := []string{string(status.Status().Reason)}
+	if details == nil {
+		return append(out, status.Status().Message)
+	}
+	for _, c := range details.Causes {
+		out = append(out, fmt.Sprintf("%s %s: %s", c.Field, c.Type, c.Message))
+	}
+	sort.Strings(out[1:])
+	return out
+}
+
+func helmRelease(name string, actions map[string]map[string]any) *unstructured.Unstructured {
+	spec := map[string]any{
+		"interval": "5m",
+		"chartRef": map[string]any{"kind": "OCIRepository", "name": "app"},
+	}
+	for action, fields := range actions {
+		spec[action] = fields
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "helm.toolkit.fluxcd.io/v2",
+		"kind":       "HelmRelease",
+		"metadata":   map[string]any{"name": name},
+		"spec":       spec,
+	}}
+}
+
+func TestWaitStrategyValidation(t *testing.T) {
+	ctx := context.Background()
+	const combinedMessage = "waitStrategy afterHooks cannot be combined with disableWait"
+	for _, action := range []string{"install", "upgrade", "rollback"} {
+		cases := []struct {
+			name    string
+			fields  map[string]any
+			wantErr []string // substrings of the rejection; nil means accepted
+		}{
+			{name: "after-hooks", fields: map[string]any{"waitStrategy": "afterHooks"}},
+			{name: "before-hooks", fields: map[string]any{"waitStrategy": "beforeHooks"}},
+			{name: "before-hooks-no-wait", fields: map[string]any{"waitStrategy": "beforeHooks", "disableWait": true}},
+			{name: "after-hooks-wait-enabled", fields: map[string]any{"waitStrategy": "afterHooks", "disableWait": false}},
+			{name: "unknown", fields: map[string]any{"waitStrategy": "sometimes"}, wantErr: []string{
+				"spec." + action + ".waitStrategy", `Unsupported value: "sometimes"`, `supported values: "beforeHooks", "afterHooks"`,
+			}},
+			{name: "wrong-case", fields: map[string]any{"waitStrategy": "AfterHooks"}, wantErr: []string{
+				"spec." + action + ".waitStrategy", `Unsupported value: "AfterHooks"`,
+			}},
+			{name: "after-hooks-no-wait", fields: map[string]any{"waitStrategy": "afterHooks", "disableWait": true}, wantErr: []string{
+				"spec." + action, combinedMessage,
+			}},
+		}
+		for _, tc := range cases {
+			t.Run(action+"/"+tc.name, func(t *testing.T) {
+				obj := helmRelease(action+"-"+tc.name, map[string]map[string]any{action: tc.fields})
+				stored, err := create(ctx, ours, obj)
+				cleanup(t, stored)
+				if tc.wantErr == nil {
+					if err != nil {
+						t.Fatalf("rejected: %v", err)
+					}
+					got, _, _ := unstructured.NestedFieldNoCopy(stored.Object, "spec", action, "waitStrategy")
+					if got != tc.fields["waitStrategy"] {
+						t.Errorf("stored waitStrategy %v, want %v", got, tc.fields["waitStrategy"])
+					}
+					return
+				}
+				if err == nil {
+					t.Fatal("accepted, want a rejection")
+				}
+				if !apierrors.IsInvalid(err) {
+					t.Errorf("want an Invalid error, got %v", err)
+				}
+				for _, want := range tc.wantErr {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("rejection %q does not mention %q", err, want)
+					}
+				}
+				t.Logf("rejected: %v", err)
+			})
+		}
+	}
+}
+
+// TestUpstreamServerIgnoresWaitStrategy documents what happens when one of
+// our manifests meets upstream's CRD: the field is pruned, nothing fails.
+// Together with the samples above this is the whole compatibility story:
+// manifests move both ways.
+func TestUpstreamServerIgnoresWaitStrategy(t *testing.T) {
+	ctx := context.Background()
+	obj := helmRelease("pruned", map[string]map[string]any{"install": {"waitStrategy": "afterHooks", "timeout": "3m"}})
+	stored, err := create(ctx, upstream, obj)
+	cleanup(t, stored)
+	if err != nil {
+		t.Fatalf("upstream rejected one of our manifests: %v", err)
+	}
+	if _, found, _ := unstructured.NestedFieldNoCopy(stored.Object, "spec", "install", "waitStrategy"); found {
+		t.Error("upstream's CRD kept waitStrategy; expected it to be pruned")
+	}
+	if timeout, _, _ := unstructured.NestedString(stored.Object, "spec", "install", "timeout"); timeout != "3m" {
+		t.Errorf("install.timeout = %q after pruning, want 3m", timeout)
+	}
+}
