@@ -20,6 +20,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/afterhooks/helm-controller/test/cluster"
+
 	"github.com/afterhooks/helm-controller/internal/features"
 )
 
@@ -114,10 +116,9 @@ func controllerBinary(t *testing.T) string {
 // with our CRD installed, and returns an admin kubeconfig path.
 func startAPIServer(t *testing.T) string {
 	t.Helper()
-	binDir := os.Getenv("HELM_CONTROLLER_TOOLS_BIN")
-	if binDir == "" {
-		home, _ := os.UserHomeDir()
-		binDir = filepath.Join(home, ".cache", "afterhooks-helm-controller", "tools", "bin")
+	binDir, err := cluster.ToolBinDir("")
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, bin := range []string{"etcd", "kube-apiserver"} {
 		if _, err := os.Stat(filepath.Join(binDir, bin)); err != nil {
