@@ -1,0 +1,148 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/release/common"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// fakeHelm keeps releases in memory and behaves like Helm storage does
+// for the actions the machine runs; failures are injected per action.
+type fakeHelm struct {
+	name, namespace string
+	releases        []*releasev1.Release // oldest first
+	fail            map[string]error     // action -> error to return
+	testFails       bool
+	calls           []string
+	now             time.Time
+}
+
+func newFakeHelm() *fakeHelm {
+	return &fakeHelm{name: "app", namespace: "default", fail: map[string]error{}, now: time.Unix(1_700_000_000, 0)}
+}
+
+func (f *fakeHelm) last() *releasev1.Release {
+	if len(f.releases) == 0 {
+		return nil
+	}
+	return f.releases[len(f.releases)-1]
+}
+
+func (f *fakeHelm) LastRelease(context.Context) (*releasev1.Release, error) {
+	if rel := f.last(); rel != nil {
+		return rel, nil
+	}
+	return nil, driver.ErrReleaseNotFound
+}
+
+func (f *fakeHelm) newRelease(chart *chartv2.Chart, values map[string]any, status common.Status) *releasev1.Release {
+	version := 1
+	if prev := f.last(); prev != nil {
+		version = prev.Version + 1
+	}
+	f.now = f.now.Add(time.Minute)
+	rel := &releasev1.Release{
+		Name: f.name, Namespace: f.namespace, Version: version, Chart: chart, Config: values,
+		Info: &releasev1.Info{Status: status, FirstDeployed: f.now, LastDeployed: f.now},
+	}
+	f.releases = append(f.releases, rel)
+	return rel
+}
+
+func (f *fakeHelm) deploy(action string, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
+	f.calls = append(f.calls, action)
+	if err := f.fail[action]; err != nil {
+		return f.newRelease(chart, values, common.StatusFailed), err
+	}
+	for _, r := range f.releases {
+		if r.Info.Status == common.StatusDeployed {
+			r.Info.Status = common.StatusSuperseded
+		}
+	}
+	return f.newRelease(chart, values, common.StatusDeployed), nil
+}
+
+func (f *fakeHelm) Install(_ context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
+	return f.deploy("install", chart, values)
+}
+
+func (f *fakeHelm) Upgrade(_ context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
+	return f.deploy("upgrade", chart, values)
+}
+
+func (f *fakeHelm) Test(context.Context) (*releasev1.Release, error) {
+	f.calls = append(f.calls, "test")
+	rel := f.last()
+	phase := releasev1.HookPhaseSucceeded
+	if f.testFails {
+		phase = releasev1.HookPhaseFailed
+	}
+	rel.Hooks = []*releasev1.Hook{{Name: "smoke", Kind: "Pod", Events: []releasev1.HookEvent{releasev1.HookTest},
+		LastRun: releasev1.HookExecution{StartedAt: f.now, CompletedAt: f.now, Phase: phase}}}
+	if f.testFails {
+		return rel, errors.New("pod smoke failed")
+	}
+	return rel, nil
+}
+
+func (f *fakeHelm) Rollback(_ context.Context, toVersion int) error {
+	f.calls = append(f.calls, "rollback")
+	if err := f.fail["rollback"]; err != nil {
+		return err
+	}
+	for _, r := range f.releases {
+		if r.Version == toVersion {
+			_, err := f.deploy("(rollback)", r.Chart, r.Config)
+			f.calls = f.calls[:len(f.calls)-1]
+			return err
+		}
+	}
+	return errors.New("no such version")
+}
+
+func (f *fakeHelm) Uninstall(context.Context) error {
+	f.calls = append(f.calls, "uninstall")
+	if err := f.fail["uninstall"]; err != nil {
+		return err
+	}
+	f.releases = nil
+	return nil
+}
+
+func (f *fakeHelm) Unlock(_ context.Context, rel *releasev1.Release) error {
+	f.calls = append(f.calls, "unlock")
+	rel.Info.Status = common.StatusFailed
+	return nil
+}
+
+// fakeChart is a Chart whose Load counts calls.
+type fakeChart struct {
+	md    *chartv2.Metadata
+	loads int
+}
+
+func newFakeChart(name, version string) *fakeChart {
+	return &fakeChart{md: &chartv2.Metadata{APIVersion: "v2", Name: name, Version: version}}
+}
+
+func (c *fakeChart) Metadata() *chartv2.Metadata { return c.md }
+func (c *fakeChart) Load() (*chartv2.Chart, error) {
+	c.loads++
+	md := *c.md
+	return &chartv2.Chart{Metadata: &md}, nil
+}
+
+// recordedEvent is one event the machine emitted.
+type recordedEvent struct{ Type, Reason, Message string }
+
+type fakeRecorder struct{ events []recordedEvent }
+
+func (r *fakeRecorder) AnnotatedEventf(_ runtime.Object, _ map[string]string, eventtype, reason, messageFmt string, args ...any) {
+	r.events = append(r.events, recordedEvent{eventtype, reason, sprintf(messageFmt, args...)})
+}

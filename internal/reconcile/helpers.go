@@ -1,0 +1,28 @@
+package reconcile
+
+import (
+	"context"
+
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+)
+
+type runFunc func(ctx context.Context, chart *chartv2.Chart) (*releasev1.Release, error)
+
+func (req *Request) helmInstall(h Helm) runFunc {
+	return func(ctx context.Context, chart *chartv2.Chart) (*releasev1.Release, error) {
+		return h.Install(ctx, chart, req.Values)
+	}
+}
+
+func (req *Request) helmUpgrade(h Helm) runFunc {
+	return func(ctx context.Context, chart *chartv2.Chart) (*releasev1.Release, error) {
+		return h.Upgrade(ctx, chart, req.Values)
+	}
+}
+
+// releaseName is "<namespace>/<name>" of the Helm release.
+func (req *Request) releaseName() string {
+	up := req.Object.Upstream()
+	return up.GetReleaseNamespace() + "/" + up.GetReleaseName()
+}

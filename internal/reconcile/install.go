@@ -1,0 +1,67 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/runtime/conditions"
+)
+
+// install runs a Helm install of the desired chart and values.
+func (m *Machine) install(ctx context.Context, req *Request) error {
+	return m.release(ctx, req, helmv2.ReleaseActionInstall)
+}
+
+// release runs an install or an upgrade; the two differ only in the Helm
+// call, the failure counter and the condition reasons.
+func (m *Machine) release(ctx context.Context, req *Request, action helmv2.ReleaseAction) error {
+	succeeded, failed, verb := helmv2.InstallSucceededReason, helmv2.InstallFailedReason, "install"
+	run := req.helmInstall(m.Helm)
+	if action == helmv2.ReleaseActionUpgrade {
+		succeeded, failed, verb = helmv2.UpgradeSucceededReason, helmv2.UpgradeFailedReason, "upgrade"
+		run = req.helmUpgrade(m.Helm)
+	}
+	req.Object.Status.LastAttemptedReleaseAction = action
+	target := fmt.Sprintf("%s with chart %s@%s", req.releaseName(), req.Chart.Metadata().Name, req.Chart.Metadata().Version)
+
+	chart, err := req.Chart.Load()
+	if err != nil {
+		err = fmt.Errorf("loading chart %s: %w", req.Chart.Metadata().Name, err)
+	} else {
+		rel, runErr := run(ctx, chart)
+		err = runErr
+		if rel != nil {
+			s := recordSnapshot(req, rel, action)
+			target = describeRelease(s)
+			if err == nil {
+				markPreviousSuperseded(req, s)
+			}
+		}
+	}
+	latest := req.Object.Status.History.Latest()
+	if err != nil {
+		incrementFailures(req, action)
+		msg := fmt.Sprintf("Helm %s failed for release %s: %s", verb, target, trimError(err))
+		conditions.MarkFalse(req.Object, helmv2.ReleasedCondition, failed, "%s", msg)
+		m.warning(req, latest, failed, msg)
+		return fmt.Errorf("%s", msg)
+	}
+	msg := fmt.Sprintf("Helm %s succeeded for release %s", verb, target)
+	conditions.MarkTrue(req.Object, helmv2.ReleasedCondition, succeeded, "%s", msg)
+	// A new release is neither tested nor remediated yet.
+	conditions.Delete(req.Object, helmv2.TestSuccessCondition)
+	conditions.Delete(req.Object, helmv2.RemediatedCondition)
+	m.normal(req, latest, succeeded, msg)
+	return nil
+}
+
+// markPreviousSuperseded mirrors in the history what Helm did in storage
+// when a new release was deployed.
+func markPreviousSuperseded(req *Request, current *helmv2.Snapshot) {
+	for _, s := range req.Object.Status.History {
+		if s != current && s.Status == "deployed" {
+			s.Status = "superseded"
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"helm.sh/helm/v4/pkg/storage/driver"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+)
+
+// maxSteps bounds the actions of one reconcile. A full path is unlock,
+// upgrade, test: far below it. Reaching it means the machine is cycling.
+const maxSteps = 10
+
+// ErrRetriesExhausted means the last action failed more often than its
+// remediation allows; the release waits for a change of spec, chart or
+// values, or for a reset request.
+var ErrRetriesExhausted = errors.New("retries exhausted")
+
+// RetryAfterError asks the caller to try again after a delay
+// (strategy RetryOnFailure) instead of the usual backoff.
+type RetryAfterError struct {
+	Err   error
+	After time.Duration
+}
+
+func (e *RetryAfterError) Error() string { return e.Err.Error() }
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// Machine runs the release state machine for one HelmRelease.
+type Machine struct {
+	Helm     Helm
+	Recorder EventRecorder
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+func (m *Machine) now() time.Time {
+	if m.Now != nil {
+		return m.Now()
+	}
+	return time.Now()
+}
+
+// Run brings the release to the desired state of req, changing
+// req.Object's status along the way. It returns nil when the release is in
+// sync (and, when enabled, tested).
+func (m *Machine) Run(ctx context.Context, req *Request) error {
+	m.trackAttempt(req)
+	defer summarize(req)
+	for step := 0; step < maxSteps; step++ {
+		cur, err := m.lastRelease(ctx)
+		if err != nil {
+			return err
+		}
+		obs := Observe(req, cur)
+		done, err := m.step(ctx, req, cur, obs)
+		if err != nil || done {
+			return err
+		}
+	}
+	return fmt.Errorf("release did not settle after %d actions; last state was not in sync", maxSteps)
+}
+
+func (m *Machine) step(ctx context.Context, req *Request, cur *releasev1.Release, obs Observation) (bool, error) {
+	switch obs.State {
+	case StateInSync:
+		return true, nil
+	case StateAbsent:
+		if err := m.checkRetries(req, helmv2.ReleaseActionInstall); err != nil {
+			return true, err
+		}
+		return false, m.failed(ctx, req, m.install(ctx, req))
+	case StateUnmanaged, StateOutOfSync:
+		if err := m.checkRetries(req, helmv2.ReleaseActionUpgrade); err != nil {
+			return true, err
+		}
+		return false, m.failed(ctx, req, m.upgrade(ctx, req))
+	case StateLocked:
+		return false, m.unlock(ctx, req, cur)
+	case StateUntested:
+		return false, m.failed(ctx, req, m.test(ctx, req))
+	case StateFailed:
+		// A failure that is not remediated (RetryOnFailure, or counters
+		// reset by a new attempt) is retried with the action that failed;
+		// Helm replaces a failed install in place.
+		action := req.Object.Status.LastAttemptedReleaseAction
+		if action != helmv2.ReleaseActionInstall {
+			action = helmv2.ReleaseActionUpgrade
+		}
+		if err := m.checkRetries(req, action); err != nil {
+			return true, err
+		}
+		return false, m.failed(ctx, req, m.release(ctx, req, action))
+	}
+	return true, fmt.Errorf("unknown release state %q", obs.State)
+}
+
+func (m *Machine) lastRelease(ctx context.Context) (*releasev1.Release, error) {
+	rel, err := m.Helm.LastRelease(ctx)
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the last release from Helm storage: %w", err)
+	}
+	return rel, nil
+}
+
+// trackAttempt records what this reconcile attempts, and starts failure
+// counting afresh when that differs from the previous attempt: a new chart
+// version, new values or a new generation get their own retries.
+func (m *Machine) trackAttempt(req *Request) {
+	obj := req.Object
+	st := &obj.Status
+	revision := req.Chart.Metadata().Version
+	if st.LastAttemptedRevision != revision || st.LastAttemptedConfigDigest != req.ConfigDigest ||
+		st.LastAttemptedGeneration != obj.Generation || st.LastAttemptedRevisionDigest != req.OCIDigest {
+		st.ClearFailures()
+	}
+	st.LastAttemptedRevision = revision
+	st.LastAttemptedRevisionDigest = req.OCIDigest
+	st.LastAttemptedConfigDigest = req.ConfigDigest
+	st.LastAttemptedGeneration = obj.Generation
+}
+
+// checkRetries stops before an install or upgrade when the previous
+// attempts of that action used up their retries.
+func (m *Machine) checkRetries(req *Request, action helmv2.ReleaseAction) error {
+	st := req.Object.Status
+	if st.LastAttemptedReleaseAction != action {
+		return nil
+	}
+	up := req.Object.Upstream()
+	if up.GetActiveRetry(req.DefaultToRetryOnFailure) != nil {
+		return nil
+	}
+	rem := up.GetActiveRemediation()
+	if rem == nil || !rem.RetriesExhausted(up) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s failed %d times (retries: %d)", ErrRetriesExhausted, action, rem.GetFailureCount(up), rem.GetRetries())
+}
+
+// failed follows a failed action with what the spec asks for: a retry
+// later (RetryOnFailure) or a remediation (RemediateOnFailure). It returns
+// the action's error so the reconcile ends and is retried.
+func (m *Machine) failed(ctx context.Context, req *Request, actionErr error) error {
+	if actionErr == nil {
+		return nil
+	}
+	up := req.Object.Upstream()
+	if retry := up.GetActiveRetry(req.DefaultToRetryOnFailure); retry != nil {
+		return &RetryAfterError{Err: actionErr, After: retry.GetRetryInterval()}
+	}
+	return m.remediate(ctx, req, actionErr)
+}
+
+// incrementFailures counts a failed action where remediation looks.
+func incrementFailures(req *Request, action helmv2.ReleaseAction) {
+	st := &req.Object.Status
+	st.Failures++
+	switch action {
+	case helmv2.ReleaseActionInstall:
+		st.InstallFailures++
+	case helmv2.ReleaseActionUpgrade:
+		st.UpgradeFailures++
+	}
+}

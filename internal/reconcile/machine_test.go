@@ -1,0 +1,368 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+)
+
+func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
+
+type harness struct {
+	helm     *fakeHelm
+	recorder *fakeRecorder
+	obj      *v2.HelmRelease
+	chart    *fakeChart
+	values   map[string]any
+	digest   string
+}
+
+func newHarness(mutate ...func(*v2.HelmRelease)) *harness {
+	obj := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "default", Generation: 1}}
+	obj.Spec.Interval = metav1.Duration{Duration: time.Minute}
+	for _, m := range mutate {
+		m(obj)
+	}
+	return &harness{helm: newFakeHelm(), recorder: &fakeRecorder{}, obj: obj,
+		chart: newFakeChart("podinfo", "6.0.0"), values: map[string]any{"replicas": 1}, digest: "sha256:v1"}
+}
+
+func (h *harness) run(t *testing.T) error {
+	t.Helper()
+	m := &Machine{Helm: h.helm, Recorder: h.recorder}
+	return m.Run(context.Background(), &Request{Object: h.obj, Chart: h.chart, Values: h.values, ConfigDigest: h.digest})
+}
+
+func (h *harness) mustRun(t *testing.T) {
+	t.Helper()
+	if err := h.run(t); err != nil {
+		t.Fatalf("reconcile failed: %v", err)
+	}
+}
+
+func (h *harness) calls() []string {
+	c := h.helm.calls
+	h.helm.calls = nil
+	return c
+}
+
+func wantCondition(t *testing.T, h *harness, condType string, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	c := conditions.Get(h.obj, condType)
+	if c == nil {
+		t.Fatalf("condition %s missing; have %+v", condType, h.obj.Status.Conditions)
+	}
+	if c.Status != status || c.Reason != reason {
+		t.Fatalf("condition %s = %s/%s (%s), want %s/%s", condType, c.Status, c.Reason, c.Message, status, reason)
+	}
+}
+
+func wantCalls(t *testing.T, h *harness, want ...string) {
+	t.Helper()
+	if got := h.calls(); !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
+		t.Fatalf("Helm calls %v, want %v", got, want)
+	}
+}
+
+func TestInstallThenInSync(t *testing.T) {
+	h := newHarness()
+	h.mustRun(t)
+	wantCalls(t, h, "install")
+	wantCondition(t, h, helmv2.ReleasedCondition, metav1.ConditionTrue, helmv2.InstallSucceededReason)
+	wantCondition(t, h, meta.ReadyCondition, metav1.ConditionTrue, helmv2.InstallSucceededReason)
+	hist := h.obj.Status.History
+	if len(hist) != 1 || hist[0].Version != 1 || hist[0].Status != "deployed" || hist[0].ChartVersion != "6.0.0" ||
+		hist[0].ConfigDigest != "sha256:v1" || hist[0].Action != helmv2.ReleaseActionInstall || hist[0].Digest == "" {
+		t.Fatalf("history after install: %+v", hist[0])
+	}
+	if h.obj.Status.LastAttemptedRevision != "6.0.0" || h.obj.Status.LastAttemptedConfigDigest != "sha256:v1" {
+		t.Errorf("lastAttempted* = %q/%q", h.obj.Status.LastAttemptedRevision, h.obj.Status.LastAttemptedConfigDigest)
+	}
+	if len(h.recorder.events) != 1 || h.recorder.events[0].Reason != helmv2.InstallSucceededReason {
+		t.Errorf("events %+v", h.recorder.events)
+	}
+
+	loads := h.chart.loads
+	h.mustRun(t)
+	wantCalls(t, h)
+	if h.chart.loads != loads {
+		t.Error("an in-sync reconcile loaded the chart")
+	}
+	if len(h.obj.Status.History) != 1 {
+		t.Errorf("an in-sync reconcile changed the history: %d entries", len(h.obj.Status.History))
+	}
+}
+
+func TestUpgradeOnChange(t *testing.T) {
+	cases := []struct {
+		name   string
+		change func(h *harness)
+	}{
+		{"values", func(h *harness) { h.values = map[string]any{"replicas": 2}; h.digest = "sha256:v2" }},
+		{"chart version", func(h *harness) { h.chart = newFakeChart("podinfo", "6.1.0") }},
+		{"chart name", func(h *harness) { h.chart = newFakeChart("podinfo-ng", "6.0.0") }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness()
+			h.mustRun(t)
+			h.calls()
+			tc.change(h)
+			h.mustRun(t)
+			wantCalls(t, h, "upgrade")
+			wantCondition(t, h, meta.ReadyCondition, metav1.ConditionTrue, helmv2.UpgradeSucceededReason)
+			hist := h.obj.Status.History
+			if len(hist) != 2 || hist[0].Version != 2 || hist[0].Status != "deployed" || hist[1].Status != "superseded" {
+				t.Fatalf("history: %+v %+v", hist[0], hist[1])
+			}
+		})
+	}
+}
+
+func TestInstallFailureRemediatedByUninstallUntilRetriesExhausted(t *testing.T) {
+	h := newHarness(func(o *v2.HelmRelease) {
+		o.Spec.Install = &v2.Install{}
+		o.Spec.Install.Remediation = &helmv2.InstallRemediation{Retries: 1}
+	})
+	h.helm.fail["install"] = errors.New("timed out waiting for the condition")
+
+	err := h.run(t)
+	if err == nil || errors.Is(err, ErrRetriesExhausted) {
+		t.Fatalf("first failure: %v", err)
+	}
+	wantCalls(t, h, "install", "uninstall")
+	wantCondition(t, h, helmv2.ReleasedCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
+	wantCondition(t, h, helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.UninstallSucceededReason)
+	if h.obj.Status.InstallFailures != 1 || h.obj.Status.Failures != 1 {
+		t.Fatalf("failure counters %d/%d", h.obj.Status.InstallFailures, h.obj.Status.Failures)
+	}
+
+	// The retry fails too: retries (1) are now exhausted and the failed
+	// release stays, as remediateLastFailure is off for installs.
+	err = h.run(t)
+	if !errors.Is(err, ErrRetriesExhausted) {
+		t.Fatalf("second failure: %v, want retries exhausted", err)
+	}
+	wantCalls(t, h, "install")
+
+	// Nothing more happens until something changes.
+	if err := h.run(t); !errors.Is(err, ErrRetriesExhausted) {
+		t.Fatalf("third run: %v", err)
+	}
+	wantCalls(t, h)
+
+	// New values reset the counters and try again.
+	delete(h.helm.fail, "install")
+	h.values, h.digest = map[string]any{"fixed": true}, "sha256:fixed"
+	h.mustRun(t)
+	if h.obj.Status.InstallFailures != 0 {
+		t.Errorf("counters not reset: %d", h.obj.Status.InstallFailures)
+	}
+	wantCalls(t, h, "install")
+	wantCondition(t, h, meta.ReadyCondition, metav1.ConditionTrue, helmv2.InstallSucceededReason)
+}
+
+func TestUpgradeFailureRollsBack(t *testing.T) {
+	h := newHarness(func(o *v2.HelmRelease) {
+		o.Spec.Upgrade = &v2.Upgrade{}
+		o.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 1}
+	})
+	h.mustRun(t)
+	h.calls()
+	h.chart = newFakeChart("podinfo", "6.1.0")
+	h.helm.fail["upgrade"] = errors.New("deployment not ready")
+
+	if err := h.run(t); err == nil {
+		t.Fatal("upgrade failure not reported")
+	}
+	wantCalls(t, h, "upgrade", "rollback")
+	wantCondition(t, h, helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.RollbackSucceededReason)
+	latest := h.obj.Status.History.Latest()
+	if latest.Version != 3 || latest.ChartVersion != "6.0.0" || latest.Action != helmv2.ReleaseActionRollback || latest.Status != "deployed" {
+		t.Fatalf("latest after rollback: %+v", latest)
+	}
+	if got := h.helm.last().Chart.Metadata.Version; got != "6.0.0" {
+		t.Fatalf("storage holds chart %s after rollback", got)
+	}
+
+	// Second failure exhausts the retries; the rollback stays in place.
+	if err := h.run(t); !errors.Is(err, ErrRetriesExhausted) {
+		t.Fatalf("second failure: %v", err)
+	}
+	wantCalls(t, h, "upgrade", "rollback")
+	if err := h.run(t); !errors.Is(err, ErrRetriesExhausted) {
+		t.Fatalf("third run: %v", err)
+	}
+	wantCalls(t, h)
+}
+
+func TestUpgradeFailureUninstallStrategy(t *testing.T) {
+	h := newHarness(func(o *v2.HelmRelease) {
+		o.Spec.Upgrade = &v2.Upgrade{}
+		s := helmv2.UninstallRemediationStrategy
+		o.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 2, Strategy: &s}
+	})
+	h.mustRun(t)
+	h.calls()
+	h.digest = "sha256:v2"
+	h.helm.fail["upgrade"] = errors.New("boom")
+	if err := h.run(t); err == nil {
+		t.Fatal("no error")
+	}
+	wantCalls(t, h, "upgrade", "uninstall")
+	wantCondition(t, h, helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.UninstallSucceededReason)
+	// A remediation in place keeps Ready False and says what was done.
+	wantCondition(t, h, meta.ReadyCondition, metav1.ConditionFalse, helmv2.UninstallSucceededReason)
+}
+
+func TestRetryOnFailureSkipsRemediation(t *testing.T) {
+	h := newHarness(func(o *v2.HelmRelease) {
+		o.Spec.Install = &v2.Install{}
+		o.Spec.Install.Strategy = &helmv2.InstallStrategy{Name: string(helmv2.ActionStrategyRetryOnFailure),
+			RetryInterval: &metav1.Duration{Duration: 42 * time.Second}}
+	})
+	h.helm.fail["install"] = errors.New("boom")
+	for i := 0; i < 3; i++ {
+		err := h.run(t)
+		var retry *RetryAfterError
+		if !errors.As(err, &retry) || retry.After != 42*time.Second {
+			t.Fatalf("run %d: %v, want a retry after 42s", i, err)
+		}
+		wantCalls(t, h, "install")
+	}
+}
+
+func TestTests(t *testing.T) {
+	withTests := func(ignore bool) func(*v2.HelmRelease) {
+		return func(o *v2.HelmRelease) {
+			o.Spec.Test = &helmv2.Test{Enable: true, IgnoreFailures: ignore}
+			o.Spec.Install = &v2.Install{}
+			o.Spec.Install.Remediation = &helmv2.InstallRemediation{Retries: 3}
+		}
+	}
+	t.Run("pass", func(t *testing.T) {
+		h := newHarness(withTests(false))
+		h.mustRun(t)
+		wantCalls(t, h, "install", "test")
+		wantCondition(t, h, meta.ReadyCondition, metav1.ConditionTrue, helmv2.TestSucceededReason)
+		if hooks := h.obj.Status.History.Latest().GetTestHooks(); hooks["smoke"] == nil || hooks["smoke"].Phase != "Succeeded" {
+			t.Fatalf("test hooks %+v", hooks)
+		}
+		h.mustRun(t)
+		wantCalls(t, h)
+	})
+	t.Run("fail remediates", func(t *testing.T) {
+		h := newHarness(withTests(false))
+		h.helm.testFails = true
+		if err := h.run(t); err == nil {
+			t.Fatal("test failure not reported")
+		}
+		wantCalls(t, h, "install", "test", "uninstall")
+		wantCondition(t, h, helmv2.TestSuccessCondition, metav1.ConditionFalse, helmv2.TestFailedReason)
+		if h.obj.Status.InstallFailures != 1 {
+			t.Errorf("install failures %d", h.obj.Status.InstallFailures)
+		}
+	})
+	t.Run("fail ignored", func(t *testing.T) {
+		h := newHarness(withTests(true))
+		h.helm.testFails = true
+		h.mustRun(t)
+		wantCalls(t, h, "install", "test")
+		wantCondition(t, h, helmv2.TestSuccessCondition, metav1.ConditionFalse, helmv2.TestFailedReason)
+		wantCondition(t, h, meta.ReadyCondition, metav1.ConditionTrue, helmv2.TestFailedReason)
+		h.mustRun(t)
+		wantCalls(t, h)
+	})
+}
+
+func TestObserve(t *testing.T) {
+	deployed := func(h *harness) { h.mustRun(t); h.calls() }
+	cases := []struct {
+		name  string
+		setup func(h *harness)
+		want  State
+	}{
+		{"nothing in storage", func(*harness) {}, StateAbsent},
+		{"in sync", deployed, StateInSync},
+		{"values changed", func(h *harness) { deployed(h); h.digest = "sha256:other" }, StateOutOfSync},
+		{"locked", func(h *harness) { deployed(h); h.helm.last().Info.Status = "pending-upgrade" }, StateLocked},
+		{"failed", func(h *harness) { deployed(h); h.helm.last().Info.Status = "failed" }, StateFailed},
+		{"uninstalled with history kept", func(h *harness) { deployed(h); h.helm.last().Info.Status = "uninstalled" }, StateAbsent},
+		{"not in history", func(h *harness) { deployed(h); h.obj.Status.History = nil }, StateUnmanaged},
+		{"newer release made elsewhere", func(h *harness) {
+			deployed(h)
+			h.helm.newRelease(nil, nil, "deployed")
+		}, StateUnmanaged},
+		{"untested", func(h *harness) { deployed(h); h.obj.Spec.Test = &helmv2.Test{Enable: true} }, StateUntested},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness()
+			tc.setup(h)
+			req := &Request{Object: h.obj, Chart: h.chart, Values: h.values, ConfigDigest: h.digest}
+			if got := Observe(req, h.helm.last()); got.State != tc.want {
+				t.Fatalf("state %s (%s), want %s", got.State, got.Reason, tc.want)
+			}
+		})
+	}
+}
+
+func TestLockedReleaseIsUnlockedAndRemediated(t *testing.T) {
+	h := newHarness(func(o *v2.HelmRelease) {
+		o.Spec.Upgrade = &v2.Upgrade{}
+		o.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 3}
+	})
+	h.mustRun(t)
+	h.digest = "sha256:v2"
+	h.helm.fail["upgrade"] = errors.New("interrupted")
+	_ = h.run(t) // leaves a failed upgrade, rolled back
+	h.calls()
+	delete(h.helm.fail, "upgrade")
+	// Simulate a crash mid-upgrade: the newest release is left pending.
+	h.helm.newRelease(h.helm.last().Chart, nil, "pending-upgrade")
+	h.obj.Status.History = append(helmv2.Snapshots{newSnapshot(&Request{Object: h.obj, Chart: h.chart, ConfigDigest: h.digest}, h.helm.last(), helmv2.ReleaseActionUpgrade)}, h.obj.Status.History...)
+
+	err := h.run(t)
+	calls := h.calls()
+	if len(calls) == 0 || calls[0] != "unlock" {
+		t.Fatalf("calls %v, want an unlock first (err %v)", calls, err)
+	}
+	if st := h.helm.last().Info.Status; st.IsPending() {
+		t.Fatalf("release still %s", st)
+	}
+}
+
+func TestUninstallOnDeletion(t *testing.T) {
+	h := newHarness()
+	h.mustRun(t)
+	h.calls()
+	m := &Machine{Helm: h.helm, Recorder: h.recorder}
+	req := &Request{Object: h.obj, Chart: h.chart, Values: h.values, ConfigDigest: h.digest}
+	if err := m.Uninstall(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	wantCalls(t, h, "uninstall")
+	if s := h.obj.Status.History.Latest(); s.Status != "uninstalled" || s.Deleted.IsZero() {
+		t.Fatalf("snapshot after uninstall %+v", s)
+	}
+	// Nothing left: a second call is a no-op.
+	if err := m.Uninstall(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	wantCalls(t, h)
+	last := h.recorder.events[len(h.recorder.events)-1]
+	if last.Reason != helmv2.UninstallSucceededReason || !strings.Contains(last.Message, "default/app.v1") {
+		t.Errorf("event %+v", last)
+	}
+}

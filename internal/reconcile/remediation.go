@@ -1,0 +1,46 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+)
+
+// remediate undoes a failed install or upgrade as the active remediation
+// configures: uninstall after a failed install, rollback (or uninstall)
+// after a failed upgrade. Once the retries are used up the failure is
+// left in place unless remediateLastFailure asks otherwise. It always
+// returns an error: the failure that led here, or ErrRetriesExhausted.
+func (m *Machine) remediate(ctx context.Context, req *Request, cause error) error {
+	up := req.Object.Upstream()
+	rem := up.GetActiveRemediation()
+	if rem == nil {
+		// A failure no install or upgrade of ours attempted (e.g. a release
+		// failed before we managed it): upgrade over it next time.
+		return cause
+	}
+	exhausted := rem.RetriesExhausted(up)
+	if exhausted && !rem.MustRemediateLastFailure() {
+		return fmt.Errorf("%w: %v", ErrRetriesExhausted, cause)
+	}
+
+	var err error
+	switch req.Object.Status.LastAttemptedReleaseAction {
+	case helmv2.ReleaseActionInstall:
+		err = m.uninstallRemediation(ctx, req)
+	case helmv2.ReleaseActionUpgrade:
+		if rem.GetStrategy() == helmv2.UninstallRemediationStrategy {
+			err = m.uninstallRemediation(ctx, req)
+		} else {
+			err = m.rollback(ctx, req)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%v; remediation failed: %w", cause, err)
+	}
+	if exhausted {
+		return fmt.Errorf("%w: %v", ErrRetriesExhausted, cause)
+	}
+	return cause
+}

@@ -1,0 +1,52 @@
+package reconcile
+
+import (
+	"context"
+
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+)
+
+// Helm runs Helm actions for one HelmRelease. internal/action implements it
+// over the Helm SDK; tests use a fake.
+type Helm interface {
+	// LastRelease returns the newest release in storage, or an error
+	// satisfying errors.Is(err, driver.ErrReleaseNotFound).
+	LastRelease(ctx context.Context) (*releasev1.Release, error)
+	Install(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error)
+	Upgrade(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error)
+	Test(ctx context.Context) (*releasev1.Release, error)
+	Rollback(ctx context.Context, toVersion int) error
+	Uninstall(ctx context.Context) error
+	// Unlock marks a release stuck in a pending state as failed, so the
+	// next action can take it over.
+	Unlock(ctx context.Context, rel *releasev1.Release) error
+}
+
+// Chart is the desired chart: its metadata is always at hand; Load parses
+// a fresh copy only when an action needs one.
+type Chart interface {
+	Metadata() *chartv2.Metadata
+	Load() (*chartv2.Chart, error)
+}
+
+// Request is what one reconcile of a release works on.
+type Request struct {
+	Object *v2.HelmRelease
+	Chart  Chart
+	// Values are the composed values (spec.values with spec.valuesFrom).
+	Values map[string]any
+	// ConfigDigest identifies Values; it is recorded in snapshots and
+	// compared to decide whether the release is out of sync.
+	ConfigDigest string
+	// OCIDigest is the digest of an OCIRepository artifact, when the chart
+	// comes from one.
+	OCIDigest string
+	// Force asks for an install or upgrade even when the release is in
+	// sync (the reconcile.fluxcd.io/forceAt annotation).
+	Force bool
+	// DefaultToRetryOnFailure is the feature gate of the same name.
+	DefaultToRetryOnFailure bool
+}

@@ -1,0 +1,39 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/runtime/conditions"
+)
+
+// rollback returns the release to the last successful revision in the
+// history.
+func (m *Machine) rollback(ctx context.Context, req *Request) error {
+	prev := req.Object.Status.History.Previous(ignoreTestFailures(req))
+	if prev == nil {
+		msg := "Helm rollback impossible: the history holds no earlier successful release"
+		conditions.MarkFalse(req.Object, helmv2.RemediatedCondition, helmv2.RollbackFailedReason, "%s", msg)
+		m.warning(req, req.Object.Status.History.Latest(), helmv2.RollbackFailedReason, msg)
+		return errors.New(msg)
+	}
+	target := describeRelease(prev)
+	err := m.Helm.Rollback(ctx, prev.Version)
+	if rel, _ := m.lastRelease(ctx); rel != nil && rel.Version != req.Object.Status.History.Latest().Version {
+		recordSnapshot(req, rel, helmv2.ReleaseActionRollback)
+	}
+	latest := req.Object.Status.History.Latest()
+	if err != nil {
+		msg := fmt.Sprintf("Helm rollback to previous release %s failed: %s", target, trimError(err))
+		conditions.MarkFalse(req.Object, helmv2.RemediatedCondition, helmv2.RollbackFailedReason, "%s", msg)
+		m.warning(req, latest, helmv2.RollbackFailedReason, msg)
+		return errors.New(msg)
+	}
+	markPreviousSuperseded(req, latest)
+	msg := fmt.Sprintf("Helm rollback to previous release %s succeeded", target)
+	conditions.MarkTrue(req.Object, helmv2.RemediatedCondition, helmv2.RollbackSucceededReason, "%s", msg)
+	m.normal(req, latest, helmv2.RollbackSucceededReason, msg)
+	return nil
+}

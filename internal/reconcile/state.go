@@ -1,0 +1,115 @@
+package reconcile
+
+import (
+	"fmt"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"helm.sh/helm/v4/pkg/release/common"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+)
+
+// State is what a reconcile observes about a release before it acts.
+type State string
+
+const (
+	// StateAbsent: nothing in storage, or only an uninstalled release.
+	StateAbsent State = "Absent"
+	// StateUnmanaged: a release in storage that status.history does not
+	// describe, e.g. installed by hand or with another status writer.
+	StateUnmanaged State = "Unmanaged"
+	// StateLocked: the release is pending-install/upgrade/rollback and no
+	// action of ours is running on it.
+	StateLocked State = "Locked"
+	// StateFailed: the last action failed (in Helm, or its tests).
+	StateFailed State = "Failed"
+	// StateOutOfSync: the chart, values or a force request differ from
+	// what the release was made from.
+	StateOutOfSync State = "OutOfSync"
+	// StateUntested: tests are enabled and have not run on this release.
+	StateUntested State = "Untested"
+	// StateInSync: nothing to do.
+	StateInSync State = "InSync"
+)
+
+// Observation is a State with the reason for it, in words for a user.
+type Observation struct {
+	State  State
+	Reason string
+}
+
+// Observe decides the state of the release cur (nil when storage has
+// none) against the desired state in req. It reads and changes nothing.
+func Observe(req *Request, cur *releasev1.Release) Observation {
+	if cur == nil {
+		return Observation{StateAbsent, "no release in storage"}
+	}
+	if cur.Info == nil {
+		return Observation{StateUnmanaged, fmt.Sprintf("release %s has no status information", releaseID(cur))}
+	}
+	status := cur.Info.Status
+	if status.IsPending() {
+		return Observation{StateLocked, fmt.Sprintf("release %s is %s", releaseID(cur), status)}
+	}
+	if status == common.StatusUninstalled {
+		return Observation{StateAbsent, fmt.Sprintf("release %s is uninstalled", releaseID(cur))}
+	}
+
+	latest := req.Object.Status.History.Latest()
+	if latest == nil || !latest.Targets(cur.Name, cur.Namespace, cur.Version) {
+		return Observation{StateUnmanaged, fmt.Sprintf("release %s is not the one the HelmRelease's history records", releaseID(cur))}
+	}
+	if status == common.StatusFailed {
+		return Observation{StateFailed, fmt.Sprintf("release %s failed", releaseID(cur))}
+	}
+	if status != common.StatusDeployed {
+		return Observation{StateUnmanaged, fmt.Sprintf("release %s is %s", releaseID(cur), status)}
+	}
+
+	if reason := outOfSyncReason(req, latest); reason != "" {
+		return Observation{StateOutOfSync, reason}
+	}
+
+	test := req.Object.Upstream().GetTest()
+	if test.Enable {
+		if !latest.HasBeenTested() {
+			return Observation{StateUntested, fmt.Sprintf("release %s has not been tested", releaseID(cur))}
+		}
+		if latest.HasTestInPhase("Failed") && !ignoreTestFailures(req) {
+			return Observation{StateFailed, fmt.Sprintf("tests of release %s failed", releaseID(cur))}
+		}
+	}
+	return Observation{StateInSync, fmt.Sprintf("release %s is in sync", releaseID(cur))}
+}
+
+func outOfSyncReason(req *Request, latest *helmv2.Snapshot) string {
+	md := req.Chart.Metadata()
+	switch {
+	case req.Force:
+		return "a release was forced"
+	case latest.ChartName != md.Name:
+		return fmt.Sprintf("chart changed from %s to %s", latest.ChartName, md.Name)
+	case latest.ChartVersion != md.Version:
+		return fmt.Sprintf("chart version changed from %s to %s", latest.ChartVersion, md.Version)
+	case latest.ConfigDigest != req.ConfigDigest:
+		return "values changed"
+	case req.OCIDigest != "" && latest.OCIDigest != "" && latest.OCIDigest != req.OCIDigest:
+		return "chart artifact digest changed"
+	}
+	return ""
+}
+
+// ignoreTestFailures tells whether failed tests leave the release as is.
+func ignoreTestFailures(req *Request) bool {
+	up := req.Object.Upstream()
+	if up.GetTest().IgnoreFailures {
+		return true
+	}
+	if r := up.GetActiveRemediation(); r != nil {
+		return r.MustIgnoreTestFailures(false)
+	}
+	return false
+}
+
+func releaseID(rel *releasev1.Release) string {
+	return fmt.Sprintf("%s/%s.v%d", rel.Namespace, rel.Name, rel.Version)
+}

@@ -1,0 +1,36 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/runtime/conditions"
+)
+
+// test runs the chart's Helm tests on the current release.
+func (m *Machine) test(ctx context.Context, req *Request) error {
+	rel, err := m.Helm.Test(ctx)
+	latest := req.Object.Status.History.Latest()
+	if rel != nil {
+		latest = recordSnapshot(req, rel, "")
+		latest.SetTestHooks(testHookStatuses(rel))
+	}
+	if err != nil {
+		msg := fmt.Sprintf("Helm test failed for release %s: %s", describeRelease(latest), trimError(err))
+		conditions.MarkFalse(req.Object, helmv2.TestSuccessCondition, helmv2.TestFailedReason, "%s", msg)
+		m.warning(req, latest, helmv2.TestFailedReason, msg)
+		if ignoreTestFailures(req) {
+			return nil
+		}
+		incrementFailures(req, req.Object.Status.LastAttemptedReleaseAction)
+		return fmt.Errorf("%s", msg)
+	}
+	msg := fmt.Sprintf("Helm test succeeded for release %s on %d test hooks", describeRelease(latest), len(latest.GetTestHooks()))
+	if len(latest.GetTestHooks()) == 0 {
+		msg = fmt.Sprintf("Helm test succeeded for release %s: no test hooks", describeRelease(latest))
+	}
+	conditions.MarkTrue(req.Object, helmv2.TestSuccessCondition, helmv2.TestSucceededReason, "%s", msg)
+	m.normal(req, latest, helmv2.TestSucceededReason, msg)
+	return nil
+}

@@ -1,0 +1,60 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// uninstallRemediation removes a failed release so that the next install
+// starts clean.
+func (m *Machine) uninstallRemediation(ctx context.Context, req *Request) error {
+	latest := req.Object.Status.History.Latest()
+	if err := m.uninstall(ctx, req); err != nil {
+		msg := fmt.Sprintf("Helm uninstall failed for release %s: %s", describeRelease(latest), trimError(err))
+		conditions.MarkFalse(req.Object, helmv2.RemediatedCondition, helmv2.UninstallFailedReason, "%s", msg)
+		m.warning(req, latest, helmv2.UninstallFailedReason, msg)
+		return errors.New(msg)
+	}
+	msg := fmt.Sprintf("Helm uninstall succeeded for release %s", describeRelease(latest))
+	conditions.MarkTrue(req.Object, helmv2.RemediatedCondition, helmv2.UninstallSucceededReason, "%s", msg)
+	m.normal(req, latest, helmv2.UninstallSucceededReason, msg)
+	return nil
+}
+
+// Uninstall removes the release for a HelmRelease being deleted and
+// records it; the caller removes the finalizer when it returns nil.
+func (m *Machine) Uninstall(ctx context.Context, req *Request) error {
+	cur, err := m.lastRelease(ctx)
+	if err != nil {
+		return err
+	}
+	if cur == nil || cur.Info == nil || cur.Info.Status == "uninstalled" {
+		return nil
+	}
+	if err := m.uninstall(ctx, req); err != nil {
+		msg := fmt.Sprintf("Helm uninstall failed for release %s: %s", releaseID(cur), trimError(err))
+		conditions.MarkFalse(req.Object, helmv2.ReleasedCondition, helmv2.UninstallFailedReason, "%s", msg)
+		m.warning(req, req.Object.Status.History.Latest(), helmv2.UninstallFailedReason, msg)
+		return errors.New(msg)
+	}
+	msg := fmt.Sprintf("Helm uninstall succeeded for release %s", releaseID(cur))
+	conditions.MarkFalse(req.Object, helmv2.ReleasedCondition, helmv2.UninstallSucceededReason, "%s", msg)
+	m.normal(req, req.Object.Status.History.Latest(), helmv2.UninstallSucceededReason, msg)
+	return nil
+}
+
+func (m *Machine) uninstall(ctx context.Context, req *Request) error {
+	if err := m.Helm.Uninstall(ctx); err != nil {
+		return err
+	}
+	if latest := req.Object.Status.History.Latest(); latest != nil {
+		latest.Status = "uninstalled"
+		latest.Deleted = metav1.NewTime(m.now())
+	}
+	return nil
+}

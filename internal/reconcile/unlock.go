@@ -1,0 +1,39 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"helm.sh/helm/v4/pkg/release/common"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+)
+
+// unlock releases a release left pending by an action that never finished
+// (the controller stopped mid-action). Helm would refuse any new action on
+// it; marking it failed lets remediation or the next upgrade take over.
+func (m *Machine) unlock(ctx context.Context, req *Request, cur *releasev1.Release) error {
+	pending := cur.Info.Status
+	if err := m.Helm.Unlock(ctx, cur); err != nil {
+		return fmt.Errorf("unlocking release %s left %s: %w", releaseID(cur), pending, err)
+	}
+	reason := helmv2.UpgradeFailedReason
+	switch pending {
+	case common.StatusPendingInstall:
+		reason = helmv2.InstallFailedReason
+	case common.StatusPendingRollback:
+		reason = helmv2.RollbackFailedReason
+	}
+	msg := fmt.Sprintf("release %s was left %s by an interrupted action and is now marked failed", releaseID(cur), pending)
+	if latest := req.Object.Status.History.Latest(); latest != nil && latest.Targets(cur.Name, cur.Namespace, cur.Version) {
+		latest.Status = common.StatusFailed.String()
+	}
+	if reason == helmv2.RollbackFailedReason {
+		conditions.MarkFalse(req.Object, helmv2.RemediatedCondition, reason, "%s", msg)
+	} else {
+		conditions.MarkFalse(req.Object, helmv2.ReleasedCondition, reason, "%s", msg)
+	}
+	m.warning(req, req.Object.Status.History.Latest(), reason, msg)
+	return nil
+}
