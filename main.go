@@ -40,6 +40,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/action"
+	"github.com/afterhooks/helm-controller/internal/chartsource"
 	"github.com/afterhooks/helm-controller/internal/controller"
 	"github.com/afterhooks/helm-controller/internal/features"
 )
@@ -126,11 +128,11 @@ func (o *options) bindFlags(fs *pflag.FlagSet) {
 // notYetImplemented lists flags that are accepted for compatibility but
 // whose behaviour arrives in later work; docs/flags.md says the same.
 var notYetImplemented = []string{
-	"requeue-dependency", "http-retry", "http-timeout", "default-service-account",
+	"requeue-dependency", "default-service-account",
 	"default-kubeconfig-service-account", "snapshot-digest-algo", "override-manager",
 	"oom-watch-interval", "oom-watch-memory-threshold", "oom-watch-max-memory-path",
 	"oom-watch-current-memory-path", "token-cache-max-size", "token-cache-max-duration",
-	"insecure-kubeconfig-exec", "insecure-kubeconfig-tls", "no-cross-namespace-refs",
+	"insecure-kubeconfig-exec", "insecure-kubeconfig-tls",
 	"watch-configs-label-selector", "interval-jitter-percentage",
 }
 
@@ -138,10 +140,8 @@ var notYetImplemented = []string{
 // effect yet when changed from their default.
 var gatesNotYetImplemented = []string{
 	features.DefaultToAfterHooks, features.DetectDrift, features.CorrectDrift,
-	features.AllowDNSLookups, features.OOMWatch, features.DisableChartDigestTracking,
-	features.UseHelm3Defaults, features.CancelHealthCheckOnNewRevision,
-	features.DefaultToRetryOnFailure, features.ObjectLevelWorkloadIdentity,
-	helper.FeatureGateAdditiveCELDependencyCheck, helper.FeatureGateExternalArtifact,
+	features.OOMWatch, features.CancelHealthCheckOnNewRevision, features.ObjectLevelWorkloadIdentity,
+	helper.FeatureGateAdditiveCELDependencyCheck,
 	helper.FeatureGateDisableConfigWatchers, helper.FeatureGateDirectSourceFetch,
 }
 
@@ -300,6 +300,17 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log l
 	metricsRecorder := metrics.NewRecorder()
 	ctrlmetrics.Registry.MustRegister(metricsRecorder.Collectors()...)
 
+	charts := chartsource.New(chartsource.Options{
+		Retries:      opts.httpRetry,
+		Timeout:      opts.httpTimeout,
+		HostOverride: os.Getenv("SOURCE_CONTROLLER_LOCALHOST"),
+	})
+	charts.MustRegisterMetrics(ctrlmetrics.Registry)
+	helmFactory, err := action.NewConfigFactoryFromRESTConfig(mgr.GetConfig(), action.WithFieldManager(controller.ControllerName))
+	if err != nil {
+		return fmt.Errorf("setting up Helm: %w", err)
+	}
+
 	reconciler := &controller.HelmReleaseReconciler{
 		Client:                     mgr.GetClient(),
 		APIReader:                  mgr.GetAPIReader(),
@@ -308,6 +319,15 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log l
 		FieldManager:               controller.ControllerName,
 		DefaultServiceAccount:      opts.defaultServiceAccount,
 		DisableChartDigestTracking: features.Enabled(features.DisableChartDigestTracking),
+		DefaultToRetryOnFailure:    features.Enabled(features.DefaultToRetryOnFailure),
+		NoCrossNamespaceRef:        opts.acl.NoCrossNamespaceRefs,
+		WatchExternalArtifacts:     features.Enabled(helper.FeatureGateExternalArtifact),
+		Charts:                     charts,
+		Helm:                       helmFactory,
+		ActionOptions: action.Options{
+			UseHelm3Defaults: features.Enabled(features.UseHelm3Defaults),
+			AllowDNSLookups:  features.Enabled(features.AllowDNSLookups),
+		},
 	}
 	err = reconciler.SetupWithManager(ctx, mgr, controller.HelmReleaseReconcilerOptions{
 		RateLimiter:             helper.GetRateLimiter(opts.rateLimiter),

@@ -16,7 +16,6 @@ import (
 	"github.com/fluxcd/pkg/runtime/patch"
 	"github.com/fluxcd/pkg/runtime/predicates"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kuberecorder "k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -25,10 +24,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	ctrlreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/action"
+	"github.com/afterhooks/helm-controller/internal/chartsource"
+	"github.com/afterhooks/helm-controller/internal/reconcile"
 )
 
 // ControllerName is the name the controller registers with the manager and
@@ -45,11 +48,21 @@ type HelmReleaseReconciler struct {
 
 	DefaultServiceAccount      string
 	DisableChartDigestTracking bool
+	DefaultToRetryOnFailure    bool
+	NoCrossNamespaceRef        bool
+	WatchExternalArtifacts     bool
+
+	// Charts downloads and caches chart artifacts.
+	Charts *chartsource.Source
+	// Helm builds Helm configurations per release.
+	Helm *action.ConfigFactory
+	// ActionOptions carry feature-gate effects on Helm actions.
+	ActionOptions action.Options
 }
 
 // HelmReleaseReconcilerOptions tunes the controller's work queue.
 type HelmReleaseReconcilerOptions struct {
-	RateLimiter             workqueue.TypedRateLimiter[reconcile.Request]
+	RateLimiter             workqueue.TypedRateLimiter[ctrlreconcile.Request]
 	MaxConcurrentReconciles int
 }
 
@@ -60,20 +73,26 @@ type HelmReleaseReconcilerOptions struct {
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // SetupWithManager registers the reconciler with the manager.
-func (r *HelmReleaseReconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, opts HelmReleaseReconcilerOptions) error {
+func (r *HelmReleaseReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts HelmReleaseReconcilerOptions) error {
 	if r.FieldManager == "" {
 		r.FieldManager = ControllerName
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v2.HelmRelease{}, helmv2.SourceIndexKey, indexBySource); err != nil {
+		return fmt.Errorf("indexing HelmReleases by source: %w", err)
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&v2.HelmRelease{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}),
-		)).
-		WithOptions(controller.Options{
-			RateLimiter:             opts.RateLimiter,
-			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
-		}).
-		Complete(r)
+		))
+	for _, src := range watchedSources(r.WatchExternalArtifacts) {
+		b = b.Watches(src.object, handler.EnqueueRequestsFromMapFunc(r.requestsForSource(src.kind)),
+			builder.WithPredicates(artifactChanged{}))
+	}
+	return b.WithOptions(controller.Options{
+		RateLimiter:             opts.RateLimiter,
+		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+	}).Complete(r)
 }
 
 // Reconcile brings one HelmRelease closer to its desired state.
@@ -115,26 +134,6 @@ func (r *HelmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	r.Metrics.RecordSuspend(ctx, obj, false)
 
 	return r.reconcileRelease(ctx, patcher, obj)
-}
-
-// reconcileRelease resolves the chart source. Installing and upgrading the
-// release is not implemented yet: the object is reported as Progressing.
-func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *patch.SerialPatcher, obj *v2.HelmRelease) (ctrl.Result, error) {
-	conditions.MarkReconciling(obj, meta.ProgressingReason, "reconciliation in progress")
-	if err := patcher.Patch(ctx, obj, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
-		return ctrl.Result{}, fmt.Errorf("failed to mark reconciliation in progress: %w", err)
-	}
-
-	artifact, err := r.sourceArtifact(ctx, obj)
-	if err != nil {
-		conditions.MarkFalse(obj, meta.ReadyCondition, helmv2.ArtifactFailedReason, "%s", err)
-		r.EventRecorder.Event(obj, corev1.EventTypeWarning, helmv2.ArtifactFailedReason, err.Error())
-		return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
-	}
-
-	conditions.MarkUnknown(obj, meta.ReadyCondition, meta.ProgressingReason,
-		"chart artifact %s is available; release management is not implemented yet", artifact.Revision)
-	return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
 }
 
 // sourceArtifact returns the artifact of the source the HelmRelease points at.
@@ -186,24 +185,46 @@ func (r *HelmReleaseReconciler) sourceFor(obj *v2.HelmRelease) (sourceObject, cl
 	if key.Namespace == "" {
 		key.Namespace = obj.Namespace
 	}
+	if r.NoCrossNamespaceRef && key.Namespace != obj.Namespace {
+		return nil, key, fmt.Errorf("cannot access %s '%s': cross-namespace references are disabled (--no-cross-namespace-refs)", ref.Kind, key)
+	}
 	switch ref.Kind {
+	case sourcev1.ExternalArtifactKind:
+		if !r.WatchExternalArtifacts {
+			return nil, key, fmt.Errorf("chartRef kind ExternalArtifact needs the ExternalArtifact feature gate")
+		}
+		return &sourcev1.ExternalArtifact{}, key, nil
 	case sourcev1.OCIRepositoryKind:
 		return &sourcev1.OCIRepository{}, key, nil
 	case sourcev1.HelmChartKind:
 		return &sourcev1.HelmChart{}, key, nil
-	case sourcev1.ExternalArtifactKind:
-		return &sourcev1.ExternalArtifact{}, key, nil
 	default:
 		return nil, key, fmt.Errorf("unsupported chartRef kind '%s'", ref.Kind)
 	}
 }
 
-// reconcileDelete removes the finalizer. Uninstalling the release on
-// deletion arrives with release management.
+// reconcileDelete uninstalls the release (unless suspended), removes the
+// HelmChart made from a chart template and then the finalizer.
 func (r *HelmReleaseReconciler) reconcileDelete(ctx context.Context, obj *v2.HelmRelease) error {
 	if !controllerutil.ContainsFinalizer(obj, helmv2.HelmReleaseFinalizer) {
 		return nil
 	}
+	if !obj.Spec.Suspend {
+		cfg, err := r.Helm.Build(obj.Upstream().GetStorageNamespace(), obj.Upstream().GetReleaseNamespace(), action.WithLogger(ctrl.LoggerFrom(ctx)))
+		if err != nil {
+			return fmt.Errorf("could not build the Helm configuration to uninstall: %w", err)
+		}
+		machine := &reconcile.Machine{Helm: &helmRunner{cfg: cfg, obj: obj, opts: r.ActionOptions}, Recorder: r.EventRecorder}
+		if err := machine.Uninstall(ctx, &reconcile.Request{Object: obj}); err != nil {
+			return err
+		}
+	} else {
+		ctrl.LoggerFrom(ctx).Info("deleting a suspended HelmRelease: the Helm release is left in place")
+	}
+	if err := r.deleteChartTemplate(ctx, obj); err != nil {
+		return err
+	}
+	r.Charts.Forget(client.ObjectKeyFromObject(obj))
 	controllerutil.RemoveFinalizer(obj, helmv2.HelmReleaseFinalizer)
 	r.Metrics.RecordReadiness(ctx, obj)
 	return nil

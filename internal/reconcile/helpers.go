@@ -24,5 +24,9 @@ func (req *Request) helmUpgrade(h Helm) runFunc {
 // releaseName is "<namespace>/<name>" of the Helm release.
 func (req *Request) releaseName() string {
 	up := req.Object.Upstream()
-	return up.GetReleaseNamespace() + "/" + up.GetReleaseName()
+	name := req.ReleaseName
+	if name == "" {
+		name = up.GetReleaseName()
+	}
+	return up.GetReleaseNamespace() + "/" + name
 }

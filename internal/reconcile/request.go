@@ -35,6 +35,9 @@ type Chart interface {
 // Request is what one reconcile of a release works on.
 type Request struct {
 	Object *v2.HelmRelease
+	// ReleaseName is the Helm release name (shortened when the HelmRelease
+	// name is too long); used in messages.
+	ReleaseName string
 	Chart  Chart
 	// Values are the composed values (spec.values with spec.valuesFrom).
 	Values map[string]any

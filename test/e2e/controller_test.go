@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -18,6 +19,18 @@ type controllerProcess struct {
 	cmd     *exec.Cmd
 	logPath string
 	exited  chan error
+	// metricsURL is where the controller serves Prometheus metrics.
+	metricsURL string
+}
+
+// freeAddress returns a 127.0.0.1 address with a port nobody listens on.
+func freeAddress() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 func startController(binary, kubeconfig, logPath string, extraArgs ...string) (*controllerProcess, error) {
@@ -25,11 +38,15 @@ func startController(binary, kubeconfig, logPath string, extraArgs ...string) (*
 	if err != nil {
 		return nil, fmt.Errorf("creating the controller log: %w", err)
 	}
+	metricsAddr, err := freeAddress()
+	if err != nil {
+		return nil, err
+	}
 	args := append([]string{
 		"--kubeconfig=" + kubeconfig,
 		"--watch-all-namespaces",
 		"--enable-leader-election=false",
-		"--metrics-addr=127.0.0.1:0",
+		"--metrics-addr=" + metricsAddr,
 		"--health-addr=127.0.0.1:0",
 		"--events-addr=",
 		"--log-level=debug",
@@ -43,7 +60,7 @@ func startController(binary, kubeconfig, logPath string, extraArgs ...string) (*
 		logFile.Close()
 		return nil, fmt.Errorf("starting the controller: %w", err)
 	}
-	p := &controllerProcess{cmd: cmd, logPath: logPath, exited: make(chan error, 1)}
+	p := &controllerProcess{cmd: cmd, logPath: logPath, exited: make(chan error, 1), metricsURL: "http://" + metricsAddr + "/metrics"}
 	go func() {
 		p.exited <- cmd.Wait()
 		logFile.Close()

@@ -1,0 +1,222 @@
+package action
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/go-logr/logr"
+	helmaction "helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/kube"
+	"helm.sh/helm/v4/pkg/storage"
+	"helm.sh/helm/v4/pkg/storage/driver"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// DefaultFieldManager is the field manager Helm applies objects with.
+const DefaultFieldManager = "helm-controller"
+
+// ConfigFactory makes Helm action configurations for HelmReleases that share
+// one cluster connection (one RESTClientGetter).
+type ConfigFactory struct {
+	getter       genericclioptions.RESTClientGetter
+	clientSet    kubernetes.Interface
+	fieldManager string
+}
+
+// FactoryOption configures a ConfigFactory.
+type FactoryOption func(*ConfigFactory)
+
+// WithFieldManager sets the field manager Helm writes objects with; the
+// default is DefaultFieldManager. Helm only has a process-wide setting for
+// it (kube.ManagedFieldsManager), so the last factory created wins.
+func WithFieldManager(name string) FactoryOption {
+	return func(f *ConfigFactory) {
+		f.fieldManager = name
+	}
+}
+
+// NewConfigFactory returns a factory for the cluster reached through getter.
+// The getter's discovery client and REST mapper are shared by every
+// configuration the factory builds, so they should cache (as the getter of
+// NewConfigFactoryFromRESTConfig does).
+func NewConfigFactory(getter genericclioptions.RESTClientGetter, opts ...FactoryOption) (*ConfigFactory, error) {
+	if getter == nil {
+		return nil, errors.New("action: nil RESTClientGetter")
+	}
+	f := &ConfigFactory{getter: getter, fieldManager: DefaultFieldManager}
+	for _, o := range opts {
+		o(f)
+	}
+	if f.fieldManager == "" {
+		return nil, errors.New("action: empty field manager")
+	}
+	restCfg, err := getter.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("action: REST config: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return nil, fmt.Errorf("action: Kubernetes client: %w", err)
+	}
+	f.clientSet = cs
+	kube.ManagedFieldsManager = f.fieldManager
+	return f, nil
+}
+
+// NewConfigFactoryFromRESTConfig is NewConfigFactory for a *rest.Config,
+// with a getter that caches discovery in memory.
+func NewConfigFactoryFromRESTConfig(cfg *rest.Config, opts ...FactoryOption) (*ConfigFactory, error) {
+	if cfg == nil {
+		return nil, errors.New("action: nil REST config")
+	}
+	return NewConfigFactory(NewRESTClientGetter(cfg), opts...)
+}
+
+// RESTClientGetter returns the getter the factory was made with.
+func (f *ConfigFactory) RESTClientGetter() genericclioptions.RESTClientGetter {
+	return f.getter
+}
+
+// FieldManager returns the field manager objects are applied with.
+func (f *ConfigFactory) FieldManager() string {
+	return f.fieldManager
+}
+
+// ConfigOption configures one Build.
+type ConfigOption func(*configOptions)
+
+type configOptions struct {
+	handler    slog.Handler
+	wrapDriver func(driver.Driver) driver.Driver
+}
+
+// WithLogger sends Helm's logs (actions, kube client, storage) to logger.
+// Without it they are discarded.
+func WithLogger(logger logr.Logger) ConfigOption {
+	return func(o *configOptions) {
+		o.handler = logr.ToSlogHandler(logger)
+	}
+}
+
+// WithSlogHandler sends Helm's logs to h.
+func WithSlogHandler(h slog.Handler) ConfigOption {
+	return func(o *configOptions) {
+		o.handler = h
+	}
+}
+
+// WithStorageDriver wraps the Secret storage driver; wrap receives the
+// driver Build made and returns the one Helm will use. Wrappers set by
+// several options are applied in order, the last one outermost.
+func WithStorageDriver(wrap func(driver.Driver) driver.Driver) ConfigOption {
+	return func(o *configOptions) {
+		if wrap == nil {
+			return
+		}
+		prev := o.wrapDriver
+		if prev == nil {
+			o.wrapDriver = wrap
+			return
+		}
+		o.wrapDriver = func(d driver.Driver) driver.Driver { return wrap(prev(d)) }
+	}
+}
+
+// Build returns a Helm configuration whose kube client works in
+// releaseNamespace and whose release records are Secrets in
+// storageNamespace.
+func (f *ConfigFactory) Build(storageNamespace, releaseNamespace string, opts ...ConfigOption) (*helmaction.Configuration, error) {
+	if storageNamespace == "" || releaseNamespace == "" {
+		return nil, fmt.Errorf("action: storage namespace (%q) and release namespace (%q) are required", storageNamespace, releaseNamespace)
+	}
+	o := configOptions{handler: slog.DiscardHandler}
+	for _, opt := range opts {
+		opt(&o)
+	}
+
+	kc := kube.New(f.getter)
+	kc.Namespace = releaseNamespace
+	kc.SetLogger(o.handler)
+
+	secrets := driver.NewSecrets(f.clientSet.CoreV1().Secrets(storageNamespace))
+	secrets.SetLogger(o.handler)
+	var d driver.Driver = secrets
+	if o.wrapDriver != nil {
+		if d = o.wrapDriver(d); d == nil {
+			return nil, errors.New("action: storage driver wrapper returned nil")
+		}
+	}
+	store := storage.Init(d)
+	store.SetLogger(o.handler)
+
+	cfg := helmaction.NewConfiguration(helmaction.ConfigurationSetLogger(o.handler))
+	cfg.RESTClientGetter = f.getter
+	cfg.KubeClient = kc
+	cfg.Releases = store
+	cfg.HookOutputFunc = func(_, _, _ string) io.Writer { return io.Discard }
+	return cfg, nil
+}
+
+// NewRESTClientGetter returns a RESTClientGetter for cfg whose discovery
+// client and REST mapper cache in memory; Helm invalidates and resets them
+// when it installs CRDs.
+func NewRESTClientGetter(cfg *rest.Config) genericclioptions.RESTClientGetter {
+	return &restClientGetter{cfg: rest.CopyConfig(cfg)}
+}
+
+type restClientGetter struct {
+	cfg *rest.Config
+
+	discoveryOnce sync.Once
+	discovery     discovery.CachedDiscoveryInterface
+	discoveryErr  error
+
+	mapperOnce sync.Once
+	mapper     meta.RESTMapper
+	mapperErr  error
+}
+
+func (g *restClientGetter) ToRESTConfig() (*rest.Config, error) {
+	return rest.CopyConfig(g.cfg), nil
+}
+
+func (g *restClientGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
+	g.discoveryOnce.Do(func() {
+		dc, err := discovery.NewDiscoveryClientForConfig(rest.CopyConfig(g.cfg))
+		if err != nil {
+			g.discoveryErr = err
+			return
+		}
+		g.discovery = memory.NewMemCacheClient(dc)
+	})
+	return g.discovery, g.discoveryErr
+}
+
+func (g *restClientGetter) ToRESTMapper() (meta.RESTMapper, error) {
+	g.mapperOnce.Do(func() {
+		dc, err := g.ToDiscoveryClient()
+		if err != nil {
+			g.mapperErr = err
+			return
+		}
+		g.mapper = restmapper.NewDeferredDiscoveryRESTMapper(dc)
+	})
+	return g.mapper, g.mapperErr
+}
+
+// ToRawKubeConfigLoader only serves the default namespace; every kube client
+// this package builds has its namespace set explicitly.
+func (g *restClientGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
+	return clientcmd.NewDefaultClientConfig(*clientcmdapi.NewConfig(), &clientcmd.ConfigOverrides{})
+}

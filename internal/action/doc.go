@@ -1,0 +1,77 @@
+// Package action is a thin layer over the Helm v4 SDK: it turns a HelmRelease
+// spec into the options of Helm's install, upgrade, test, rollback and
+// uninstall actions, runs them, and reads release history from Helm storage.
+// It writes no status and emits no events; the reconciler does that.
+//
+// # Configuration
+//
+// ConfigFactory builds a *helmaction.Configuration per HelmRelease: a Helm
+// kube client bound to the release (target) namespace and a Secret storage
+// driver in the storage namespace. Objects are applied with the field manager
+// "helm-controller" unless WithFieldManager says otherwise.
+//
+// # Option mapping
+//
+// Every function maps the HelmRelease fields the way upstream helm-controller
+// v1.6.x does, with these choices spelled out:
+//
+//   - Release name: spec.releaseName, or '[targetNamespace-]name'; names longer
+//     than 53 characters are shortened to their first 40 characters, a dash
+//     and the first 12 hex characters of the SHA-256 of the full name (see
+//     ReleaseName). The formula matches upstream so existing releases are
+//     found again.
+//   - Timeouts: the action's own timeout, else spec.timeout, else 5m.
+//   - Wait: disableWait selects Helm's hookOnly strategy (hooks are still
+//     watched, the release resources are not). Otherwise spec.waitStrategy.name
+//     picks "poller" (Helm's kstatus watcher) or "legacy" (Helm 3's polling).
+//     waitForJobs is the inverse of disableWaitForJobs.
+//   - Server-side apply: install takes spec.install.serverSideApply (a bool);
+//     upgrade and rollback take enabled/disabled/auto, passed to Helm as
+//     "true"/"false"/"auto". Under server-side apply conflicts are always
+//     forced (ForceConflicts); `force` then has no effect. Under client-side
+//     apply `force` means replacing objects (ForceReplace). Because "auto" is
+//     decided by Helm from a stored release, Upgrade and Rollback read that
+//     release first to know which of the two force flags Helm will accept.
+//   - Ownership: Helm takes ownership of existing objects unless
+//     disableTakeOwnership is set, upstream's default since v1.2.
+//   - preserveValues: ReuseValues=true and ResetValues=false, so Helm merges
+//     the values of the last release under the new ones. Without it,
+//     ResetValues=true: the release gets exactly the values computed by the
+//     caller, which keeps the HelmRelease declarative.
+//   - CRDs: the policy is spec.<action>.crds; for install the deprecated
+//     skipCRDs selects Skip when crds is unset, and the default is Create; for
+//     upgrade the default is Skip. This package applies the chart's CRDs
+//     itself, before the Helm action, and always sets SkipCRDs on the action:
+//     Skip does nothing, Create creates the CRDs that do not exist and leaves
+//     existing ones untouched, CreateReplace creates missing CRDs and updates
+//     existing ones. See applyCRDs for why Helm's own CRD step is not used.
+//   - maxHistory: spec.maxHistory, default 5, 0 for unlimited.
+//   - postRenderStrategy: spec.postRenderStrategy, passed to Helm.
+//   - DNS lookups in templates: Options.AllowDNSLookups.
+//
+// # UseHelm3Defaults
+//
+// Helm 4 changed a few defaults. With Options.UseHelm3Defaults set (the
+// UseHelm3Defaults feature gate), Helm 3's behaviour is used wherever the
+// HelmRelease leaves the choice open; explicit fields always win:
+//
+//   - install applies client-side (Helm 4: server-side);
+//   - the readiness wait uses the legacy strategy (Helm 4: kstatus watcher);
+//   - post-renderers do not see hooks, postRenderStrategy "nohooks"
+//     (Helm 4: "combined").
+//
+// Upgrade and rollback keep "auto" when serverSideApply is unset, gate or not:
+// Helm then keeps the apply method the release was installed with, so
+// releases installed under the gate (or by Helm 3) stay client-side, and
+// releases already applied server-side are not switched back, which would
+// leave server-side field ownership behind.
+//
+// # afterHooks
+//
+// waitStrategy afterHooks is not handled here yet. It will hook in through
+// WithStorageDriver: the action runs with Helm's hookOnly wait, a storage
+// driver wrapper keeps the release pending-install/upgrade/rollback while
+// Helm records it as deployed, and the release is only marked deployed (or
+// failed) after the controller's own readiness wait that follows the post
+// hooks.
+package action

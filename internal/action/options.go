@@ -1,0 +1,172 @@
+package action
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	helmaction "helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/kube"
+	"helm.sh/helm/v4/pkg/postrenderer"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+)
+
+// Options carries what the caller decides outside the HelmRelease spec:
+// feature-gate effects and objects built from the spec elsewhere.
+type Options struct {
+	// UseHelm3Defaults applies Helm 3's defaults where the spec leaves the
+	// choice open (the UseHelm3Defaults feature gate); see the package doc.
+	UseHelm3Defaults bool
+
+	// AllowDNSLookups lets templates resolve host names (the
+	// AllowDNSLookups feature gate).
+	AllowDNSLookups bool
+
+	// PostRenderer runs on the rendered manifests of install and upgrade.
+	// The caller builds it from spec.postRenderers and spec.commonMetadata;
+	// nil means none.
+	PostRenderer postrenderer.PostRenderer
+
+	// WaitContext, when set, bounds Helm's readiness waits and hook watches
+	// in addition to their timeouts, so a caller can abandon a wait (the
+	// CancelHealthCheckOnNewRevision feature gate). When it is nil only the
+	// action's timeout bounds them. Helm passes it to its kstatus-based
+	// waiters (poller and hookOnly); its legacy waiter ignores it. The ctx
+	// passed to each function is not used for this: cancelling it makes
+	// Install and Upgrade return early while Helm finishes the action in the
+	// background, as Helm does.
+	WaitContext context.Context
+}
+
+// DefaultTimeout is the action timeout when neither the action nor the spec
+// sets one.
+const DefaultTimeout = 5 * time.Minute
+
+// maxReleaseNameLength is Helm's limit for release names.
+const maxReleaseNameLength = 53
+
+// ReleaseName returns the Helm release name of obj: spec.releaseName, or
+// '[targetNamespace-]name', shortened when longer than Helm allows.
+func ReleaseName(obj *v2.HelmRelease) string {
+	return shortenReleaseName(obj.Upstream().GetReleaseName())
+}
+
+// shortenReleaseName keeps names of up to 53 characters. Longer ones become
+// their first 40 characters, a dash and the first 12 hex characters of the
+// SHA-256 of the whole name: 53 characters, stable, and unlikely to collide.
+func shortenReleaseName(name string) string {
+	if len(name) <= maxReleaseNameLength {
+		return name
+	}
+	const hashLen = 12
+	sum := sha256.Sum256([]byte(name))
+	return name[:maxReleaseNameLength-hashLen-1] + "-" + hex.EncodeToString(sum[:])[:hashLen]
+}
+
+// actionTimeout picks the action's own timeout, else the spec's, else the
+// default.
+func actionTimeout(own *metav1.Duration, up *helmv2.HelmRelease) time.Duration {
+	if own != nil {
+		return own.Duration
+	}
+	if up.Spec.Timeout != nil {
+		return up.Spec.Timeout.Duration
+	}
+	return DefaultTimeout
+}
+
+// waitStrategy maps disableWait and spec.waitStrategy to Helm's strategy.
+func waitStrategy(up *helmv2.HelmRelease, disableWait bool, o Options) kube.WaitStrategy {
+	if disableWait {
+		return kube.HookOnlyStrategy
+	}
+	return readinessStrategy(up, o)
+}
+
+// readinessStrategy is the strategy used when something must be waited for.
+func readinessStrategy(up *helmv2.HelmRelease, o Options) kube.WaitStrategy {
+	switch up.GetWaitStrategy() {
+	case helmv2.WaitStrategyLegacy:
+		return kube.LegacyStrategy
+	case helmv2.WaitStrategyPoller:
+		return kube.StatusWatcherStrategy
+	}
+	if o.UseHelm3Defaults {
+		return kube.LegacyStrategy
+	}
+	return kube.StatusWatcherStrategy
+}
+
+// waitOptions passes Options.WaitContext to Helm's waiters.
+func waitOptions(o Options) []kube.WaitOption {
+	if o.WaitContext == nil {
+		return nil
+	}
+	return []kube.WaitOption{kube.WithWaitContext(o.WaitContext)}
+}
+
+// postRenderStrategy maps spec.postRenderStrategy.
+func postRenderStrategy(up *helmv2.HelmRelease, o Options) (helmaction.PostRenderStrategy, error) {
+	switch s := up.GetPostRenderStrategy(); s {
+	case helmv2.PostRenderStrategyCombined:
+		return helmaction.PostRenderStrategyCombined, nil
+	case helmv2.PostRenderStrategySeparate:
+		return helmaction.PostRenderStrategySeparate, nil
+	case helmv2.PostRenderStrategyNoHooks:
+		return helmaction.PostRenderStrategyNoHooks, nil
+	case "":
+		if o.UseHelm3Defaults {
+			return helmaction.PostRenderStrategyNoHooks, nil
+		}
+		return helmaction.PostRenderStrategyCombined, nil
+	default:
+		return "", fmt.Errorf("unknown postRenderStrategy %q", s)
+	}
+}
+
+// ssaMode maps an upgrade or rollback serverSideApply mode to Helm's string.
+func ssaMode(m helmv2.ServerSideApplyMode) (string, error) {
+	switch m {
+	case helmv2.ServerSideApplyEnabled:
+		return "true", nil
+	case helmv2.ServerSideApplyDisabled:
+		return "false", nil
+	case helmv2.ServerSideApplyAuto, "":
+		return "auto", nil
+	default:
+		return "", fmt.Errorf("unknown serverSideApply mode %q", m)
+	}
+}
+
+// resolveSSA tells what Helm will do for a "true"/"false"/"auto" setting
+// given the apply method stored on the release it decides "auto" from.
+func resolveSSA(mode, storedApplyMethod string) bool {
+	switch mode {
+	case "true":
+		return true
+	case "false":
+		return false
+	default:
+		return storedApplyMethod == string(releasev1.ApplyMethodServerSideApply)
+	}
+}
+
+// forceFlags returns Helm's ForceConflicts and ForceReplace for an apply:
+// server-side apply always forces conflicts and cannot replace; client-side
+// apply replaces objects when force is set. Helm rejects any other pair.
+func forceFlags(serverSide, force bool) (forceConflicts, forceReplace bool) {
+	if serverSide {
+		return true, false
+	}
+	return false, force
+}
+
+// errNilObject guards the exported functions.
+var errNilObject = errors.New("action: nil HelmRelease")

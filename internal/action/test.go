@@ -1,0 +1,51 @@
+package action
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	helmaction "helm.sh/helm/v4/pkg/action"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+)
+
+// Test runs the test hooks of the release of obj, filtered by
+// spec.test.filters, and returns the release with the hooks' results
+// (Hook.LastRun); hooks filtered out keep their previous results. Helm
+// always watches test hooks with its kstatus watcher. ctx is accepted for
+// symmetry: Helm's test action cannot be cancelled.
+func Test(_ context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options) (*releasev1.Release, error) {
+	if obj == nil {
+		return nil, errNilObject
+	}
+	test := newTest(cfg, obj, o)
+	rel, shutdown, err := test.Run(ReleaseName(obj))
+	// Delete the hooks (per their delete policy) whatever the outcome.
+	if shutdown != nil {
+		if shutdownErr := shutdown(); shutdownErr != nil {
+			err = errors.Join(err, fmt.Errorf("cleaning up test hooks: %w", shutdownErr))
+		}
+	}
+	return toV1(rel, err)
+}
+
+// newTest maps the HelmRelease to Helm's test action.
+func newTest(cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options) *helmaction.ReleaseTesting {
+	up := obj.Upstream()
+	spec := up.GetTest()
+
+	test := helmaction.NewReleaseTesting(cfg)
+	test.Namespace = up.GetReleaseNamespace()
+	test.Timeout = actionTimeout(spec.Timeout, up)
+	test.WaitOptions = waitOptions(o)
+	for _, f := range spec.GetFilters() {
+		key := helmaction.IncludeNameFilter
+		if f.Exclude {
+			key = helmaction.ExcludeNameFilter
+		}
+		test.Filters[key] = append(test.Filters[key], f.Name)
+	}
+	return test
+}

@@ -1,0 +1,92 @@
+package action
+
+import (
+	"context"
+	"fmt"
+
+	helmaction "helm.sh/helm/v4/pkg/action"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+)
+
+// Upgrade upgrades the release of obj to chrt with values, after applying
+// the chart's CRDs per spec.upgrade.crds. Whether to upgrade or reinstall
+// on a chart name change is the caller's decision. The returned release is
+// the one Helm recorded, also when err is set, or nil when Helm got no
+// further than validation.
+func Upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, values map[string]any, o Options) (*releasev1.Release, error) {
+	if obj == nil {
+		return nil, errNilObject
+	}
+	name := ReleaseName(obj)
+	// Helm decides "auto" from the last release; so do we, to hand Helm a
+	// pair of force flags it accepts.
+	var lastApplyMethod string
+	if last, err := LastRelease(cfg, name); err == nil {
+		lastApplyMethod = last.ApplyMethod
+	}
+	upgrade, err := newUpgrade(cfg, obj, o, lastApplyMethod)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := upgradeCRDPolicy(obj.GetUpgrade().Upgrade)
+	if err != nil {
+		return nil, err
+	}
+	if err := applyCRDs(cfg, chrt, crdApply{
+		policy:     policy,
+		serverSide: resolveSSA(upgrade.ServerSideApply, lastApplyMethod),
+		wait:       upgrade.WaitStrategy,
+		waitOpts:   upgrade.WaitOptions,
+	}); err != nil {
+		return nil, fmt.Errorf("upgrade: %w", err)
+	}
+
+	rel, runErr := upgrade.RunWithContext(ctx, name, chrt, values)
+	return toV1(rel, runErr)
+}
+
+// newUpgrade maps the HelmRelease to Helm's upgrade action. lastApplyMethod
+// is the apply method of the release Helm will upgrade ("ssa", "csa" or
+// empty); it only matters for serverSideApply auto.
+func newUpgrade(cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options, lastApplyMethod string) (*helmaction.Upgrade, error) {
+	up := obj.Upstream()
+	spec := obj.GetUpgrade()
+
+	upgrade := helmaction.NewUpgrade(cfg)
+	upgrade.Namespace = up.GetReleaseNamespace()
+	upgrade.Timeout = actionTimeout(spec.Timeout, up)
+	upgrade.MaxHistory = up.GetMaxHistory()
+	upgrade.DisableHooks = spec.DisableHooks
+	upgrade.DisableOpenAPIValidation = spec.DisableOpenAPIValidation
+	upgrade.SkipSchemaValidation = spec.DisableSchemaValidation
+	upgrade.TakeOwnership = !spec.DisableTakeOwnership
+	upgrade.WaitStrategy = waitStrategy(up, spec.DisableWait, o)
+	upgrade.WaitOptions = waitOptions(o)
+	upgrade.WaitForJobs = !spec.DisableWaitForJobs
+	upgrade.CleanupOnFail = spec.CleanupOnFail
+	// preserveValues merges the last release's values under the new ones;
+	// otherwise the new values are the whole truth.
+	upgrade.ReuseValues = spec.PreserveValues
+	upgrade.ResetValues = !spec.PreserveValues
+	// CRDs are applied by applyCRDs before the action runs.
+	upgrade.SkipCRDs = true
+	upgrade.EnableDNS = o.AllowDNSLookups
+	upgrade.PostRenderer = o.PostRenderer
+
+	mode, err := ssaMode(spec.ServerSideApply)
+	if err != nil {
+		return nil, err
+	}
+	upgrade.ServerSideApply = mode
+	upgrade.ForceConflicts, upgrade.ForceReplace = forceFlags(resolveSSA(mode, lastApplyMethod), spec.Force)
+
+	prs, err := postRenderStrategy(up, o)
+	if err != nil {
+		return nil, err
+	}
+	upgrade.PostRenderStrategy = prs
+	return upgrade, nil
+}

@@ -1,0 +1,79 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	helmaction "helm.sh/helm/v4/pkg/action"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/release/common"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/action"
+	"github.com/afterhooks/helm-controller/internal/chartsource"
+)
+
+// helmRunner gives the state machine the Helm actions of one HelmRelease.
+type helmRunner struct {
+	cfg  *helmaction.Configuration
+	obj  *v2.HelmRelease
+	opts action.Options
+}
+
+func (h *helmRunner) releaseName() string { return action.ReleaseName(h.obj) }
+
+func (h *helmRunner) LastRelease(context.Context) (*releasev1.Release, error) {
+	return action.LastRelease(h.cfg, h.releaseName())
+}
+
+func (h *helmRunner) Install(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
+	obj := h.obj
+	// Helm refuses to install over a failed or uninstalled release unless
+	// told to replace it; for us both mean "install again".
+	if last, err := h.LastRelease(ctx); err == nil && last.Info != nil &&
+		(last.Info.Status == common.StatusFailed || last.Info.Status == common.StatusUninstalled) {
+		obj = obj.DeepCopy()
+		install := obj.GetInstall()
+		install.Replace = true
+		obj.Spec.Install = &install
+	}
+	return action.Install(ctx, h.cfg, obj, chart, values, h.opts)
+}
+
+func (h *helmRunner) Upgrade(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
+	return action.Upgrade(ctx, h.cfg, h.obj, chart, values, h.opts)
+}
+
+func (h *helmRunner) Test(ctx context.Context) (*releasev1.Release, error) {
+	return action.Test(ctx, h.cfg, h.obj, h.opts)
+}
+
+func (h *helmRunner) Rollback(ctx context.Context, toVersion int) error {
+	return action.Rollback(ctx, h.cfg, h.obj, toVersion, h.opts)
+}
+
+func (h *helmRunner) Uninstall(ctx context.Context) error {
+	_, err := action.Uninstall(ctx, h.cfg, h.obj, h.opts)
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil
+	}
+	return err
+}
+
+// Unlock marks a pending release failed in storage.
+func (h *helmRunner) Unlock(_ context.Context, rel *releasev1.Release) error {
+	rel.SetStatus(common.StatusFailed, fmt.Sprintf("release was left %s and has been unlocked by helm-controller", rel.Info.Status))
+	if err := h.cfg.Releases.Update(rel); err != nil {
+		return fmt.Errorf("updating release in storage: %w", err)
+	}
+	return nil
+}
+
+// loadedChart adapts a cached chart to the state machine's Chart.
+type loadedChart struct{ c *chartsource.Chart }
+
+func (l loadedChart) Metadata() *chartv2.Metadata     { return l.c.Metadata }
+func (l loadedChart) Load() (*chartv2.Chart, error) { return l.c.Load() }

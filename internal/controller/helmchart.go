@@ -1,0 +1,112 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+)
+
+// Labels upstream puts on the HelmCharts it makes from a chart template, so
+// `flux` and users can trace a HelmChart back to its HelmRelease.
+const (
+	helmReleaseNameLabel      = "helm.toolkit.fluxcd.io/name"
+	helmReleaseNamespaceLabel = "helm.toolkit.fluxcd.io/namespace"
+)
+
+// reconcileChartTemplate creates or updates the HelmChart that serves the
+// HelmRelease's chart template, and records it in status.helmChart.
+func (r *HelmReleaseReconciler) reconcileChartTemplate(ctx context.Context, obj *v2.HelmRelease) error {
+	tpl := obj.Spec.Chart
+	ns, name := tpl.GetNamespace(obj.Namespace), obj.Upstream().GetHelmChartName()
+	if r.NoCrossNamespaceRef && tpl.Spec.SourceRef.Namespace != "" && tpl.Spec.SourceRef.Namespace != obj.Namespace {
+		return fmt.Errorf("cannot access %s/%s: cross-namespace references are disabled (--no-cross-namespace-refs)",
+			tpl.Spec.SourceRef.Kind, client.ObjectKey{Namespace: tpl.Spec.SourceRef.Namespace, Name: tpl.Spec.SourceRef.Name})
+	}
+
+	// A template moved to another namespace or name leaves its old HelmChart behind.
+	if err := r.deleteStaleChart(ctx, obj, ns, name); err != nil {
+		return err
+	}
+
+	chart := &sourcev1.HelmChart{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	_, err := controllerutil.CreateOrPatch(ctx, r.Client, chart, func() error {
+		var labels, annotations map[string]string
+		if tpl.ObjectMeta != nil {
+			labels, annotations = tpl.ObjectMeta.Labels, tpl.ObjectMeta.Annotations
+		}
+		chart.Labels = mergeMaps(chart.Labels, labels)
+		chart.Labels[helmReleaseNameLabel] = obj.Name
+		chart.Labels[helmReleaseNamespaceLabel] = obj.Namespace
+		if len(annotations) > 0 {
+			chart.Annotations = mergeMaps(chart.Annotations, annotations)
+		}
+		chart.Spec = sourcev1.HelmChartSpec{
+			Chart:   tpl.Spec.Chart,
+			Version: tpl.Spec.Version,
+			SourceRef: sourcev1.LocalHelmChartSourceReference{
+				APIVersion: tpl.Spec.SourceRef.APIVersion,
+				Kind:       tpl.Spec.SourceRef.Kind,
+				Name:       tpl.Spec.SourceRef.Name,
+			},
+			Interval:                 tpl.GetInterval(obj.Spec.Interval),
+			ReconcileStrategy:        tpl.Spec.ReconcileStrategy,
+			ValuesFiles:              tpl.Spec.ValuesFiles,
+			IgnoreMissingValuesFiles: tpl.Spec.IgnoreMissingValuesFiles,
+		}
+		if v := tpl.Spec.Verify; v != nil {
+			chart.Spec.Verify = &sourcev1.HelmChartVerification{Provider: v.Provider, SecretRef: v.SecretRef}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("failed to create or update HelmChart %s/%s: %w", ns, name, err)
+	}
+	obj.Status.HelmChart = ns + "/" + name
+	return nil
+}
+
+// deleteStaleChart removes the HelmChart recorded in the status when the
+// template now asks for another one.
+func (r *HelmReleaseReconciler) deleteStaleChart(ctx context.Context, obj *v2.HelmRelease, ns, name string) error {
+	oldNS, oldName := obj.Status.GetHelmChart()
+	if oldName == "" || (oldNS == ns && oldName == name) {
+		return nil
+	}
+	return r.deleteChart(ctx, obj, oldNS, oldName)
+}
+
+// deleteChartTemplate removes the HelmChart of a chart template that is no
+// longer used (switch to chartRef, or deletion).
+func (r *HelmReleaseReconciler) deleteChartTemplate(ctx context.Context, obj *v2.HelmRelease) error {
+	ns, name := obj.Status.GetHelmChart()
+	if name == "" {
+		return nil
+	}
+	return r.deleteChart(ctx, obj, ns, name)
+}
+
+func (r *HelmReleaseReconciler) deleteChart(ctx context.Context, obj *v2.HelmRelease, ns, name string) error {
+	chart := &sourcev1.HelmChart{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if err := r.Delete(ctx, chart); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("failed to delete HelmChart %s/%s: %w", ns, name, err)
+	}
+	obj.Status.HelmChart = ""
+	return nil
+}
+
+func mergeMaps(dst, src map[string]string) map[string]string {
+	if dst == nil {
+		dst = map[string]string{}
+	}
+	for k, v := range src {
+		dst[k] = v
+	}
+	return dst
+}

@@ -1,0 +1,328 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/chartserver"
+)
+
+// TestChartTemplateLifecycle installs podinfo from a chart template, checks
+// an unchanged reconcile does nothing, upgrades on a values change and on a
+// chart version change, and uninstalls on deletion.
+func TestChartTemplateLifecycle(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	repo := createHelmRepository(t, ns)
+
+	hr := &v2.HelmRelease{
+		ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: ns},
+		Spec: v2.HelmReleaseSpec{HelmReleaseSpec: helmv2.HelmReleaseSpec{
+			Interval: metav1.Duration{Duration: 10 * time.Minute},
+			Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
+				Chart:     env.podinfo.Name,
+				Version:   env.podinfo.Version,
+				SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: repo.Name},
+				Interval:  &metav1.Duration{Duration: time.Minute},
+			}},
+			Values: jsonValues(t, `{"replicaCount": 1}`),
+		}},
+	}
+	created := time.Now()
+	if err := env.client.Create(ctx, hr); err != nil {
+		t.Fatalf("creating HelmRelease: %v", err)
+	}
+	waitReady(t, hr, helmv2.InstallSucceededReason, 3*time.Minute)
+	t.Logf("podinfo Ready %s after the HelmRelease was created", time.Since(created).Round(100*time.Millisecond))
+
+	if hr.Status.HelmChart != ns+"/"+ns+"-podinfo" {
+		t.Errorf("status.helmChart = %q", hr.Status.HelmChart)
+	}
+	chart := &sourcev1.HelmChart{}
+	if err := get(ctx, chart, ns, ns+"-podinfo"); err != nil {
+		t.Fatalf("HelmChart from the template: %v", err)
+	}
+	if chart.Labels["helm.toolkit.fluxcd.io/name"] != "podinfo" {
+		t.Errorf("HelmChart labels %v", chart.Labels)
+	}
+	wantHistory(t, hr, 1, env.podinfo.Version)
+	if hr.Status.StorageNamespace != ns || hr.Status.LastAttemptedRevision != env.podinfo.Version ||
+		hr.Status.LastAttemptedReleaseAction != helmv2.ReleaseActionInstall {
+		t.Errorf("status: storageNamespace %q lastAttemptedRevision %q lastAttemptedReleaseAction %q",
+			hr.Status.StorageNamespace, hr.Status.LastAttemptedRevision, hr.Status.LastAttemptedReleaseAction)
+	}
+	wantDeploymentReplicas(t, ns, "podinfo", 1)
+	wantEvent(t, hr, helmv2.InstallSucceededReason)
+
+	t.Run("unchanged reconcile does nothing", func(t *testing.T) {
+		downloads := metricValue(t, "helm_controller_chart_downloads_total")
+		requestReconcile(t, hr)
+		eventually(t, time.Minute, "reconcile request handled", func(ctx context.Context) error {
+			if err := get(ctx, hr, ns, hr.Name); err != nil {
+				return err
+			}
+			if hr.Status.LastHandledReconcileAt != hr.Annotations[meta.ReconcileRequestAnnotation] {
+				return fmt.Errorf("lastHandledReconcileAt %q", hr.Status.LastHandledReconcileAt)
+			}
+			return nil
+		})
+		wantHistory(t, hr, 1, env.podinfo.Version)
+		if got := releaseRevisions(t, ns, "podinfo"); got != 1 {
+			t.Errorf("%d Helm revisions in storage, want 1", got)
+		}
+		if after := metricValue(t, "helm_controller_chart_downloads_total"); after != downloads {
+			t.Errorf("chart downloads went from %v to %v on an unchanged reconcile", downloads, after)
+		}
+	})
+
+	t.Run("upgrade on values change", func(t *testing.T) {
+		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"replicaCount": 2}`) })
+		waitRevision(t, hr, helmv2.UpgradeSucceededReason, 2, 3*time.Minute)
+		wantHistory(t, hr, 2, env.podinfo.Version)
+		wantDeploymentReplicas(t, ns, "podinfo", 2)
+	})
+
+	t.Run("upgrade on chart version change", func(t *testing.T) {
+		next, err := env.charts.AddChart(sharedCharts+"/podinfo", chartserver.WithVersion(env.podinfo.Version+"-next"+strings.ReplaceAll(ns, "-", "")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Make source-controller fetch the new index now, not at its interval.
+		requestSourceReconcile(t, repo)
+		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Chart.Spec.Version = next.Version })
+		waitRevision(t, hr, helmv2.UpgradeSucceededReason, 3, 3*time.Minute)
+		wantHistory(t, hr, 3, next.Version)
+		if hr.Status.History[1].Status != "superseded" {
+			t.Errorf("previous snapshot status %q, want superseded", hr.Status.History[1].Status)
+		}
+	})
+
+	t.Run("uninstall on deletion", func(t *testing.T) {
+		if err := env.client.Delete(ctx, hr); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 2*time.Minute, "HelmRelease gone", func(ctx context.Context) error { return gone(ctx, hr) })
+		if got := releaseRevisions(t, ns, "podinfo"); got != 0 {
+			t.Errorf("%d Helm revisions left in storage after uninstall", got)
+		}
+		eventually(t, time.Minute, "HelmChart garbage collected", func(ctx context.Context) error { return gone(ctx, chart) })
+		eventually(t, time.Minute, "Deployment removed", func(ctx context.Context) error {
+			return gone(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "podinfo"}})
+		})
+	})
+}
+
+// TestOCIChartRef installs podinfo from an OCIRepository via chartRef.
+func TestOCIChartRef(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	repo := &sourcev1.OCIRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: ns},
+		Spec: sourcev1.OCIRepositorySpec{
+			URL:       env.charts.OCIRepositoryURL() + "/" + env.podinfo.Name,
+			Reference: &sourcev1.OCIRepositoryRef{Tag: env.podinfo.Version},
+			Insecure:  true,
+			Interval:  metav1.Duration{Duration: time.Minute},
+			LayerSelector: &sourcev1.OCILayerSelector{
+				MediaType: "application/vnd.cncf.helm.chart.content.v1.tar+gzip",
+				Operation: sourcev1.OCILayerCopy,
+			},
+		},
+	}
+	if err := env.client.Create(ctx, repo); err != nil {
+		t.Fatalf("creating OCIRepository: %v", err)
+	}
+	hr := &v2.HelmRelease{
+		ObjectMeta: metav1.ObjectMeta{Name: "podinfo-oci", Namespace: ns},
+		Spec: v2.HelmReleaseSpec{HelmReleaseSpec: helmv2.HelmReleaseSpec{
+			Interval: metav1.Duration{Duration: 10 * time.Minute},
+			ChartRef: &helmv2.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: repo.Name},
+		}},
+	}
+	if err := env.client.Create(ctx, hr); err != nil {
+		t.Fatalf("creating HelmRelease: %v", err)
+	}
+	waitReady(t, hr, helmv2.InstallSucceededReason, 3*time.Minute)
+	wantHistory(t, hr, 1, env.podinfo.Version)
+	if d := hr.Status.History[0].OCIDigest; !strings.HasPrefix(d, "sha256:") {
+		t.Errorf("snapshot ociDigest %q, want the artifact digest", d)
+	}
+	wantDeploymentReplicas(t, ns, "podinfo-oci", 1)
+}
+
+func createHelmRepository(t *testing.T, ns string) *sourcev1.HelmRepository {
+	t.Helper()
+	repo := &sourcev1.HelmRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: "local", Namespace: ns},
+		Spec: sourcev1.HelmRepositorySpec{
+			URL:      env.charts.HelmRepositoryURL(),
+			Interval: metav1.Duration{Duration: time.Minute},
+		},
+	}
+	if err := env.client.Create(context.Background(), repo); err != nil {
+		t.Fatalf("creating HelmRepository: %v", err)
+	}
+	return repo
+}
+
+func jsonValues(t *testing.T, raw string) *apiextensionsv1.JSON {
+	t.Helper()
+	return &apiextensionsv1.JSON{Raw: []byte(raw)}
+}
+
+// waitReady waits until the HelmRelease is Ready with the given reason for
+// its current generation.
+func waitReady(t *testing.T, hr *v2.HelmRelease, reason string, timeout time.Duration) {
+	t.Helper()
+	waitRevision(t, hr, reason, 0, timeout)
+}
+
+// waitRevision is waitReady that also waits for Helm revision version (0:
+// any) to be the latest in the history.
+func waitRevision(t *testing.T, hr *v2.HelmRelease, reason string, version int, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, fmt.Sprintf("HelmRelease Ready/%s at revision %d", reason, version), func(ctx context.Context) error {
+		if err := get(ctx, hr, hr.Namespace, hr.Name); err != nil {
+			return err
+		}
+		if hr.Status.ObservedGeneration != hr.Generation {
+			return fmt.Errorf("observedGeneration %d, generation %d", hr.Status.ObservedGeneration, hr.Generation)
+		}
+		if latest := hr.Status.History.Latest(); version > 0 && (latest == nil || latest.Version != version) {
+			return fmt.Errorf("latest snapshot %+v, waiting for revision %d", latest, version)
+		}
+		c := conditions.Get(hr, meta.ReadyCondition)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != reason {
+			return fmt.Errorf("Ready condition %+v", c)
+		}
+		return nil
+	})
+}
+
+func wantHistory(t *testing.T, hr *v2.HelmRelease, version int, chartVersion string) {
+	t.Helper()
+	latest := hr.Status.History.Latest()
+	if latest == nil || latest.Version != version || latest.ChartVersion != chartVersion || latest.Status != "deployed" ||
+		latest.ConfigDigest == "" || latest.Digest == "" {
+		t.Fatalf("latest snapshot %+v, want version %d of chart %s deployed", latest, version, chartVersion)
+	}
+}
+
+func wantDeploymentReplicas(t *testing.T, ns, name string, replicas int32) {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	if err := get(context.Background(), d, ns, name); err != nil {
+		t.Fatalf("Deployment %s: %v", name, err)
+	}
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != replicas {
+		t.Fatalf("Deployment %s replicas %v, want %d", name, d.Spec.Replicas, replicas)
+	}
+	if d.Status.ReadyReplicas != replicas {
+		t.Fatalf("Deployment %s has %d ready replicas after the release was Ready, want %d", name, d.Status.ReadyReplicas, replicas)
+	}
+}
+
+// wantEvent checks the HelmRelease has an event with the reason and the
+// revision metadata notification-controller reads.
+func wantEvent(t *testing.T, hr *v2.HelmRelease, reason string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "event "+reason, func(ctx context.Context) error {
+		var list corev1.EventList
+		if err := env.client.List(ctx, &list, client.InNamespace(hr.Namespace)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.InvolvedObject.Name == hr.Name && e.Reason == reason {
+				if e.Annotations["helm.toolkit.fluxcd.io/revision"] == "" {
+					return fmt.Errorf("event %s has no revision annotation: %v", reason, e.Annotations)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s event among %d", reason, len(list.Items))
+	})
+}
+
+func requestReconcile(t *testing.T, hr *v2.HelmRelease) {
+	t.Helper()
+	ctx := context.Background()
+	if err := get(ctx, hr, hr.Namespace, hr.Name); err != nil {
+		t.Fatal(err)
+	}
+	before := hr.DeepCopy()
+	if hr.Annotations == nil {
+		hr.Annotations = map[string]string{}
+	}
+	hr.Annotations[meta.ReconcileRequestAnnotation] = strconv.FormatInt(time.Now().UnixNano(), 10)
+	if err := env.client.Patch(ctx, hr, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func requestSourceReconcile(t *testing.T, obj client.Object) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, meta.ReconcileRequestAnnotation, strconv.FormatInt(time.Now().UnixNano(), 10))
+	if err := env.client.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatalf("requesting a reconcile of %s: %v", obj.GetName(), err)
+	}
+}
+
+// releaseRevisions counts the Helm storage Secrets of a release.
+func releaseRevisions(t *testing.T, ns, release string) int {
+	t.Helper()
+	var list corev1.SecretList
+	if err := env.client.List(context.Background(), &list, client.InNamespace(ns),
+		client.MatchingLabels{"owner": "helm", "name": release}); err != nil {
+		t.Fatal(err)
+	}
+	return len(list.Items)
+}
+
+// metricValue sums the samples of a metric on the controller's endpoint.
+func metricValue(t *testing.T, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(env.controller.metricsURL)
+	if err != nil {
+		t.Fatalf("scraping metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	var sum float64
+	found := false
+	scanner := bufio.NewScanner(resp.Body)
+	scanner.Buffer(make([]byte, 1<<20), 1<<20)
+	for scanner.Scan() {
+		line := scanner.Text()
+		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		sum += v
+		found = true
+	}
+	if !found {
+		t.Fatalf("metric %s not exposed", name)
+	}
+	return sum
+}
