@@ -75,5 +75,5 @@ func (h *helmRunner) Unlock(_ context.Context, rel *releasev1.Release) error {
 // loadedChart adapts a cached chart to the state machine's Chart.
 type loadedChart struct{ c *chartsource.Chart }
 
-func (l loadedChart) Metadata() *chartv2.Metadata     { return l.c.Metadata }
+func (l loadedChart) Metadata() *chartv2.Metadata   { return l.c.Metadata }
 func (l loadedChart) Load() (*chartv2.Chart, error) { return l.c.Load() }

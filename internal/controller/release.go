@@ -10,6 +10,7 @@ import (
 	"github.com/fluxcd/pkg/chartutil"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/opencontainers/go-digest"
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -73,8 +74,12 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		ConfigDigest:            chartutil.DigestValues(digest.Canonical, values).String(),
 		DefaultToRetryOnFailure: r.DefaultToRetryOnFailure,
 	}
-	if obj.Spec.ChartRef != nil && obj.Spec.ChartRef.Kind == "OCIRepository" && !r.DisableChartDigestTracking {
-		req.OCIDigest = artifact.Digest
+	if obj.Spec.ChartRef != nil && obj.Spec.ChartRef.Kind == sourcev1.OCIRepositoryKind && !r.DisableChartDigestTracking {
+		version, ociDigest, err := ociChartVersion(chart.Metadata.Version, artifact.Revision)
+		if err != nil {
+			return r.fail(obj, helmv2.ArtifactFailedReason, err)
+		}
+		req.Chart, req.OCIDigest = versionedChart{loadedChart{chart}, version}, ociDigest
 	}
 	r.handleAnnotations(obj, req)
 

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	"helm.sh/helm/v4/pkg/storage/driver"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
 )
 
 // maxSteps bounds the actions of one reconcile. A full path is unlock,

@@ -38,7 +38,7 @@ type Request struct {
 	// ReleaseName is the Helm release name (shortened when the HelmRelease
 	// name is too long); used in messages.
 	ReleaseName string
-	Chart  Chart
+	Chart       Chart
 	// Values are the composed values (spec.values with spec.valuesFrom).
 	Values map[string]any
 	// ConfigDigest identifies Values; it is recorded in snapshots and

@@ -161,9 +161,19 @@ func TestOCIChartRef(t *testing.T) {
 		t.Fatalf("creating HelmRelease: %v", err)
 	}
 	waitReady(t, hr, helmv2.InstallSucceededReason, 3*time.Minute)
-	wantHistory(t, hr, 1, env.podinfo.Version)
-	if d := hr.Status.History[0].OCIDigest; !strings.HasPrefix(d, "sha256:") {
-		t.Errorf("snapshot ociDigest %q, want the artifact digest", d)
+	if err := get(ctx, repo, ns, repo.Name); err != nil {
+		t.Fatal(err)
+	}
+	// As upstream: the manifest digest pins the chart version, so a moved
+	// tag upgrades the release.
+	_, manifestDigest, _ := strings.Cut(repo.Status.Artifact.Revision, "@")
+	wantVersion := env.podinfo.Version + "+" + strings.TrimPrefix(manifestDigest, "sha256:")[:12]
+	wantHistory(t, hr, 1, wantVersion)
+	if d := hr.Status.History[0].OCIDigest; d != manifestDigest {
+		t.Errorf("snapshot ociDigest %q, want the manifest digest %q", d, manifestDigest)
+	}
+	if hr.Status.LastAttemptedRevision != wantVersion || hr.Status.LastAttemptedRevisionDigest != manifestDigest {
+		t.Errorf("lastAttemptedRevision %q digest %q", hr.Status.LastAttemptedRevision, hr.Status.LastAttemptedRevisionDigest)
 	}
 	wantDeploymentReplicas(t, ns, "podinfo-oci", 1)
 }

@@ -1,0 +1,66 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+)
+
+// ociDigestLength is how many hex characters of the OCI manifest digest go
+// into the chart version's build metadata, as upstream does.
+const ociDigestLength = 12
+
+// ociChartVersion pins a chart from an OCIRepository to the manifest it
+// came from: the version gets the digest as semver build metadata
+// ("6.7.1+0123456789ab"), so a tag that moves to new content upgrades the
+// release. revision is the artifact revision, "<tag>@<algo>:<hex>" or
+// "<algo>:<hex>". It returns the new version and the "<algo>:<hex>" digest.
+func ociChartVersion(chartVersion, revision string) (string, string, error) {
+	ver, err := semver.NewVersion(chartVersion)
+	if err != nil {
+		return "", "", fmt.Errorf("chart version %q is not semver: %w", chartVersion, err)
+	}
+	digest := revision
+	if tag, d, found := strings.Cut(revision, "@"); found {
+		tagVer, err := semver.NewVersion(tag)
+		if err != nil {
+			return "", "", fmt.Errorf("artifact revision %s: tag %q is not a version: %w", revision, tag, err)
+		}
+		if !tagVer.Equal(ver) {
+			return "", "", fmt.Errorf("artifact revision %s does not match chart version %s", revision, chartVersion)
+		}
+		digest = d
+	}
+	_, hex, found := strings.Cut(digest, ":")
+	if !found || len(hex) < ociDigestLength || strings.Contains(hex, ":") {
+		return "", "", fmt.Errorf("artifact revision %s has no valid digest", revision)
+	}
+	withMeta, err := ver.SetMetadata(hex[:ociDigestLength])
+	if err != nil {
+		return "", "", fmt.Errorf("adding the digest to chart version %s: %w", chartVersion, err)
+	}
+	return withMeta.String(), digest, nil
+}
+
+// versionedChart presents a cached chart with another version.
+type versionedChart struct {
+	loadedChart
+	version string
+}
+
+func (v versionedChart) Metadata() *chartv2.Metadata {
+	md := *v.loadedChart.Metadata()
+	md.Version = v.version
+	return &md
+}
+
+func (v versionedChart) Load() (*chartv2.Chart, error) {
+	c, err := v.loadedChart.Load()
+	if err != nil {
+		return nil, err
+	}
+	c.Metadata.Version = v.version
+	return c, nil
+}
