@@ -11,6 +11,8 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/chartutil"
+	"github.com/opencontainers/go-digest"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -25,7 +27,6 @@ type harness struct {
 	obj      *v2.HelmRelease
 	chart    *fakeChart
 	values   map[string]any
-	digest   string
 }
 
 func newHarness(mutate ...func(*v2.HelmRelease)) *harness {
@@ -35,13 +36,22 @@ func newHarness(mutate ...func(*v2.HelmRelease)) *harness {
 		m(obj)
 	}
 	return &harness{helm: newFakeHelm(), recorder: &fakeRecorder{}, obj: obj,
-		chart: newFakeChart("podinfo", "6.0.0"), values: map[string]any{"replicas": 1}, digest: "sha256:v1"}
+		chart: newFakeChart("podinfo", "6.0.0"), values: map[string]any{"replicas": 1}}
+}
+
+func (h *harness) request() *Request {
+	return &Request{Object: h.obj, Chart: h.chart, Values: h.values, ConfigDigest: h.configDigest()}
+}
+
+// configDigest is the digest of the values, computed as the controller does.
+func (h *harness) configDigest() string {
+	return chartutil.DigestValues(digest.Canonical, h.values).String()
 }
 
 func (h *harness) run(t *testing.T) error {
 	t.Helper()
 	m := &Machine{Helm: h.helm, Recorder: h.recorder}
-	return m.Run(context.Background(), &Request{Object: h.obj, Chart: h.chart, Values: h.values, ConfigDigest: h.digest})
+	return m.Run(context.Background(), h.request())
 }
 
 func (h *harness) mustRun(t *testing.T) {
@@ -83,10 +93,10 @@ func TestInstallThenInSync(t *testing.T) {
 	wantCondition(t, h, meta.ReadyCondition, metav1.ConditionTrue, helmv2.InstallSucceededReason)
 	hist := h.obj.Status.History
 	if len(hist) != 1 || hist[0].Version != 1 || hist[0].Status != "deployed" || hist[0].ChartVersion != "6.0.0" ||
-		hist[0].ConfigDigest != "sha256:v1" || hist[0].Action != helmv2.ReleaseActionInstall || hist[0].Digest == "" {
+		hist[0].ConfigDigest != h.configDigest() || hist[0].Action != helmv2.ReleaseActionInstall || hist[0].Digest == "" {
 		t.Fatalf("history after install: %+v", hist[0])
 	}
-	if h.obj.Status.LastAttemptedRevision != "6.0.0" || h.obj.Status.LastAttemptedConfigDigest != "sha256:v1" {
+	if h.obj.Status.LastAttemptedRevision != "6.0.0" || h.obj.Status.LastAttemptedConfigDigest != h.configDigest() {
 		t.Errorf("lastAttempted* = %q/%q", h.obj.Status.LastAttemptedRevision, h.obj.Status.LastAttemptedConfigDigest)
 	}
 	if len(h.recorder.events) != 1 || h.recorder.events[0].Reason != helmv2.InstallSucceededReason {
@@ -109,7 +119,7 @@ func TestUpgradeOnChange(t *testing.T) {
 		name   string
 		change func(h *harness)
 	}{
-		{"values", func(h *harness) { h.values = map[string]any{"replicas": 2}; h.digest = "sha256:v2" }},
+		{"values", func(h *harness) { h.values = map[string]any{"replicas": 2} }},
 		{"chart version", func(h *harness) { h.chart = newFakeChart("podinfo", "6.1.0") }},
 		{"chart name", func(h *harness) { h.chart = newFakeChart("podinfo-ng", "6.0.0") }},
 	}
@@ -164,7 +174,7 @@ func TestInstallFailureRemediatedByUninstallUntilRetriesExhausted(t *testing.T) 
 
 	// New values reset the counters and try again.
 	delete(h.helm.fail, "install")
-	h.values, h.digest = map[string]any{"fixed": true}, "sha256:fixed"
+	h.values = map[string]any{"fixed": true}
 	h.mustRun(t)
 	if h.obj.Status.InstallFailures != 0 {
 		t.Errorf("counters not reset: %d", h.obj.Status.InstallFailures)
@@ -215,7 +225,7 @@ func TestUpgradeFailureUninstallStrategy(t *testing.T) {
 	})
 	h.mustRun(t)
 	h.calls()
-	h.digest = "sha256:v2"
+	h.values = map[string]any{"replicas": 2}
 	h.helm.fail["upgrade"] = errors.New("boom")
 	if err := h.run(t); err == nil {
 		t.Fatal("no error")
@@ -295,7 +305,7 @@ func TestObserve(t *testing.T) {
 	}{
 		{"nothing in storage", func(*harness) {}, StateAbsent},
 		{"in sync", deployed, StateInSync},
-		{"values changed", func(h *harness) { deployed(h); h.digest = "sha256:other" }, StateOutOfSync},
+		{"values changed", func(h *harness) { deployed(h); h.values = map[string]any{"other": true} }, StateOutOfSync},
 		{"locked", func(h *harness) { deployed(h); h.helm.last().Info.Status = "pending-upgrade" }, StateLocked},
 		{"failed", func(h *harness) { deployed(h); h.helm.last().Info.Status = "failed" }, StateFailed},
 		{"uninstalled with history kept", func(h *harness) { deployed(h); h.helm.last().Info.Status = "uninstalled" }, StateAbsent},
@@ -310,8 +320,7 @@ func TestObserve(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness()
 			tc.setup(h)
-			req := &Request{Object: h.obj, Chart: h.chart, Values: h.values, ConfigDigest: h.digest}
-			if got := Observe(req, h.helm.last()); got.State != tc.want {
+			if got := Observe(h.request(), h.helm.last()); got.State != tc.want {
 				t.Fatalf("state %s (%s), want %s", got.State, got.Reason, tc.want)
 			}
 		})
@@ -324,14 +333,14 @@ func TestLockedReleaseIsUnlockedAndRemediated(t *testing.T) {
 		o.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 3}
 	})
 	h.mustRun(t)
-	h.digest = "sha256:v2"
+	h.values = map[string]any{"replicas": 2}
 	h.helm.fail["upgrade"] = errors.New("interrupted")
 	_ = h.run(t) // leaves a failed upgrade, rolled back
 	h.calls()
 	delete(h.helm.fail, "upgrade")
 	// Simulate a crash mid-upgrade: the newest release is left pending.
 	h.helm.newRelease(h.helm.last().Chart, nil, "pending-upgrade")
-	h.obj.Status.History = append(helmv2.Snapshots{newSnapshot(&Request{Object: h.obj, Chart: h.chart, ConfigDigest: h.digest}, h.helm.last(), helmv2.ReleaseActionUpgrade)}, h.obj.Status.History...)
+	h.obj.Status.History = append(helmv2.Snapshots{newSnapshot(h.request(), h.helm.last(), helmv2.ReleaseActionUpgrade)}, h.obj.Status.History...)
 
 	err := h.run(t)
 	calls := h.calls()
@@ -348,7 +357,7 @@ func TestUninstallOnDeletion(t *testing.T) {
 	h.mustRun(t)
 	h.calls()
 	m := &Machine{Helm: h.helm, Recorder: h.recorder}
-	req := &Request{Object: h.obj, Chart: h.chart, Values: h.values, ConfigDigest: h.digest}
+	req := h.request()
 	if err := m.Uninstall(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}

@@ -5,25 +5,23 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/chartutil"
 	"github.com/opencontainers/go-digest"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// releaseAPIVersion is recorded in snapshots: the Helm release format the
-// snapshot describes.
-const releaseAPIVersion = "helm.sh/v3"
-
-// newSnapshot describes rel for status.history.
+// newSnapshot describes rel for status.history, the way upstream
+// helm-controller does, so either controller can read the other's history.
 func newSnapshot(req *Request, rel *releasev1.Release, action helmv2.ReleaseAction) *helmv2.Snapshot {
 	s := &helmv2.Snapshot{
-		APIVersion:   releaseAPIVersion,
-		Digest:       releaseDigest(rel).String(),
+		Digest:       releaseDigest(rel, req.OCIDigest).String(),
 		Name:         rel.Name,
 		Namespace:    rel.Namespace,
 		Version:      rel.Version,
 		Action:       action,
-		ConfigDigest: req.ConfigDigest,
+		ConfigDigest: chartutil.DigestValues(digest.Canonical, rel.Config).String(),
 		OCIDigest:    req.OCIDigest,
 	}
 	if rel.Chart != nil && rel.Chart.Metadata != nil {
@@ -47,33 +45,46 @@ func metaTime(t time.Time) metav1.Time {
 	return metav1.NewTime(t)
 }
 
-// releaseDigest identifies the content of a release: what it deployed and
-// how it stands. It changes when anything but storage metadata changes.
-func releaseDigest(rel *releasev1.Release) digest.Digest {
-	type observed struct {
-		Name      string         `json:"name"`
-		Namespace string         `json:"namespace"`
-		Version   int            `json:"version"`
-		Status    string         `json:"status"`
-		Chart     any            `json:"chart"`
-		Config    map[string]any `json:"config"`
-		Manifest  string         `json:"manifest"`
-		Hooks     any            `json:"hooks"`
-	}
-	o := observed{Name: rel.Name, Namespace: rel.Namespace, Version: rel.Version, Config: rel.Config, Manifest: rel.Manifest, Hooks: rel.Hooks}
+// observedRelease is the part of a release its snapshot digest covers:
+// everything but the chart's files, and without test hooks, so that running
+// tests does not change the digest. Field names and order match upstream's
+// encoding, which makes digests comparable across the two controllers.
+type observedRelease struct {
+	Name          string           `json:"name"`
+	Version       int              `json:"version"`
+	Info          releasev1.Info   `json:"info"`
+	ChartMetadata chartv2.Metadata `json:"chartMetadata"`
+	Config        map[string]any   `json:"config"`
+	Manifest      string           `json:"manifest"`
+	Hooks         []releasev1.Hook `json:"hooks"`
+	Namespace     string           `json:"namespace"`
+	OCIDigest     string           `json:"ociDigest,omitempty"`
+}
+
+// releaseDigest identifies the content and state of a release.
+func releaseDigest(rel *releasev1.Release, ociDigest string) digest.Digest {
+	o := observedRelease{Name: rel.Name, Version: rel.Version, Manifest: rel.Manifest, Namespace: rel.Namespace, OCIDigest: ociDigest}
 	if rel.Info != nil {
-		o.Status = rel.Info.Status.String()
+		o.Info = *rel.Info
 	}
-	if rel.Chart != nil {
-		o.Chart = rel.Chart.Metadata
+	if rel.Chart != nil && rel.Chart.Metadata != nil {
+		o.ChartMetadata = *rel.Chart.Metadata
 	}
-	data, err := json.Marshal(o)
-	if err != nil {
+	if len(rel.Config) > 0 {
+		o.Config = rel.Config
+	}
+	for _, h := range rel.Hooks {
+		if h != nil && !isTestHook(h) {
+			o.Hooks = append(o.Hooks, *h)
+		}
+	}
+	digester := digest.Canonical.Digester()
+	if err := json.NewEncoder(digester.Hash()).Encode(o); err != nil {
 		// Release content always encodes (Helm stores it as JSON); fall back
-		// to identity fields rather than fail a reconcile over a digest.
-		data = []byte(releaseID(rel))
+		// to the identity of the release rather than fail over a digest.
+		return digest.Canonical.FromString(releaseID(rel))
 	}
-	return digest.Canonical.FromBytes(data)
+	return digester.Digest()
 }
 
 // recordSnapshot puts a snapshot of rel at the head of the history, or
@@ -88,9 +99,6 @@ func recordSnapshot(req *Request, rel *releasev1.Release, action helmv2.ReleaseA
 			s.Action = latest.Action
 		}
 		s.TestHooks = latest.TestHooks
-		if s.ConfigDigest == "" {
-			s.ConfigDigest = latest.ConfigDigest
-		}
 		*latest = *s
 		return latest
 	}
