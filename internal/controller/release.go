@@ -12,6 +12,8 @@ import (
 	"github.com/fluxcd/pkg/runtime/patch"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/opencontainers/go-digest"
+	"helm.sh/helm/v4/pkg/release/common"
+	"helm.sh/helm/v4/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -83,11 +85,34 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	}
 	r.handleAnnotations(obj, req)
 
-	machine := &reconcile.Machine{
-		Helm:     &helmRunner{cfg: cfg, obj: obj, opts: r.ActionOptions},
-		Recorder: r.EventRecorder,
+	runner := &helmRunner{cfg: cfg, obj: obj, opts: r.ActionOptions}
+	machine := &reconcile.Machine{Helm: runner, Recorder: r.EventRecorder}
+	runErr := machine.Run(ctx, req)
+	r.updateInventory(ctx, runner, obj)
+	return r.outcome(obj, runErr)
+}
+
+// updateInventory records the objects of the release now in storage; a
+// release that is gone leaves an empty inventory.
+func (r *HelmReleaseReconciler) updateInventory(ctx context.Context, runner *helmRunner, obj *v2.HelmRelease) {
+	rel, err := runner.LastRelease(ctx)
+	switch {
+	case errors.Is(err, driver.ErrReleaseNotFound):
+		obj.Status.Inventory = nil
+		return
+	case err != nil:
+		ctrl.LoggerFrom(ctx).Error(err, "reading the release for the inventory")
+		return
+	case rel.Info != nil && rel.Info.Status == common.StatusUninstalled:
+		obj.Status.Inventory = nil
+		return
 	}
-	return r.outcome(obj, machine.Run(ctx, req))
+	inv, err := releaseInventory(rel, r.RESTMapper())
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "building the inventory")
+		return
+	}
+	obj.Status.Inventory = inv
 }
 
 // handleAnnotations acts on the reset and force request annotations; each

@@ -71,6 +71,7 @@ func TestChartTemplateLifecycle(t *testing.T) {
 	}
 	wantDeploymentReplicas(t, ns, "podinfo", 1)
 	wantEvent(t, hr, helmv2.InstallSucceededReason)
+	wantInventory(t, hr, ns+"_podinfo_apps_Deployment", ns+"_podinfo__Service")
 
 	t.Run("unchanged reconcile does nothing", func(t *testing.T) {
 		downloads := metricValue(t, "helm_controller_chart_downloads_total")
@@ -233,6 +234,23 @@ func wantHistory(t *testing.T, hr *v2.HelmRelease, version int, chartVersion str
 	if latest == nil || latest.Version != version || latest.ChartVersion != chartVersion || latest.Status != "deployed" ||
 		latest.ConfigDigest == "" || latest.Digest == "" {
 		t.Fatalf("latest snapshot %+v, want version %d of chart %s deployed", latest, version, chartVersion)
+	}
+}
+
+// wantInventory checks status.inventory lists the given object IDs.
+func wantInventory(t *testing.T, hr *v2.HelmRelease, ids ...string) {
+	t.Helper()
+	if hr.Status.Inventory == nil {
+		t.Fatal("status.inventory is empty")
+	}
+	have := map[string]bool{}
+	for _, e := range hr.Status.Inventory.Entries {
+		have[e.ID] = true
+	}
+	for _, id := range ids {
+		if !have[id] {
+			t.Errorf("inventory lacks %s: %+v", id, hr.Status.Inventory.Entries)
+		}
 	}
 }
 
