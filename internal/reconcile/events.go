@@ -15,27 +15,31 @@ type EventRecorder interface {
 	AnnotatedEventf(object runtime.Object, annotations map[string]string, eventtype, reason, messageFmt string, args ...any)
 }
 
-// Event metadata keys upstream helm-controller attaches, so alerts and
-// commit status updates keep working: the chart version as revision and
-// the values digest as token.
+// Event metadata keys upstream helm-controller attaches (prefixed with the
+// API group), so alerts and commit status updates keep working: the chart
+// version as revision, the values digest as token, the OCI digest and the
+// app version.
 const (
-	metaRevisionKey  = "revision"
-	metaTokenKey     = "token"
-	metaOCIDigestKey = "oci-digest"
+	metaRevisionKey   = "revision"
+	metaTokenKey      = "token"
+	metaOCIDigestKey  = "oci-digest"
+	metaAppVersionKey = "app-version"
 )
 
-func (m *Machine) eventMeta(req *Request, chartVersion, configDigest string) map[string]string {
+// eventMeta describes the release an event is about; s may be nil.
+func eventMeta(req *Request, s *helmv2.Snapshot) map[string]string {
 	meta := map[string]string{}
-	group := helmv2.GroupVersion.Group
-	if chartVersion != "" {
-		meta[group+"/"+metaRevisionKey] = chartVersion
+	put := func(key, value string) {
+		if value != "" {
+			meta[helmv2.GroupVersion.Group+"/"+key] = value
+		}
 	}
-	if configDigest != "" {
-		meta[group+"/"+metaTokenKey] = configDigest
+	if s != nil {
+		put(metaRevisionKey, s.ChartVersion)
+		put(metaTokenKey, s.ConfigDigest)
+		put(metaAppVersionKey, s.AppVersion)
 	}
-	if req.OCIDigest != "" {
-		meta[group+"/"+metaOCIDigestKey] = req.OCIDigest
-	}
+	put(metaOCIDigestKey, req.OCIDigest)
 	return meta
 }
 
@@ -43,11 +47,7 @@ func (m *Machine) event(req *Request, s *helmv2.Snapshot, eventType, reason, msg
 	if m.Recorder == nil {
 		return
 	}
-	var version, config string
-	if s != nil {
-		version, config = s.ChartVersion, s.ConfigDigest
-	}
-	m.Recorder.AnnotatedEventf(req.Object, m.eventMeta(req, version, config), eventType, reason, "%s", msg)
+	m.Recorder.AnnotatedEventf(req.Object, eventMeta(req, s), eventType, reason, "%s", msg)
 }
 
 func (m *Machine) normal(req *Request, s *helmv2.Snapshot, reason, msg string) {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -118,4 +119,34 @@ func (p *controllerProcess) dumpLog(w io.Writer, lines int) {
 		}
 	}
 	fmt.Fprintf(w, "--- last %d lines of the controller log ---\n%s\n", len(tail), strings.Join(tail, "\n"))
+}
+
+// resourceUsage reads the controller's CPU time (user+system) and peak
+// resident memory from /proc, for the run summary.
+func (p *controllerProcess) resourceUsage() (cpu time.Duration, peakRSSKiB int64, err error) {
+	pid := p.cmd.Process.Pid
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+	if len(fields) < 13 {
+		return 0, 0, fmt.Errorf("unexpected /proc/%d/stat: %s", pid, stat)
+	}
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	cpu = time.Duration(utime+stime) * time.Second / ticksPerSecond
+
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return cpu, 0, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			peakRSSKiB, _ = strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
+		}
+	}
+	return cpu, peakRSSKiB, nil
 }

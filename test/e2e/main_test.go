@@ -91,7 +91,12 @@ func run(m *testing.M) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	start = time.Now()
 	code := m.Run()
+	if cpu, peak, err := env.controller.resourceUsage(); err == nil {
+		fmt.Fprintf(os.Stderr, "e2e: tests ran %s; controller used %s CPU, peak RSS %d MiB\n",
+			time.Since(start).Round(time.Second), cpu.Round(10*time.Millisecond), peak/1024)
+	}
 	if err := env.controller.stop(); err != nil {
 		return code, err
 	}
