@@ -28,6 +28,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -133,7 +134,7 @@ var notYetImplemented = []string{
 	"oom-watch-interval", "oom-watch-memory-threshold", "oom-watch-max-memory-path",
 	"oom-watch-current-memory-path", "token-cache-max-size", "token-cache-max-duration",
 	"insecure-kubeconfig-exec", "insecure-kubeconfig-tls",
-	"watch-configs-label-selector", "interval-jitter-percentage",
+	"interval-jitter-percentage",
 }
 
 // gatesNotYetImplemented lists feature gates that are accepted but have no
@@ -142,7 +143,7 @@ var gatesNotYetImplemented = []string{
 	features.DefaultToAfterHooks, features.DetectDrift, features.CorrectDrift,
 	features.OOMWatch, features.CancelHealthCheckOnNewRevision, features.ObjectLevelWorkloadIdentity,
 	helper.FeatureGateAdditiveCELDependencyCheck,
-	helper.FeatureGateDisableConfigWatchers, helper.FeatureGateDirectSourceFetch,
+	helper.FeatureGateDirectSourceFetch,
 }
 
 func main() {
@@ -260,9 +261,29 @@ func newManager(opts *options) (ctrl.Manager, error) {
 
 	// Secrets and ConfigMaps are read directly unless caching them is
 	// asked for: caching means cluster-wide list/watch and more memory.
+	cacheConfigs := features.Enabled(helper.FeatureGateCacheSecretsAndConfigMaps)
 	var disableCacheFor []ctrlclient.Object
-	if !features.Enabled(helper.FeatureGateCacheSecretsAndConfigMaps) {
+	if !cacheConfigs {
 		disableCacheFor = []ctrlclient.Object{&corev1.Secret{}, &corev1.ConfigMap{}}
+	}
+
+	// ConfigMaps and Secrets used in spec.valuesFrom are watched through
+	// metadata informers. Restricting those informers to the selected labels
+	// keeps the controller from listing every Secret of the cluster. The
+	// cache configures informers per GVK, typed and metadata alike, so with
+	// CacheSecretsAndConfigMaps the restriction would hide unlabelled objects
+	// from cached reads; then everything is cached and the watch predicate
+	// alone applies the selector.
+	configWatch, err := controller.NewConfigWatchOptions(opts.watch.ConfigsLabelSelector,
+		features.Enabled(helper.FeatureGateDisableConfigWatchers))
+	if err != nil {
+		return nil, err
+	}
+	if configWatch.Enabled() && !configWatch.Selector.Empty() && !cacheConfigs {
+		for _, kind := range []string{"ConfigMap", "Secret"} {
+			obj := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: kind}}
+			cacheOpts.ByObject[obj] = ctrlcache.ByObject{Label: configWatch.Selector}
+		}
 	}
 
 	restConfig := runtimeclient.GetConfigOrDie(opts.client)
@@ -322,8 +343,10 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log l
 		DefaultToRetryOnFailure:    features.Enabled(features.DefaultToRetryOnFailure),
 		NoCrossNamespaceRef:        opts.acl.NoCrossNamespaceRefs,
 		WatchExternalArtifacts:     features.Enabled(helper.FeatureGateExternalArtifact),
-		Charts:                     charts,
-		Helm:                       helmFactory,
+		// newManager has already rejected a bad selector.
+		ConfigWatch: controller.MustConfigWatchOptions(opts.watch.ConfigsLabelSelector, features.Enabled(helper.FeatureGateDisableConfigWatchers)),
+		Charts:      charts,
+		Helm:        helmFactory,
 		ActionOptions: action.Options{
 			UseHelm3Defaults: features.Enabled(features.UseHelm3Defaults),
 			AllowDNSLookups:  features.Enabled(features.AllowDNSLookups),

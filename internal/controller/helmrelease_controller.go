@@ -51,6 +51,9 @@ type HelmReleaseReconciler struct {
 	DefaultToRetryOnFailure    bool
 	NoCrossNamespaceRef        bool
 	WatchExternalArtifacts     bool
+	// ConfigWatch selects the ConfigMaps and Secrets whose changes
+	// reconcile the HelmReleases that use them in valuesFrom.
+	ConfigWatch ConfigWatchOptions
 
 	// Charts downloads and caches chart artifacts.
 	Charts *chartsource.Source
@@ -71,6 +74,7 @@ type HelmReleaseReconcilerOptions struct {
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases/finalizers,verbs=get;create;update;patch;delete
 // +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmcharts;ocirepositories;externalartifacts,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch
 
 // SetupWithManager registers the reconciler with the manager.
 func (r *HelmReleaseReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts HelmReleaseReconcilerOptions) error {
@@ -88,6 +92,10 @@ func (r *HelmReleaseReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	for _, src := range watchedSources(r.WatchExternalArtifacts) {
 		b = b.Watches(src.object, handler.EnqueueRequestsFromMapFunc(r.requestsForSource(src.kind)),
 			builder.WithPredicates(artifactChanged{}))
+	}
+	b, err := r.setupConfigWatches(ctx, mgr, b, r.ConfigWatch)
+	if err != nil {
+		return err
 	}
 	return b.WithOptions(controller.Options{
 		RateLimiter:             opts.RateLimiter,

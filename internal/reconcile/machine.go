@@ -78,6 +78,9 @@ func (m *Machine) step(ctx context.Context, req *Request, cur *releasev1.Release
 		if err := m.checkRetries(req, helmv2.ReleaseActionUpgrade); err != nil {
 			return true, err
 		}
+		if mustReinstall(req, cur) {
+			return false, m.reinstall(ctx, req, cur)
+		}
 		return false, m.failed(ctx, req, m.upgrade(ctx, req))
 	case StateLocked:
 		return false, m.unlock(ctx, req, cur)

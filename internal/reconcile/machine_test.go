@@ -121,7 +121,11 @@ func TestUpgradeOnChange(t *testing.T) {
 	}{
 		{"values", func(h *harness) { h.values = map[string]any{"replicas": 2} }},
 		{"chart version", func(h *harness) { h.chart = newFakeChart("podinfo", "6.1.0") }},
-		{"chart name", func(h *harness) { h.chart = newFakeChart("podinfo-ng", "6.0.0") }},
+		{"chart name, in place", func(h *harness) {
+			h.obj.Spec.Upgrade = &v2.Upgrade{}
+			h.obj.Spec.Upgrade.ChartNameChangeStrategy = helmv2.ChartNameChangeStrategyInPlaceUpdate
+			h.chart = newFakeChart("podinfo-ng", "6.0.0")
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -137,6 +141,19 @@ func TestUpgradeOnChange(t *testing.T) {
 				t.Fatalf("history: %+v %+v", hist[0], hist[1])
 			}
 		})
+	}
+}
+
+func TestChartRenameReinstallsByDefault(t *testing.T) {
+	h := newHarness()
+	h.mustRun(t)
+	h.calls()
+	h.chart = newFakeChart("podinfo-ng", "1.0.0")
+	h.mustRun(t)
+	wantCalls(t, h, "uninstall", "install")
+	wantCondition(t, h, meta.ReadyCondition, metav1.ConditionTrue, helmv2.InstallSucceededReason)
+	if got := h.helm.last().Chart.Metadata.Name; got != "podinfo-ng" {
+		t.Fatalf("storage holds chart %s", got)
 	}
 }
 

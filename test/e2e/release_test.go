@@ -354,3 +354,63 @@ func metricValue(t *testing.T, name string) float64 {
 	}
 	return sum
 }
+
+// TestValuesFromWatchedConfigMap: a change to a ConfigMap labelled for
+// watching upgrades the HelmRelease that takes values from it, without
+// waiting for the interval; an unlabelled one does not.
+func TestValuesFromWatchedConfigMap(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	repo := createHelmRepository(t, ns)
+	watched := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "watched", Namespace: ns, Labels: map[string]string{"reconcile.fluxcd.io/watch": "Enabled"}},
+		Data:       map[string]string{"values.yaml": "replicaCount: 1\n"},
+	}
+	unwatched := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "unwatched", Namespace: ns},
+		Data:       map[string]string{"values.yaml": "podAnnotations:\n  team: a\n"},
+	}
+	for _, cm := range []*corev1.ConfigMap{watched, unwatched} {
+		if err := env.client.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hr := &v2.HelmRelease{
+		ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: ns},
+		Spec: v2.HelmReleaseSpec{HelmReleaseSpec: helmv2.HelmReleaseSpec{
+			Interval: metav1.Duration{Duration: time.Hour},
+			Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
+				Chart:     env.podinfo.Name,
+				Version:   env.podinfo.Version,
+				SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: repo.Name},
+			}},
+			ValuesFrom: []meta.ValuesReference{
+				{Kind: "ConfigMap", Name: "watched"},
+				{Kind: "ConfigMap", Name: "unwatched"},
+			},
+		}},
+	}
+	if err := env.client.Create(ctx, hr); err != nil {
+		t.Fatal(err)
+	}
+	waitRevision(t, hr, helmv2.InstallSucceededReason, 1, 2*time.Minute)
+
+	// Unlabelled: nothing happens (the interval is an hour).
+	unwatched.Data["values.yaml"] = "podAnnotations:\n  team: b\n"
+	if err := env.client.Update(ctx, unwatched); err != nil {
+		t.Fatal(err)
+	}
+	consistently(t, 5*time.Second, "an unwatched ConfigMap change is ignored", func(ctx context.Context) error {
+		if n := releaseRevisions(t, ns, "podinfo"); n != 1 {
+			return fmt.Errorf("%d revisions", n)
+		}
+		return nil
+	})
+
+	watched.Data["values.yaml"] = "replicaCount: 3\n"
+	if err := env.client.Update(ctx, watched); err != nil {
+		t.Fatal(err)
+	}
+	waitRevision(t, hr, helmv2.UpgradeSucceededReason, 2, time.Minute)
+	wantDeploymentReplicas(t, ns, "podinfo", 3)
+}
