@@ -129,7 +129,7 @@ func (o *options) bindFlags(fs *pflag.FlagSet) {
 // notYetImplemented lists flags that are accepted for compatibility but
 // whose behaviour arrives in later work; docs/flags.md says the same.
 var notYetImplemented = []string{
-	"requeue-dependency", "default-service-account",
+	"default-service-account",
 	"default-kubeconfig-service-account", "snapshot-digest-algo", "override-manager",
 	"oom-watch-interval", "oom-watch-memory-threshold", "oom-watch-max-memory-path",
 	"oom-watch-current-memory-path", "token-cache-max-size", "token-cache-max-duration",
@@ -142,7 +142,6 @@ var notYetImplemented = []string{
 var gatesNotYetImplemented = []string{
 	features.DefaultToAfterHooks, features.DetectDrift, features.CorrectDrift,
 	features.OOMWatch, features.CancelHealthCheckOnNewRevision, features.ObjectLevelWorkloadIdentity,
-	helper.FeatureGateAdditiveCELDependencyCheck,
 	helper.FeatureGateDirectSourceFetch,
 }
 
@@ -343,6 +342,8 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log l
 		DefaultToRetryOnFailure:    features.Enabled(features.DefaultToRetryOnFailure),
 		NoCrossNamespaceRef:        opts.acl.NoCrossNamespaceRefs,
 		WatchExternalArtifacts:     features.Enabled(helper.FeatureGateExternalArtifact),
+		RequeueDependency:          opts.requeueDependency,
+		AdditiveCELDependencyCheck: features.Enabled(helper.FeatureGateAdditiveCELDependencyCheck),
 		// newManager has already rejected a bad selector.
 		ConfigWatch: controller.MustConfigWatchOptions(opts.watch.ConfigsLabelSelector, features.Enabled(helper.FeatureGateDisableConfigWatchers)),
 		Charts:      charts,

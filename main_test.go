@@ -243,7 +243,7 @@ func TestStartsWithEveryUpstreamFlag(t *testing.T) {
 		t.Errorf("controller reported a flag error:\n%s", log)
 	}
 	// Flags whose behaviour is still missing must say so instead of failing silently.
-	for _, flag := range []string{"--requeue-dependency", "--default-service-account", "--override-manager"} {
+	for _, flag := range []string{"--default-service-account", "--override-manager"} {
 		if !strings.Contains(log, `"`+flag+`"`) && !strings.Contains(log, flag) {
 			t.Errorf("no not-yet-implemented warning for %s", flag)
 		}

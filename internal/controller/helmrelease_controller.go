@@ -51,6 +51,11 @@ type HelmReleaseReconciler struct {
 	DefaultToRetryOnFailure    bool
 	NoCrossNamespaceRef        bool
 	WatchExternalArtifacts     bool
+	// RequeueDependency is how soon a HelmRelease waiting for its
+	// dependencies is checked again.
+	RequeueDependency time.Duration
+	// AdditiveCELDependencyCheck is the feature gate of the same name.
+	AdditiveCELDependencyCheck bool
 	// ConfigWatch selects the ConfigMaps and Secrets whose changes
 	// reconcile the HelmReleases that use them in valuesFrom.
 	ConfigWatch ConfigWatchOptions
@@ -141,6 +146,9 @@ func (r *HelmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	r.Metrics.RecordSuspend(ctx, obj, false)
 
+	if result, wait := r.waitForDependencies(ctx, obj); wait {
+		return result, nil
+	}
 	return r.reconcileRelease(ctx, patcher, obj)
 }
 

@@ -12,8 +12,8 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/chartutil"
-	"github.com/opencontainers/go-digest"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/opencontainers/go-digest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"

@@ -414,3 +414,57 @@ func TestValuesFromWatchedConfigMap(t *testing.T) {
 	waitRevision(t, hr, helmv2.UpgradeSucceededReason, 2, time.Minute)
 	wantDeploymentReplicas(t, ns, "podinfo", 3)
 }
+
+// TestDependsOn: a HelmRelease waits for the HelmRelease it depends on and
+// installs once that one is Ready.
+func TestDependsOn(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	repo := createHelmRepository(t, ns)
+	newHR := func(name string, dependsOn ...string) *v2.HelmRelease {
+		hr := &v2.HelmRelease{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: v2.HelmReleaseSpec{HelmReleaseSpec: helmv2.HelmReleaseSpec{
+				Interval: metav1.Duration{Duration: time.Hour},
+				Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
+					Chart:     env.podinfo.Name,
+					Version:   env.podinfo.Version,
+					SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: repo.Name},
+				}},
+			}},
+		}
+		for _, d := range dependsOn {
+			hr.Spec.DependsOn = append(hr.Spec.DependsOn, helmv2.DependencyReference{Name: d})
+		}
+		return hr
+	}
+
+	frontend := newHR("frontend", "backend")
+	if err := env.client.Create(ctx, frontend); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "frontend waits for backend", func(ctx context.Context) error {
+		if err := get(ctx, frontend, ns, frontend.Name); err != nil {
+			return err
+		}
+		c := conditions.Get(frontend, meta.ReadyCondition)
+		if c == nil || c.Reason != helmv2.DependencyNotReadyReason || !strings.Contains(c.Message, ns+"/backend") {
+			return fmt.Errorf("Ready condition %+v", c)
+		}
+		return nil
+	})
+	if n := releaseRevisions(t, ns, "frontend"); n != 0 {
+		t.Fatalf("frontend was released (%d revisions) before its dependency existed", n)
+	}
+
+	backend := newHR("backend")
+	if err := env.client.Create(ctx, backend); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, backend, helmv2.InstallSucceededReason, 2*time.Minute)
+	waitReady(t, frontend, helmv2.InstallSucceededReason, time.Minute)
+	if !frontend.Status.History.Latest().FirstDeployed.After(backend.Status.History.Latest().FirstDeployed.Time) &&
+		!frontend.Status.History.Latest().FirstDeployed.Equal(&backend.Status.History.Latest().FirstDeployed) {
+		t.Errorf("frontend deployed at %s, before backend at %s", frontend.Status.History.Latest().FirstDeployed, backend.Status.History.Latest().FirstDeployed)
+	}
+}

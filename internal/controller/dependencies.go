@@ -1,0 +1,260 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	runtimecel "github.com/fluxcd/pkg/runtime/cel"
+	celgo "github.com/google/cel-go/cel"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+)
+
+// Names of the variables a readyExpr sees: the HelmRelease being reconciled
+// and the dependency under evaluation.
+const (
+	readyExprSelfVar = "self"
+	readyExprDepVar  = "dep"
+)
+
+// dependencyOptions are the controller-wide settings that change how
+// spec.dependsOn is checked.
+type dependencyOptions struct {
+	// NoCrossNamespaceRefs mirrors --no-cross-namespace-refs: a dependency in
+	// another namespace than the HelmRelease is a configuration error.
+	NoCrossNamespaceRefs bool
+
+	// AdditiveCEL mirrors the AdditiveCELDependencyCheck feature gate. When
+	// false (the default), a readyExpr replaces the built-in readiness check;
+	// when true, a dependency with a readyExpr must pass both.
+	AdditiveCEL bool
+}
+
+// NotReadyDependency is one dependency that keeps a HelmRelease waiting.
+type NotReadyDependency struct {
+	// Key is the namespace and name of the dependency.
+	Key client.ObjectKey
+	// NotFound is true when the dependency does not exist.
+	NotFound bool
+	// Reason says why an existing dependency is not ready.
+	Reason string
+}
+
+func (d NotReadyDependency) String() string {
+	if d.NotFound {
+		return fmt.Sprintf("dependency '%s' not found", d.Key)
+	}
+	return fmt.Sprintf("dependency '%s' is not ready: %s", d.Key, d.Reason)
+}
+
+// DependencyNotReadyError reports that one or more dependencies are missing
+// or not ready yet. Waiting can fix it: the caller should mark the
+// HelmRelease DependencyNotReady and check again later.
+type DependencyNotReadyError struct {
+	// Dependencies lists every dependency that is not ready, in the order of
+	// spec.dependsOn.
+	Dependencies []NotReadyDependency
+}
+
+// Error names each dependency that is not ready and why, separated by "; ".
+func (e *DependencyNotReadyError) Error() string {
+	msgs := make([]string, 0, len(e.Dependencies))
+	for _, d := range e.Dependencies {
+		msgs = append(msgs, d.String())
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// InvalidDependencyError reports a spec.dependsOn that can never be satisfied
+// as written: a dependency on the HelmRelease itself, a cross-namespace
+// dependency while those are disabled, a missing name, or a readyExpr that is
+// not a valid boolean CEL expression. Waiting does not fix it; the spec (or
+// the controller's flags) must change.
+type InvalidDependencyError struct {
+	// Problems holds one actionable message per invalid entry.
+	Problems []string
+}
+
+func (e *InvalidDependencyError) Error() string {
+	return "invalid spec.dependsOn: " + strings.Join(e.Problems, "; ")
+}
+
+// checkDependencies reports whether every HelmRelease listed in
+// obj.Spec.DependsOn is ready. It returns nil when they all are, an
+// *InvalidDependencyError when an entry is invalid (checked for all entries
+// before any dependency is fetched), a *DependencyNotReadyError naming every
+// dependency that is missing or not ready, and a plain error when reading a
+// dependency fails for another reason than it not existing.
+//
+// A dependency is ready by the built-in check when it exists, its
+// status.observedGeneration equals its metadata.generation and its Ready
+// condition is True. A dependency with a readyExpr is ready when the
+// expression evaluates to true, with `self` bound to obj and `dep` to the
+// dependency (both as their JSON form); the built-in check is then skipped,
+// unless opts.AdditiveCEL is set, in which case both must pass.
+//
+// An expression that compiles but fails to evaluate (typically "no such key"
+// because the dependency has no status yet) makes the dependency not ready,
+// with the evaluation error in the message, rather than being an invalid
+// spec: the missing field usually appears once the dependency has been
+// reconciled, and upstream helm-controller retries in this case too. Only
+// expressions that do not compile, or do not yield a bool, are invalid.
+func checkDependencies(ctx context.Context, c client.Reader, obj *v2.HelmRelease, opts dependencyOptions) error {
+	refs := obj.Spec.DependsOn
+	if len(refs) == 0 {
+		return nil
+	}
+
+	// Validate every entry first, so that a configuration error is reported
+	// at once instead of being hidden behind a dependency that is not ready.
+	keys := make([]client.ObjectKey, len(refs))
+	exprs := make([]*runtimecel.Expression, len(refs))
+	var problems []string
+	for i, ref := range refs {
+		key := client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}
+		if key.Namespace == "" {
+			key.Namespace = obj.Namespace
+		}
+		keys[i] = key
+
+		switch {
+		case ref.Name == "":
+			problems = append(problems, fmt.Sprintf("entry %d has no name: set spec.dependsOn[%d].name to the name of a HelmRelease", i, i))
+			continue
+		case key.Namespace == obj.Namespace && key.Name == obj.Name:
+			problems = append(problems, fmt.Sprintf("dependency '%s' is the HelmRelease itself: remove it from spec.dependsOn", key))
+			continue
+		case opts.NoCrossNamespaceRefs && key.Namespace != obj.Namespace:
+			problems = append(problems, fmt.Sprintf(
+				"dependency '%s' is in another namespace, and cross-namespace references are disabled (--no-cross-namespace-refs): only HelmReleases in namespace '%s' can be dependencies",
+				key, obj.Namespace))
+			continue
+		}
+
+		if ref.ReadyExpr != "" {
+			expr, err := runtimecel.NewExpression(ref.ReadyExpr,
+				runtimecel.WithCompile(),
+				runtimecel.WithOutputType(celgo.BoolType),
+				runtimecel.WithStructVariables(readyExprSelfVar, readyExprDepVar))
+			if err != nil {
+				problems = append(problems, fmt.Sprintf(
+					"readyExpr of dependency '%s' is not a valid CEL expression returning a bool (variables: self, dep): %v",
+					key, err))
+				continue
+			}
+			exprs[i] = expr
+		}
+	}
+	if len(problems) > 0 {
+		return &InvalidDependencyError{Problems: problems}
+	}
+
+	var self map[string]any
+	var notReady []NotReadyDependency
+	for i, ref := range refs {
+		key := keys[i]
+		dep := &v2.HelmRelease{}
+		if err := c.Get(ctx, key, dep); err != nil {
+			if apierrors.IsNotFound(err) {
+				notReady = append(notReady, NotReadyDependency{Key: key, NotFound: true})
+				continue
+			}
+			return fmt.Errorf("failed to get dependency '%s': %w", key, err)
+		}
+
+		var reasons []string
+		if exprs[i] == nil || opts.AdditiveCEL {
+			if reason := builtinNotReadyReason(dep); reason != "" {
+				reasons = append(reasons, reason)
+			}
+		}
+		if exprs[i] != nil {
+			if self == nil {
+				m, err := helmReleaseToMap(obj)
+				if err != nil {
+					return err
+				}
+				self = m
+			}
+			reason, err := readyExprNotReadyReason(ctx, exprs[i], ref.ReadyExpr, self, dep)
+			if err != nil {
+				return err
+			}
+			if reason != "" {
+				reasons = append(reasons, reason)
+			}
+		}
+		if len(reasons) > 0 {
+			notReady = append(notReady, NotReadyDependency{Key: key, Reason: strings.Join(reasons, ", and ")})
+		}
+	}
+	if len(notReady) > 0 {
+		return &DependencyNotReadyError{Dependencies: notReady}
+	}
+	return nil
+}
+
+// builtinNotReadyReason returns why dep fails the built-in readiness check,
+// or "" when it passes. The Ready condition is reported first, as its message
+// usually explains a stale generation too.
+func builtinNotReadyReason(dep *v2.HelmRelease) string {
+	ready := apimeta.FindStatusCondition(dep.Status.Conditions, meta.ReadyCondition)
+	switch {
+	case ready == nil:
+		return "it has no Ready condition yet"
+	case ready.Status != metav1.ConditionTrue:
+		if ready.Message == "" {
+			return fmt.Sprintf("Ready condition is %s", ready.Status)
+		}
+		return fmt.Sprintf("Ready condition is %s: %s", ready.Status, ready.Message)
+	case dep.Status.ObservedGeneration != dep.Generation:
+		return fmt.Sprintf("latest generation %d is not reconciled yet (observed generation %d)",
+			dep.Generation, dep.Status.ObservedGeneration)
+	}
+	return ""
+}
+
+// readyExprNotReadyReason evaluates a compiled readyExpr against self and dep
+// and returns why dep is not ready by it, or "" when it evaluates to true.
+func readyExprNotReadyReason(ctx context.Context, expr *runtimecel.Expression, source string, self map[string]any, dep *v2.HelmRelease) (string, error) {
+	depMap, err := helmReleaseToMap(dep)
+	if err != nil {
+		return "", err
+	}
+	ok, err := expr.EvaluateBoolean(ctx, map[string]any{
+		readyExprSelfVar: self,
+		readyExprDepVar:  depMap,
+	})
+	if err != nil {
+		return "readyExpr could not be evaluated: " + err.Error(), nil
+	}
+	if !ok {
+		// Block scalars in YAML leave newlines and indentation in the
+		// expression; print it on one line.
+		return fmt.Sprintf("readyExpr '%s' evaluated to false", strings.Join(strings.Fields(source), " ")), nil
+	}
+	return "", nil
+}
+
+// helmReleaseToMap returns the JSON form of a HelmRelease as a CEL variable,
+// with apiVersion and kind set even when the client left them empty.
+func helmReleaseToMap(hr *v2.HelmRelease) (map[string]any, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(hr)
+	if err != nil {
+		return nil, fmt.Errorf("failed to convert HelmRelease '%s' for readyExpr evaluation: %w", client.ObjectKeyFromObject(hr), err)
+	}
+	if s, _ := m["apiVersion"].(string); s == "" {
+		m["apiVersion"] = v2.GroupVersion.String()
+	}
+	if s, _ := m["kind"].(string); s == "" {
+		m["kind"] = "HelmRelease"
+	}
+	return m, nil
+}

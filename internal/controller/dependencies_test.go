@@ -1,0 +1,454 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+)
+
+// depOutcome is the kind of result a checkDependencies case expects.
+type depOutcome int
+
+const (
+	depAllReady depOutcome = iota
+	depNotReady
+	depInvalid
+	depOtherError
+)
+
+func (o depOutcome) String() string {
+	return [...]string{"nil", "*DependencyNotReadyError", "*InvalidDependencyError", "another error"}[o]
+}
+
+// depRelease returns a HelmRelease at generation gen, reconciled up to
+// observed, with a Ready condition of the given status ("" for none).
+func depRelease(namespace, name string, gen, observed int64, ready metav1.ConditionStatus, msg string) *v2.HelmRelease {
+	hr := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Generation: gen}}
+	hr.Status.ObservedGeneration = observed
+	if ready != "" {
+		hr.Status.Conditions = []metav1.Condition{{
+			Type:               meta.ReadyCondition,
+			Status:             ready,
+			Reason:             "Testing",
+			Message:            msg,
+			ObservedGeneration: observed,
+			LastTransitionTime: metav1.Now(),
+		}}
+	}
+	return hr
+}
+
+// readyRelease returns a HelmRelease that passes the built-in check.
+func readyRelease(namespace, name string) *v2.HelmRelease {
+	return depRelease(namespace, name, 2, 2, metav1.ConditionTrue, "Helm install succeeded")
+}
+
+// withDepValues sets the inline values of hr to raw JSON.
+func withDepValues(hr *v2.HelmRelease, raw string) *v2.HelmRelease {
+	hr.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(raw)}
+	return hr
+}
+
+func depRef(namespace, name, readyExpr string) meta.DependencyReference {
+	return meta.DependencyReference{Namespace: namespace, Name: name, ReadyExpr: readyExpr}
+}
+
+func depTestScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := v2.AddToScheme(s); err != nil {
+		t.Fatalf("adding HelmRelease types to the scheme: %v", err)
+	}
+	return s
+}
+
+func TestCheckDependencies(t *testing.T) {
+	const versionExpr = "dep.spec.values.version == self.spec.values.version"
+
+	cases := []struct {
+		name string
+		// self is the dependent HelmRelease, default/app unless set.
+		self    *v2.HelmRelease
+		deps    []meta.DependencyReference
+		objects []*v2.HelmRelease
+		opts    dependencyOptions
+
+		want depOutcome
+		// notReady lists, in order, the keys a *DependencyNotReadyError must name.
+		notReady []string
+		// contains and absent are substrings the error text must and must not hold.
+		contains []string
+		absent   []string
+	}{
+		{
+			name:    "no dependencies",
+			objects: []*v2.HelmRelease{depRelease("default", "db", 1, 0, metav1.ConditionFalse, "broken")},
+			want:    depAllReady,
+		},
+		{
+			name:    "ready dependency",
+			deps:    []meta.DependencyReference{depRef("", "db", "")},
+			objects: []*v2.HelmRelease{readyRelease("default", "db")},
+			want:    depAllReady,
+		},
+		{
+			name:     "missing dependency",
+			deps:     []meta.DependencyReference{depRef("", "db", "")},
+			objects:  []*v2.HelmRelease{readyRelease("other", "db")},
+			want:     depNotReady,
+			notReady: []string{"default/db"},
+			contains: []string{"dependency 'default/db' not found"},
+		},
+		{
+			name:     "stale observed generation",
+			deps:     []meta.DependencyReference{depRef("", "db", "")},
+			objects:  []*v2.HelmRelease{depRelease("default", "db", 3, 2, metav1.ConditionTrue, "Helm upgrade succeeded")},
+			want:     depNotReady,
+			notReady: []string{"default/db"},
+			contains: []string{"dependency 'default/db' is not ready: latest generation 3 is not reconciled yet (observed generation 2)"},
+		},
+		{
+			name:     "never reconciled",
+			deps:     []meta.DependencyReference{depRef("", "db", "")},
+			objects:  []*v2.HelmRelease{depRelease("default", "db", 1, -1, "", "")},
+			want:     depNotReady,
+			notReady: []string{"default/db"},
+			contains: []string{"dependency 'default/db' is not ready: it has no Ready condition yet"},
+		},
+		{
+			name:     "ready condition false includes its message",
+			deps:     []meta.DependencyReference{depRef("", "db", "")},
+			objects:  []*v2.HelmRelease{depRelease("default", "db", 1, 1, metav1.ConditionFalse, "Helm install failed: timed out")},
+			want:     depNotReady,
+			notReady: []string{"default/db"},
+			contains: []string{"dependency 'default/db' is not ready: Ready condition is False: Helm install failed: timed out"},
+		},
+		{
+			name:     "ready condition unknown",
+			deps:     []meta.DependencyReference{depRef("", "db", "")},
+			objects:  []*v2.HelmRelease{depRelease("default", "db", 1, 1, metav1.ConditionUnknown, "Reconciliation in progress")},
+			want:     depNotReady,
+			notReady: []string{"default/db"},
+			contains: []string{"Ready condition is Unknown: Reconciliation in progress"},
+		},
+		{
+			name: "dependency in another namespace is looked up there",
+			deps: []meta.DependencyReference{depRef("infra", "db", "")},
+			// A missing default/db proves the namespace of the reference is used.
+			objects: []*v2.HelmRelease{readyRelease("infra", "db")},
+			want:    depAllReady,
+		},
+		{
+			name:     "missing dependency in another namespace",
+			deps:     []meta.DependencyReference{depRef("infra", "db", "")},
+			objects:  []*v2.HelmRelease{readyRelease("default", "db")},
+			want:     depNotReady,
+			notReady: []string{"infra/db"},
+			contains: []string{"dependency 'infra/db' not found"},
+		},
+		{
+			name:     "cross-namespace dependency denied",
+			deps:     []meta.DependencyReference{depRef("infra", "db", "")},
+			objects:  []*v2.HelmRelease{readyRelease("infra", "db")},
+			opts:     dependencyOptions{NoCrossNamespaceRefs: true},
+			want:     depInvalid,
+			contains: []string{"'infra/db'", "--no-cross-namespace-refs", "namespace 'default'"},
+		},
+		{
+			name:    "explicit own namespace allowed without cross-namespace refs",
+			deps:    []meta.DependencyReference{depRef("default", "db", "")},
+			objects: []*v2.HelmRelease{readyRelease("default", "db")},
+			opts:    dependencyOptions{NoCrossNamespaceRefs: true},
+			want:    depAllReady,
+		},
+		{
+			name:    "namespace defaults to the HelmRelease's",
+			self:    depRelease("team-a", "app", 1, 1, "", ""),
+			deps:    []meta.DependencyReference{depRef("", "db", "")},
+			objects: []*v2.HelmRelease{readyRelease("team-a", "db")},
+			opts:    dependencyOptions{NoCrossNamespaceRefs: true},
+			want:    depAllReady,
+		},
+		{
+			name:     "defaulted namespace is not another one",
+			self:     depRelease("team-a", "app", 1, 1, "", ""),
+			deps:     []meta.DependencyReference{depRef("", "db", "")},
+			objects:  []*v2.HelmRelease{readyRelease("default", "db")},
+			want:     depNotReady,
+			notReady: []string{"team-a/db"},
+		},
+		{
+			name:     "dependency on itself",
+			deps:     []meta.DependencyReference{depRef("", "app", "")},
+			objects:  []*v2.HelmRelease{readyRelease("default", "app")},
+			want:     depInvalid,
+			contains: []string{"dependency 'default/app' is the HelmRelease itself"},
+		},
+		{
+			name:     "dependency on itself with explicit namespace",
+			deps:     []meta.DependencyReference{depRef("default", "app", "")},
+			objects:  []*v2.HelmRelease{readyRelease("default", "app")},
+			want:     depInvalid,
+			contains: []string{"'default/app' is the HelmRelease itself"},
+		},
+		{
+			name:    "same name in another namespace is not itself",
+			deps:    []meta.DependencyReference{depRef("other", "app", "")},
+			objects: []*v2.HelmRelease{readyRelease("other", "app")},
+			want:    depAllReady,
+		},
+		{
+			name:     "missing name",
+			deps:     []meta.DependencyReference{depRef("", "db", ""), depRef("", "", "")},
+			objects:  []*v2.HelmRelease{readyRelease("default", "db")},
+			want:     depInvalid,
+			contains: []string{"spec.dependsOn[1].name"},
+		},
+		{
+			name: "invalid entries are all reported, before readiness",
+			deps: []meta.DependencyReference{
+				depRef("", "missing", ""),
+				depRef("", "app", ""),
+				depRef("infra", "db", ""),
+				depRef("", "cache", "dep.status.ready =="),
+			},
+			opts:     dependencyOptions{NoCrossNamespaceRefs: true},
+			want:     depInvalid,
+			contains: []string{"'default/app' is the HelmRelease itself", "'infra/db' is in another namespace", "readyExpr of dependency 'default/cache'"},
+			absent:   []string{"'default/missing'"},
+		},
+		{
+			name: "readyExpr true replaces a failing built-in check",
+			deps: []meta.DependencyReference{depRef("", "db", versionExpr)},
+			objects: []*v2.HelmRelease{
+				withDepValues(depRelease("default", "db", 4, 3, metav1.ConditionFalse, "upgrade failed"), `{"version":"1.2.3"}`),
+			},
+			want: depAllReady,
+		},
+		{
+			name: "readyExpr false replaces a passing built-in check",
+			deps: []meta.DependencyReference{depRef("", "db", versionExpr)},
+			objects: []*v2.HelmRelease{
+				withDepValues(readyRelease("default", "db"), `{"version":"1.2.2"}`),
+			},
+			want:     depNotReady,
+			notReady: []string{"default/db"},
+			contains: []string{"dependency 'default/db' is not ready: readyExpr '" + versionExpr + "' evaluated to false"},
+		},
+		{
+			name: "readyExpr sees apiVersion and kind",
+			deps: []meta.DependencyReference{depRef("", "db",
+				"dep.kind == 'HelmRelease' && self.apiVersion == 'helm.toolkit.fluxcd.io/v2' && dep.metadata.namespace == self.metadata.namespace")},
+			objects: []*v2.HelmRelease{readyRelease("default", "db")},
+			want:    depAllReady,
+		},
+		{
+			name:     "multi-line readyExpr is quoted on one line",
+			deps:     []meta.DependencyReference{depRef("", "db", "dep.metadata.generation == 1 &&\n  dep.metadata.name == 'db'\n")},
+			objects:  []*v2.HelmRelease{readyRelease("default", "db")},
+			want:     depNotReady,
+			notReady: []string{"default/db"},
+			contains: []string{"readyExpr 'dep.metadata.generation == 1 && dep.metadata.name == 'db'' evaluated to false"},
+		},
+		{
+			name: "additive: readyExpr true does not hide a failing built-in check",
+			deps: []meta.DependencyReference{depRef("", "db", versionExpr)},
+			objects: []*v2.HelmRelease{
+				withDepValues(depRelease("default", "db", 1, 1, metav1.ConditionFalse, "upgrade failed"), `{"version":"1.2.3"}`),
+			},
+			opts:     dependencyOptions{AdditiveCEL: true},
+			want:     depNotReady,
+			notReady: []string{"default/db"},
+			contains: []string{"Ready condition is False: upgrade failed"},
+			absent:   []string{"evaluated to false"},
+		},
+		{
+			name: "additive: passing built-in check does not hide readyExpr false",
+			deps: []meta.DependencyReference{depRef("", "db", versionExpr)},
+			objects: []*v2.HelmRelease{
+				withDepValues(readyRelease("default", "db"), `{"version":"1.2.2"}`),
+			},
+			opts:     dependencyOptions{AdditiveCEL: true},
+			want:     depNotReady,
+			notReady: []string{"default/db"},
+			contains: []string{"readyExpr '" + versionExpr + "' evaluated to false"},
+			absent:   []string{"Ready condition"},
+		},
+		{
+			name: "additive: both failing are both reported",
+			deps: []meta.DependencyReference{depRef("", "db", versionExpr)},
+			objects: []*v2.HelmRelease{
+				withDepValues(depRelease("default", "db", 2, 1, metav1.ConditionTrue, "ok"), `{"version":"1.2.2"}`),
+			},
+			opts:     dependencyOptions{AdditiveCEL: true},
+			want:     depNotReady,
+			notReady: []string{"default/db"},
+			contains: []string{"latest generation 2 is not reconciled yet", "evaluated to false"},
+		},
+		{
+			name: "additive: both passing",
+			deps: []meta.DependencyReference{depRef("", "db", versionExpr)},
+			objects: []*v2.HelmRelease{
+				withDepValues(readyRelease("default", "db"), `{"version":"1.2.3"}`),
+			},
+			opts: dependencyOptions{AdditiveCEL: true},
+			want: depAllReady,
+		},
+		{
+			name:     "readyExpr syntax error",
+			deps:     []meta.DependencyReference{depRef("", "db", "dep.metadata.name ==")},
+			objects:  []*v2.HelmRelease{readyRelease("default", "db")},
+			want:     depInvalid,
+			contains: []string{"readyExpr of dependency 'default/db' is not a valid CEL expression", "dep.metadata.name =="},
+		},
+		{
+			name:     "readyExpr with an undeclared variable",
+			deps:     []meta.DependencyReference{depRef("", "db", "obj.status.ready == true")},
+			objects:  []*v2.HelmRelease{readyRelease("default", "db")},
+			want:     depInvalid,
+			contains: []string{"undeclared reference", "variables: self, dep"},
+		},
+		{
+			name:     "readyExpr not returning a bool",
+			deps:     []meta.DependencyReference{depRef("", "db", "size(dep.metadata.name)")},
+			objects:  []*v2.HelmRelease{readyRelease("default", "db")},
+			want:     depInvalid,
+			contains: []string{"returning a bool", "expected bool"},
+		},
+		{
+			name: "invalid readyExpr is reported even when the dependency is missing",
+			deps: []meta.DependencyReference{depRef("", "db", "dep.metadata.name ==")},
+			want: depInvalid,
+		},
+		{
+			name:     "readyExpr failing to evaluate keeps waiting",
+			deps:     []meta.DependencyReference{depRef("", "db", "dep.status.history[0].chartVersion == '1.0.0'")},
+			objects:  []*v2.HelmRelease{readyRelease("default", "db")},
+			want:     depNotReady,
+			notReady: []string{"default/db"},
+			contains: []string{"dependency 'default/db' is not ready: readyExpr could not be evaluated", "history"},
+		},
+		{
+			name: "several unready dependencies are listed together",
+			deps: []meta.DependencyReference{
+				depRef("", "ready", ""),
+				depRef("", "missing", ""),
+				depRef("", "failing", ""),
+				depRef("infra", "stale", ""),
+				depRef("", "picky", "dep.metadata.name == 'nope'"),
+			},
+			objects: []*v2.HelmRelease{
+				readyRelease("default", "ready"),
+				depRelease("default", "failing", 1, 1, metav1.ConditionFalse, "chart not found"),
+				depRelease("infra", "stale", 5, 4, metav1.ConditionTrue, "ok"),
+				readyRelease("default", "picky"),
+			},
+			want:     depNotReady,
+			notReady: []string{"default/missing", "default/failing", "infra/stale", "default/picky"},
+			contains: []string{
+				"dependency 'default/missing' not found; " +
+					"dependency 'default/failing' is not ready: Ready condition is False: chart not found; " +
+					"dependency 'infra/stale' is not ready: latest generation 5 is not reconciled yet (observed generation 4); " +
+					"dependency 'default/picky' is not ready: readyExpr 'dep.metadata.name == 'nope'' evaluated to false",
+			},
+			absent: []string{"'default/ready'"},
+		},
+	}
+
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			self := tc.self
+			if self == nil {
+				self = depRelease("default", "app", 1, 1, "", "")
+			}
+			self = self.DeepCopy()
+			self.Spec.DependsOn = tc.deps
+			withDepValues(self, `{"version":"1.2.3"}`)
+
+			builder := fake.NewClientBuilder().WithScheme(depTestScheme(t))
+			for _, obj := range tc.objects {
+				builder = builder.WithObjects(obj.DeepCopy())
+			}
+			err := checkDependencies(context.Background(), builder.Build(), self, tc.opts)
+			assertDependencyResult(t, err, tc.want, tc.notReady, tc.contains, tc.absent)
+		})
+	}
+}
+
+func assertDependencyResult(t *testing.T, err error, want depOutcome, notReady, contains, absent []string) {
+	t.Helper()
+	var notReadyErr *DependencyNotReadyError
+	var invalidErr *InvalidDependencyError
+	var got depOutcome
+	switch {
+	case err == nil:
+		got = depAllReady
+	case errors.As(err, &notReadyErr):
+		got = depNotReady
+	case errors.As(err, &invalidErr):
+		got = depInvalid
+	default:
+		got = depOtherError
+	}
+	if got != want {
+		t.Fatalf("got %v (%v), want %v", got, err, want)
+	}
+	if err == nil {
+		return
+	}
+	t.Logf("error: %v", err)
+
+	if want == depNotReady {
+		var keys []string
+		for _, d := range notReadyErr.Dependencies {
+			keys = append(keys, d.Key.String())
+		}
+		if strings.Join(keys, ",") != strings.Join(notReady, ",") {
+			t.Errorf("not ready dependencies = %v, want %v", keys, notReady)
+		}
+	}
+	msg := err.Error()
+	for _, s := range contains {
+		if !strings.Contains(msg, s) {
+			t.Errorf("error %q does not contain %q", msg, s)
+		}
+	}
+	for _, s := range absent {
+		if strings.Contains(msg, s) {
+			t.Errorf("error %q contains %q", msg, s)
+		}
+	}
+}
+
+func TestCheckDependenciesGetError(t *testing.T) {
+	forbidden := apierrors.NewForbidden(v2.GroupVersion.WithResource("helmreleases").GroupResource(), "db", errors.New("no access"))
+	c := fake.NewClientBuilder().
+		WithScheme(depTestScheme(t)).
+		WithObjects(readyRelease("default", "db")).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				return forbidden
+			},
+		}).
+		Build()
+
+	self := depRelease("default", "app", 1, 1, "", "")
+	self.Spec.DependsOn = []meta.DependencyReference{depRef("", "db", "")}
+	err := checkDependencies(context.Background(), c, self, dependencyOptions{})
+	assertDependencyResult(t, err, depOtherError, nil, []string{"failed to get dependency 'default/db'"}, nil)
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("error %v does not wrap the API error", err)
+	}
+}

@@ -1,0 +1,48 @@
+package controller
+
+import (
+	"context"
+	"errors"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+)
+
+// invalidDependencyReason marks a spec.dependsOn that cannot work as
+// written; waiting does not help, so the object is Stalled.
+const invalidDependencyReason = "InvalidDependency"
+
+// waitForDependencies holds the release back while a HelmRelease it depends
+// on is not ready. It returns true when the reconcile must stop here.
+func (r *HelmReleaseReconciler) waitForDependencies(ctx context.Context, obj *v2.HelmRelease) (ctrl.Result, bool) {
+	if len(obj.Spec.DependsOn) == 0 {
+		return ctrl.Result{}, false
+	}
+	err := checkDependencies(ctx, r.Client, obj, dependencyOptions{
+		NoCrossNamespaceRefs: r.NoCrossNamespaceRef,
+		AdditiveCEL:          r.AdditiveCELDependencyCheck,
+	})
+	if err == nil {
+		return ctrl.Result{}, false
+	}
+
+	var invalid *InvalidDependencyError
+	if errors.As(err, &invalid) {
+		conditions.MarkStalled(obj, invalidDependencyReason, "%s", err)
+		conditions.MarkFalse(obj, meta.ReadyCondition, invalidDependencyReason, "%s", err)
+		conditions.Delete(obj, meta.ReconcilingCondition)
+		r.EventRecorder.Event(obj, corev1.EventTypeWarning, invalidDependencyReason, err.Error())
+		return ctrl.Result{}, true
+	}
+
+	conditions.MarkFalse(obj, meta.ReadyCondition, helmv2.DependencyNotReadyReason, "%s", err)
+	conditions.MarkReconciling(obj, meta.ProgressingReason, "waiting for dependencies: %s", err)
+	ctrl.LoggerFrom(ctx).Info("dependencies not ready, retrying later", "error", err.Error(), "after", r.RequeueDependency)
+	r.EventRecorder.Event(obj, corev1.EventTypeNormal, helmv2.DependencyNotReadyReason, err.Error())
+	return ctrl.Result{RequeueAfter: r.RequeueDependency}, true
+}
