@@ -142,7 +142,6 @@ var notYetImplemented = []string{
 var gatesNotYetImplemented = []string{
 	features.DefaultToAfterHooks, features.DetectDrift, features.CorrectDrift,
 	features.OOMWatch, features.CancelHealthCheckOnNewRevision, features.ObjectLevelWorkloadIdentity,
-	helper.FeatureGateDirectSourceFetch,
 }
 
 func main() {
@@ -343,6 +342,7 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log l
 		NoCrossNamespaceRef:        opts.acl.NoCrossNamespaceRefs,
 		WatchExternalArtifacts:     features.Enabled(helper.FeatureGateExternalArtifact),
 		RequeueDependency:          opts.requeueDependency,
+		DirectSourceFetch:          features.Enabled(helper.FeatureGateDirectSourceFetch),
 		AdditiveCELDependencyCheck: features.Enabled(helper.FeatureGateAdditiveCELDependencyCheck),
 		// newManager has already rejected a bad selector.
 		ConfigWatch: controller.MustConfigWatchOptions(opts.watch.ConfigsLabelSelector, features.Enabled(helper.FeatureGateDisableConfigWatchers)),

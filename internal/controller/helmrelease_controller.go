@@ -51,6 +51,9 @@ type HelmReleaseReconciler struct {
 	DefaultToRetryOnFailure    bool
 	NoCrossNamespaceRef        bool
 	WatchExternalArtifacts     bool
+	// DirectSourceFetch reads source objects from the API server instead of
+	// the cache (the feature gate of the same name).
+	DirectSourceFetch bool
 	// RequeueDependency is how soon a HelmRelease waiting for its
 	// dependencies is checked again.
 	RequeueDependency time.Duration
@@ -159,7 +162,11 @@ func (r *HelmReleaseReconciler) sourceArtifact(ctx context.Context, obj *v2.Helm
 		return nil, err
 	}
 	kind := sourceKind(obj)
-	if err := r.Get(ctx, key, source); err != nil {
+	var reader client.Reader = r.Client
+	if r.DirectSourceFetch {
+		reader = r.APIReader
+	}
+	if err := reader.Get(ctx, key, source); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("could not get source %s '%s': not found", kind, key)
 		}

@@ -179,6 +179,23 @@ func TestOCIChartRef(t *testing.T) {
 	wantDeploymentReplicas(t, ns, "podinfo-oci", 1)
 }
 
+// podinfoRelease is a HelmRelease of the shared podinfo chart from the
+// HelmRepository repo, through a chart template, reconciled hourly unless
+// a test changes it.
+func podinfoRelease(ns, name string, repo *sourcev1.HelmRepository) *v2.HelmRelease {
+	return &v2.HelmRelease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v2.HelmReleaseSpec{HelmReleaseSpec: helmv2.HelmReleaseSpec{
+			Interval: metav1.Duration{Duration: time.Hour},
+			Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
+				Chart:     env.podinfo.Name,
+				Version:   env.podinfo.Version,
+				SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: repo.Name},
+			}},
+		}},
+	}
+}
+
 func createHelmRepository(t *testing.T, ns string) *sourcev1.HelmRepository {
 	t.Helper()
 	repo := &sourcev1.HelmRepository{
@@ -375,20 +392,10 @@ func TestValuesFromWatchedConfigMap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	hr := &v2.HelmRelease{
-		ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: ns},
-		Spec: v2.HelmReleaseSpec{HelmReleaseSpec: helmv2.HelmReleaseSpec{
-			Interval: metav1.Duration{Duration: time.Hour},
-			Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
-				Chart:     env.podinfo.Name,
-				Version:   env.podinfo.Version,
-				SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: repo.Name},
-			}},
-			ValuesFrom: []meta.ValuesReference{
-				{Kind: "ConfigMap", Name: "watched"},
-				{Kind: "ConfigMap", Name: "unwatched"},
-			},
-		}},
+	hr := podinfoRelease(ns, "podinfo", repo)
+	hr.Spec.ValuesFrom = []meta.ValuesReference{
+		{Kind: "ConfigMap", Name: "watched"},
+		{Kind: "ConfigMap", Name: "unwatched"},
 	}
 	if err := env.client.Create(ctx, hr); err != nil {
 		t.Fatal(err)
@@ -422,17 +429,7 @@ func TestDependsOn(t *testing.T) {
 	ns := newNamespace(t)
 	repo := createHelmRepository(t, ns)
 	newHR := func(name string, dependsOn ...string) *v2.HelmRelease {
-		hr := &v2.HelmRelease{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: v2.HelmReleaseSpec{HelmReleaseSpec: helmv2.HelmReleaseSpec{
-				Interval: metav1.Duration{Duration: time.Hour},
-				Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
-					Chart:     env.podinfo.Name,
-					Version:   env.podinfo.Version,
-					SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: repo.Name},
-				}},
-			}},
-		}
+		hr := podinfoRelease(ns, name, repo)
 		for _, d := range dependsOn {
 			hr.Spec.DependsOn = append(hr.Spec.DependsOn, helmv2.DependencyReference{Name: d})
 		}

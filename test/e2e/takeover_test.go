@@ -10,7 +10,6 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/chartutil"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/opencontainers/go-digest"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
@@ -31,19 +30,9 @@ func TestTakeoverFromUpstream(t *testing.T) {
 	repo := createHelmRepository(t, ns)
 	values := map[string]any{"replicaCount": 1}
 
-	hr := &v2.HelmRelease{
-		ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: ns},
-		Spec: v2.HelmReleaseSpec{HelmReleaseSpec: helmv2.HelmReleaseSpec{
-			Interval: metav1.Duration{Duration: 10 * time.Minute},
-			Suspend:  true, // until the "upstream" status is in place
-			Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
-				Chart:     env.podinfo.Name,
-				Version:   env.podinfo.Version,
-				SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: repo.Name},
-			}},
-			Values: jsonValues(t, `{"replicaCount": 1}`),
-		}},
-	}
+	hr := podinfoRelease(ns, "podinfo", repo)
+	hr.Spec.Suspend = true // until the "upstream" status is in place
+	hr.Spec.Values = jsonValues(t, `{"replicaCount": 1}`)
 
 	// The release, as a previous controller left it in Helm storage.
 	chart, err := loader.Load(sharedCharts + "/podinfo")
