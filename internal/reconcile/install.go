@@ -6,6 +6,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // install runs a Helm install of the desired chart and values.
@@ -29,7 +30,9 @@ func (m *Machine) release(ctx context.Context, req *Request, action helmv2.Relea
 	if err != nil {
 		err = fmt.Errorf("loading chart %s: %w", req.Chart.Metadata().Name, err)
 	} else {
+		started := m.now()
 		rel, runErr := run(ctx, chart)
+		req.Object.Status.LastAttemptedReleaseActionDuration = &metav1.Duration{Duration: m.now().Sub(started)}
 		err = runErr
 		if rel != nil {
 			s := recordSnapshot(req, rel, action)

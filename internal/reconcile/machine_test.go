@@ -99,6 +99,9 @@ func TestInstallThenInSync(t *testing.T) {
 	if h.obj.Status.LastAttemptedRevision != "6.0.0" || h.obj.Status.LastAttemptedConfigDigest != h.configDigest() {
 		t.Errorf("lastAttempted* = %q/%q", h.obj.Status.LastAttemptedRevision, h.obj.Status.LastAttemptedConfigDigest)
 	}
+	if h.obj.Status.LastAttemptedReleaseActionDuration == nil {
+		t.Error("lastAttemptedReleaseActionDuration not recorded")
+	}
 	if len(h.recorder.events) != 1 || h.recorder.events[0].Reason != helmv2.InstallSucceededReason {
 		t.Errorf("events %+v", h.recorder.events)
 	}
