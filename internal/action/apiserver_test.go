@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -26,60 +25,28 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
-	"github.com/afterhooks/helm-controller/test/cluster"
+	"github.com/afterhooks/helm-controller/test/envtestserver"
 )
 
 // The tests in this file run against a real kube-apiserver and etcd
 // (envtest), started once on first use from the project's tool cache
 // (test/cluster.ToolBinDir). A missing binary fails the tests.
 
-var (
-	apiServerOnce sync.Once
-	apiServerEnv  *envtest.Environment
-	apiServerCfg  *rest.Config
-	apiServerErr  error
-)
+// sharedAPIServer is started on first use and stopped by TestMain.
+var sharedAPIServer envtestserver.Shared
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if apiServerEnv != nil {
-		if err := apiServerEnv.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the API server:", err)
-		}
-	}
+	sharedAPIServer.Stop()
 	os.Exit(code)
 }
 
 func apiServer(t *testing.T) *rest.Config {
 	t.Helper()
-	apiServerOnce.Do(func() {
-		binDir, err := cluster.ToolBinDir("")
-		if err != nil {
-			apiServerErr = err
-			return
-		}
-		for _, bin := range []string{"etcd", "kube-apiserver"} {
-			if _, err := os.Stat(filepath.Join(binDir, bin)); err != nil {
-				apiServerErr = fmt.Errorf("%s not found in %s: run `make tools` first (%v)", bin, binDir, err)
-				return
-			}
-		}
-		env := &envtest.Environment{BinaryAssetsDirectory: binDir}
-		cfg, err := env.Start()
-		if err != nil {
-			apiServerErr = fmt.Errorf("starting the API server: %w", err)
-			return
-		}
-		apiServerEnv, apiServerCfg = env, cfg
-	})
-	if apiServerErr != nil {
-		t.Fatal(apiServerErr)
-	}
-	return rest.CopyConfig(apiServerCfg)
+	return sharedAPIServer.Config(t)
 }
 
 func createNamespaces(t *testing.T, cs kubernetes.Interface, names ...string) {

@@ -13,13 +13,6 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 )
 
-// Labels upstream puts on the HelmCharts it makes from a chart template, so
-// `flux` and users can trace a HelmChart back to its HelmRelease.
-const (
-	helmReleaseNameLabel      = "helm.toolkit.fluxcd.io/name"
-	helmReleaseNamespaceLabel = "helm.toolkit.fluxcd.io/namespace"
-)
-
 // reconcileChartTemplate creates or updates the HelmChart that serves the
 // HelmRelease's chart template, and records it in status.helmChart.
 func (r *HelmReleaseReconciler) reconcileChartTemplate(ctx context.Context, obj *v2.HelmRelease) error {
@@ -41,12 +34,8 @@ func (r *HelmReleaseReconciler) reconcileChartTemplate(ctx context.Context, obj 
 		if tpl.ObjectMeta != nil {
 			labels, annotations = tpl.ObjectMeta.Labels, tpl.ObjectMeta.Annotations
 		}
-		chart.Labels = mergeMaps(chart.Labels, labels)
-		chart.Labels[helmReleaseNameLabel] = obj.Name
-		chart.Labels[helmReleaseNamespaceLabel] = obj.Namespace
-		if len(annotations) > 0 {
-			chart.Annotations = mergeMaps(chart.Annotations, annotations)
-		}
+		// The template's metadata is the HelmChart's, as upstream does.
+		chart.Labels, chart.Annotations = labels, annotations
 		chart.Spec = sourcev1.HelmChartSpec{
 			Chart:   tpl.Spec.Chart,
 			Version: tpl.Spec.Version,
@@ -99,14 +88,4 @@ func (r *HelmReleaseReconciler) deleteChart(ctx context.Context, obj *v2.HelmRel
 	}
 	obj.Status.HelmChart = ""
 	return nil
-}
-
-func mergeMaps(dst, src map[string]string) map[string]string {
-	if dst == nil {
-		dst = map[string]string{}
-	}
-	for k, v := range src {
-		dst[k] = v
-	}
-	return dst
 }

@@ -19,6 +19,7 @@ type fakeHelm struct {
 	releases        []*releasev1.Release // oldest first
 	fail            map[string]error     // action -> error to return
 	testFails       bool
+	renderFails     bool // the next install/upgrade fails before storage is written
 	calls           []string
 	now             time.Time
 }
@@ -57,6 +58,11 @@ func (f *fakeHelm) newRelease(chart *chartv2.Chart, values map[string]any, statu
 
 func (f *fakeHelm) deploy(action string, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
 	f.calls = append(f.calls, action)
+	if f.renderFails {
+		// Helm returns its in-memory release, which never reached storage.
+		return &releasev1.Release{Name: f.name, Namespace: f.namespace, Version: len(f.releases) + 1, Chart: chart,
+			Info: &releasev1.Info{Status: common.StatusFailed}}, errors.New(`template: app/templates/broken.yaml:1: error calling fail: broken`)
+	}
 	if err := f.fail[action]; err != nil {
 		return f.newRelease(chart, values, common.StatusFailed), err
 	}

@@ -6,6 +6,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -33,8 +34,10 @@ func (m *Machine) release(ctx context.Context, req *Request, action helmv2.Relea
 		started := m.now()
 		rel, runErr := run(ctx, chart)
 		req.Object.Status.LastAttemptedReleaseActionDuration = &metav1.Duration{Duration: m.now().Sub(started)}
+		// A forced release is forced once, not on every step of this reconcile.
+		req.Force = false
 		err = runErr
-		if rel != nil {
+		if rel != nil && m.stored(ctx, rel) {
 			s := recordSnapshot(req, rel, action)
 			target = describeRelease(s)
 			if err == nil {
@@ -57,6 +60,14 @@ func (m *Machine) release(ctx context.Context, req *Request, action helmv2.Relea
 	conditions.Delete(req.Object, helmv2.RemediatedCondition)
 	m.normal(req, latest, succeeded, msg)
 	return nil
+}
+
+// stored tells whether rel is in Helm storage. A chart that fails to render
+// fails before Helm writes anything, yet Helm returns its in-memory release
+// with the error; the history must only describe releases that exist.
+func (m *Machine) stored(ctx context.Context, rel *releasev1.Release) bool {
+	last, err := m.lastRelease(ctx)
+	return err == nil && last != nil && last.Version == rel.Version && last.Name == rel.Name
 }
 
 // markPreviousSuperseded mirrors in the history what Helm did in storage

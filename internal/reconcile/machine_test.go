@@ -395,3 +395,33 @@ func TestUninstallOnDeletion(t *testing.T) {
 		t.Errorf("event %+v", last)
 	}
 }
+
+func TestForceUpgradesOnce(t *testing.T) {
+	h := newHarness()
+	h.mustRun(t)
+	h.calls()
+	m := &Machine{Helm: h.helm, Recorder: h.recorder}
+	req := h.request()
+	req.Force = true
+	if err := m.Run(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	wantCalls(t, h, "upgrade")
+	h.mustRun(t)
+	wantCalls(t, h)
+}
+
+func TestRenderFailureRecordsNoSnapshot(t *testing.T) {
+	h := newHarness()
+	h.helm.renderFails = true
+	if err := h.run(t); err == nil {
+		t.Fatal("render failure not reported")
+	}
+	if len(h.obj.Status.History) != 0 {
+		t.Fatalf("history describes a release that is not in storage: %+v", h.obj.Status.History[0])
+	}
+	wantCondition(t, h, helmv2.ReleasedCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
+	if c := conditions.Get(h.obj, helmv2.ReleasedCondition); !strings.Contains(c.Message, "error calling fail") {
+		t.Errorf("message %q hides the render error", c.Message)
+	}
+}

@@ -60,8 +60,8 @@ func TestChartTemplateLifecycle(t *testing.T) {
 	if err := get(ctx, chart, ns, ns+"-podinfo"); err != nil {
 		t.Fatalf("HelmChart from the template: %v", err)
 	}
-	if chart.Labels["helm.toolkit.fluxcd.io/name"] != "podinfo" {
-		t.Errorf("HelmChart labels %v", chart.Labels)
+	if chart.Spec.Chart != env.podinfo.Name || chart.Spec.Version != env.podinfo.Version || chart.Spec.SourceRef.Name != repo.Name {
+		t.Errorf("HelmChart spec %+v does not follow the template", chart.Spec)
 	}
 	wantHistory(t, hr, 1, env.podinfo.Version)
 	if hr.Status.StorageNamespace != ns || hr.Status.LastAttemptedRevision != env.podinfo.Version ||

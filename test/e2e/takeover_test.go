@@ -15,6 +15,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
@@ -55,10 +56,16 @@ func TestTakeoverFromUpstream(t *testing.T) {
 	if err := env.client.Create(ctx, hr); err != nil {
 		t.Fatal(err)
 	}
-	if err := get(ctx, hr, ns, hr.Name); err != nil {
-		t.Fatal(err)
+	// The controller adds its finalizer meanwhile; retry on conflicts.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := get(ctx, hr, ns, hr.Name); err != nil {
+			return err
+		}
+		return writeUpstreamStatus(hr, rel)
+	})
+	if err != nil {
+		t.Fatalf("writing the upstream status: %v", err)
 	}
-	writeUpstreamStatus(t, hr, rel)
 
 	setSuspend(t, hr, false)
 	waitReady(t, hr, helmv2.InstallSucceededReason, 2*time.Minute)
@@ -79,11 +86,10 @@ func TestTakeoverFromUpstream(t *testing.T) {
 // writeUpstreamStatus writes the status upstream helm-controller v1.6 has
 // after a successful install: a snapshot of the release, the attempt
 // bookkeeping and the conditions.
-func writeUpstreamStatus(t *testing.T, hr *v2.HelmRelease, rel *releasev1.Release) {
-	t.Helper()
+func writeUpstreamStatus(hr *v2.HelmRelease, rel *releasev1.Release) error {
 	configDigest := chartutil.DigestValues(digest.Canonical, rel.Config).String()
 	snapshot := &helmv2.Snapshot{
-		Digest:        upstreamReleaseDigest(t, rel),
+		Digest:        upstreamReleaseDigest(rel),
 		Name:          rel.Name,
 		Namespace:     rel.Namespace,
 		Version:       rel.Version,
@@ -113,16 +119,13 @@ func writeUpstreamStatus(t *testing.T, hr *v2.HelmRelease, rel *releasev1.Releas
 			{Type: helmv2.ReleasedCondition, Status: metav1.ConditionTrue, Reason: helmv2.InstallSucceededReason, Message: msg, LastTransitionTime: now, ObservedGeneration: hr.Generation},
 		},
 	}
-	if err := env.client.Status().Update(context.Background(), hr); err != nil {
-		t.Fatalf("writing the upstream status: %v", err)
-	}
+	return env.client.Status().Update(context.Background(), hr)
 }
 
 // upstreamReleaseDigest computes a snapshot digest the way upstream
 // documents it: the JSON encoding of the release without chart files and
 // without test hooks.
-func upstreamReleaseDigest(t *testing.T, rel *releasev1.Release) string {
-	t.Helper()
+func upstreamReleaseDigest(rel *releasev1.Release) string {
 	type observation struct {
 		Name          string           `json:"name"`
 		Version       int              `json:"version"`
@@ -142,7 +145,7 @@ func upstreamReleaseDigest(t *testing.T, rel *releasev1.Release) string {
 	}
 	d := digest.Canonical.Digester()
 	if err := json.NewEncoder(d.Hash()).Encode(o); err != nil {
-		t.Fatal(err)
+		panic(err) // a Helm release always encodes
 	}
 	return d.Digest().String()
 }

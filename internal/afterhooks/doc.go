@@ -1,0 +1,139 @@
+// Package afterhooks implements waitStrategy afterHooks: the readiness wait
+// of an install, upgrade or rollback runs after the post hooks instead of
+// before them.
+//
+// The Helm action runs with kube.HookOnlyStrategy, so Helm waits for its
+// hooks but not for the release's resources, and its storage driver is
+// wrapped by Wrap. The wrapper lets every write through except two:
+//
+//   - the Update that moves the target revision to "deployed" is stored
+//     with the revision's pending status (pending-install, pending-upgrade
+//     or pending-rollback) and a marker description instead; all other
+//     fields of that update (hook LastRun results, notes, labels) are
+//     stored as Helm wrote them;
+//   - an Update that moves another revision of the same release to
+//     "superseded" is deferred.
+//
+// The caller then waits with WaitReady and finishes with Held.Commit
+// (target deployed, deferred revisions superseded, in Helm's order) or
+// Held.Fail (target failed, the previous revisions left as they were). When
+// the controller restarts between the action and the end of the wait,
+// IsAwaitingReadiness recognises the pending revision and Recover rebuilds
+// the Held from storage, so the wait resumes within what is left of its
+// timeout and the hooks never run twice.
+//
+// # Helm v4.2.4 storage sequences
+//
+// Verified in helm.sh/helm/v4@v4.2.4. "Update" is Storage.Update, which
+// calls Driver.Update with the key sh.helm.release.v1.<name>.v<version>;
+// "Create" is Storage.Create, which first prunes history when MaxHistory > 0
+// (pkg/storage/storage.go:70-77) and then calls Driver.Create.
+//
+// Install (pkg/action/install.go, RunWithContext and performInstall):
+//
+//  1. Replace only: the last revision (uninstalled; failed ones are left
+//     alone) is updated to superseded before anything else (:715-716).
+//  2. Create(rel pending-install, "Initial install underway") (:391, :465).
+//  3. pre-install hooks; for each hook Update(rel pending-install) with
+//     LastRun Running (pkg/action/hooks.go:90-94).
+//  4. apply (:518-535), waiter.Wait/WaitWithJobs (:547-549; a no-op under
+//     hookOnly, pkg/kube/statuswait.go:282-288).
+//  5. post-install hooks, Update(rel pending-install) per hook (:556).
+//  6. rel deployed "Install complete" (:561-565), Update(rel) (:574). HELD.
+//
+// On any error after the Create, failRelease sets failed "Release %q
+// failed: ..." and does Update(rel failed) (:581-596); a failed post hook
+// ends here with the hook's LastRun Failed in memory. Note: with
+// RollbackOnFailure, Helm turns hookOnly into the status watcher (:348-350),
+// so afterHooks must never set it; internal/action never does.
+//
+// Upgrade (pkg/action/upgrade.go):
+//
+//  1. MaxHistory is set on storage (:201); Last (:232) refuses a pending
+//     last revision (:247); the current release is the last one when
+//     deployed, else Deployed(name) (:257).
+//  2. Create(upgraded pending-upgrade, "Preparing upgrade") (:411), pruning
+//     first; the current (latest deployed) revision is never pruned
+//     (pkg/storage/storage.go:242-263).
+//  3. pre-upgrade hooks with their per-hook Updates (:462).
+//  4. apply; on an apply or wait error Update(current, unchanged) (:478,
+//     :490, :496, :502) followed by failRelease.
+//  5. post-upgrade hooks with their per-hook Updates (:510).
+//  6. current superseded, Update(current) (:516-517). DEFERRED.
+//  7. upgraded deployed "Upgrade complete" (:519-524), returned to
+//     RunWithContext which does Update(upgraded) (:212). HELD.
+//
+// failRelease (:528-538) does Update(upgraded failed, "Upgrade %q failed:
+// ...") and, with CleanupOnFail, deletes the created resources (:539-556);
+// the current revision keeps its status. A failed post hook takes this path.
+//
+// Rollback (pkg/action/rollback.go):
+//
+//  1. MaxHistory is set (:79); Create(target pending-rollback, "Rollback to
+//     N") (:89, :181-185), pruning first.
+//  2. pre-rollback hooks (:215).
+//  3. apply; on error the current (last) revision is set superseded and the
+//     target failed: Update(current superseded), Update(target failed)
+//     (:238-242), then CleanupOnFail deletes created resources (:243-252).
+//  4. wait; on error Update(current unchanged), Update(target failed)
+//     (:266-277).
+//  5. post-rollback hooks (:283). On failure Helm returns the error WITHOUT
+//     updating the target: it stays pending-rollback (with no afterHooks
+//     marker, so IsAwaitingReadiness is false for it).
+//  6. every deployed revision superseded: DeployedAll (:288), then
+//     Update(rev superseded) for each (:293-301). DEFERRED.
+//  7. target deployed (:303), Update(target) in Run (:101), description
+//     still "Rollback to N". HELD.
+//
+// Helm's own failures pass through unchanged: when Helm writes the target
+// with a status other than deployed and not pending (failed), the deferred
+// supersede updates are written first, in order, so storage ends up exactly
+// as without the wrapper (rollback step 3 supersedes the current revision
+// on failure). A deployed update arriving after Helm failed the target (only
+// possible when a cancelled context makes Helm fail the release while the
+// action goes on in the background) is dropped.
+//
+// # Pruning
+//
+// Pruning only happens in Storage.Create, before Helm's Create of the target,
+// and always keeps the latest deployed revision. Because superseding is
+// deferred, the previous deployed revision is still deployed in storage for
+// the whole action and the wait, so neither this action nor a later one
+// (after Fail) can prune it. As a safety net the wrapper refuses, until
+// Commit or Fail, to delete a revision that is still deployed and whose
+// superseding it deferred. A deferred revision that pruning removed anyway
+// (install with Replace supersedes an uninstalled revision before the
+// pruning Create) is skipped by Commit, as Helm would have pruned it too.
+//
+// # Marker
+//
+// The pending revision carries the marker in its description:
+//
+//	Waiting for resources to become ready (afterHooks, deadline 2026-05-01T10:05:00Z); on success: Upgrade complete
+//
+// It names the deadline of the wait (the time the post hooks finished plus
+// the timeout, UTC, second precision) and the description Helm wanted to
+// record, which Commit restores. The description is stored in the encoded
+// release by every storage driver and is per revision: Helm never copies it
+// into a later revision. Release labels would also survive the Secret
+// driver (they become Secret labels; Get strips only Helm's system labels,
+// pkg/storage/driver/secrets.go:83), but Helm copies a revision's labels
+// into the next one on upgrade (upgrade.go:335) and rollback
+// (rollback.go:188), so a label marker would leak into later revisions.
+//
+// # Binding the target
+//
+// With Target.Version zero the target is the first revision of the release
+// the action creates through the wrapper (install, upgrade and rollback
+// each create exactly one). With an explicit Version, a Create of any other
+// revision disarms the wrapper: deferred writes are flushed and it behaves
+// like the plain driver. After Commit or Fail it passes everything
+// through, so the same configuration can run further actions.
+//
+// # Memory driver aliasing
+//
+// Helm's memory driver stores the pointers it is given and returns them
+// from reads, while Helm mutates release objects in place before writing
+// them. The wrapper therefore copies releases on every write and read, so
+// a held or deferred write can never reach storage through aliasing.
+package afterhooks

@@ -1,0 +1,348 @@
+package afterhooks
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/polling/engine"
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"helm.sh/helm/v4/pkg/kube"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/resource"
+	"k8s.io/client-go/kubernetes"
+)
+
+// diagnoseTimeout bounds the look at live objects after a failed wait.
+const diagnoseTimeout = 30 * time.Second
+
+// WaitOption configures WaitReady.
+type WaitOption func(*waitOptions)
+
+type waitOptions struct {
+	readers   []engine.StatusReader
+	clientSet kubernetes.Interface
+	// fetch reads the live object of a resource; tests replace it.
+	fetch func(ctx context.Context, info *resource.Info) (*unstructured.Unstructured, error)
+}
+
+// WithStatusReaders adds kstatus status readers to the status watcher
+// strategy (Helm's kube.WithKStatusReaders); readers come first, so they
+// override the built-in ones for the kinds they support. This is the hook
+// for spec.healthCheckExprs: CEL expressions turned into status readers.
+// Helm's legacy strategy ignores them.
+func WithStatusReaders(readers ...engine.StatusReader) WaitOption {
+	return func(o *waitOptions) { o.readers = append(o.readers, readers...) }
+}
+
+// WithClientSet sets the clientset used to tell which resources are not
+// ready after a failed legacy wait (Helm's ReadyChecker). By default it is
+// taken from a *kube.Client; without one, kstatus alone decides.
+func WithClientSet(cs kubernetes.Interface) WaitOption {
+	return func(o *waitOptions) { o.clientSet = cs }
+}
+
+// ResourceStatus is the state of one resource that is not ready.
+type ResourceStatus struct {
+	// Kind, Namespace (empty for cluster-scoped resources) and Name of the
+	// resource.
+	Kind      string
+	Namespace string
+	Name      string
+	// Status is the kstatus status (InProgress, Failed, NotFound, Unknown,
+	// or Current for a resource only Helm's legacy checks find not ready).
+	Status string
+	// Message explains the status.
+	Message string
+}
+
+func (r ResourceStatus) String() string {
+	s := r.Kind + "/" + r.Namespace + "/" + r.Name + ": " + r.Status
+	if r.Message != "" {
+		s += ": " + r.Message
+	}
+	return s
+}
+
+// NotReadyError is WaitReady's error when the resources did not become
+// ready. It wraps Helm's waiter error.
+type NotReadyError struct {
+	// Timeout the wait was given.
+	Timeout time.Duration
+	// Resources that are not ready, sorted by kind, namespace and name.
+	// Empty when they could not be identified.
+	Resources []ResourceStatus
+	// Err is the waiter's error.
+	Err error
+}
+
+func (e *NotReadyError) Error() string {
+	if len(e.Resources) == 0 {
+		return fmt.Sprintf("resources not ready within %s: %v", e.Timeout, e.Err)
+	}
+	parts := make([]string, len(e.Resources))
+	for i, r := range e.Resources {
+		parts[i] = r.String()
+	}
+	return fmt.Sprintf("%d resource(s) not ready within %s: %s", len(e.Resources), e.Timeout, strings.Join(parts, "; "))
+}
+
+func (e *NotReadyError) Unwrap() error { return e.Err }
+
+// WaitReady waits up to timeout for the resources of rel's manifest to
+// become ready, with Helm's waiter for strategy (kube.StatusWatcherStrategy
+// or kube.LegacyStrategy), Jobs included when waitForJobs. The manifest is
+// built with kubeClient.Build(manifest, false), as Helm builds the current
+// release.
+//
+// When the resources are not ready in time it returns a *NotReadyError
+// naming each of them with its status and message. When ctx ends first it
+// returns an error wrapping ctx's error; the revision should then stay
+// pending (the wait resumes later, see IsAwaitingReadiness) rather than be
+// failed. Helm's legacy waiter cannot be interrupted: it then goes on in
+// the background until its timeout.
+func WaitReady(ctx context.Context, kubeClient kube.Interface, rel *releasev1.Release, strategy kube.WaitStrategy, waitForJobs bool, timeout time.Duration, opts ...WaitOption) error {
+	switch {
+	case kubeClient == nil:
+		return errors.New("afterhooks: nil kube client")
+	case rel == nil:
+		return errors.New("afterhooks: nil release")
+	case timeout <= 0:
+		return fmt.Errorf("afterhooks: readiness wait needs a positive timeout, got %s", timeout)
+	}
+	if strategy != kube.StatusWatcherStrategy && strategy != kube.LegacyStrategy {
+		return fmt.Errorf("afterhooks: readiness wait strategy must be %q or %q, got %q", kube.StatusWatcherStrategy, kube.LegacyStrategy, strategy)
+	}
+	o := waitOptions{fetch: fetchLive}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("afterhooks: readiness wait of %s interrupted: %w", releaseRef(rel), err)
+	}
+
+	resources, err := kubeClient.Build(bytes.NewBufferString(rel.Manifest), false)
+	if err != nil {
+		return fmt.Errorf("afterhooks: building the resources of %s: %w", releaseRef(rel), err)
+	}
+	if len(resources) == 0 {
+		return nil
+	}
+
+	var waiter kube.Waiter
+	if kc, ok := kubeClient.(kube.InterfaceWaitOptions); ok {
+		waitOpts := []kube.WaitOption{kube.WithWaitContext(ctx)}
+		if len(o.readers) > 0 {
+			waitOpts = append(waitOpts, kube.WithKStatusReaders(o.readers...))
+		}
+		waiter, err = kc.GetWaiterWithOptions(strategy, waitOpts...)
+	} else {
+		waiter, err = kubeClient.GetWaiter(strategy)
+	}
+	if err != nil {
+		return fmt.Errorf("afterhooks: readiness waiter: %w", err)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		if waitForJobs {
+			done <- waiter.WaitWithJobs(resources, timeout)
+		} else {
+			done <- waiter.Wait(resources, timeout)
+		}
+	}()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("afterhooks: readiness wait of %s interrupted: %w", releaseRef(rel), ctx.Err())
+	case err = <-done:
+	}
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("afterhooks: readiness wait of %s interrupted: %w", releaseRef(rel), errors.Join(ctx.Err(), err))
+	}
+
+	nre := &NotReadyError{Timeout: timeout, Err: err}
+	if strategy == kube.StatusWatcherStrategy {
+		nre.Resources = parseStatusWatcherError(err)
+	}
+	if len(nre.Resources) == 0 {
+		if o.clientSet == nil && strategy == kube.LegacyStrategy {
+			o.clientSet = clientSetOf(kubeClient)
+		}
+		dctx, cancel := context.WithTimeout(ctx, diagnoseTimeout)
+		nre.Resources = diagnose(dctx, resources, strategy, waitForJobs, o)
+		cancel()
+	}
+	sortStatuses(nre.Resources)
+	return nre
+}
+
+func releaseRef(rel *releasev1.Release) string {
+	return fmt.Sprintf("release %s/%s.v%d", rel.Namespace, rel.Name, rel.Version)
+}
+
+// notReadyLine is the error Helm's status watcher returns for every
+// resource that is not Current (pkg/kube/statuswait.go:207).
+var notReadyLine = regexp.MustCompile(`(?s)^resource ([^/]*)/([^/]*)/(\S+) not ready\. status: (\S+), message: (.*)$`)
+
+// parseStatusWatcherError extracts the resources Helm's status watcher
+// named in its (joined) error.
+func parseStatusWatcherError(err error) []ResourceStatus {
+	var out []ResourceStatus
+	var walk func(error)
+	walk = func(e error) {
+		if e == nil {
+			return
+		}
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, c := range j.Unwrap() {
+				walk(c)
+			}
+			return
+		}
+		if m := notReadyLine.FindStringSubmatch(e.Error()); m != nil {
+			out = append(out, ResourceStatus{Kind: m[1], Namespace: m[2], Name: m[3], Status: m[4], Message: m[5]})
+			return
+		}
+		walk(errors.Unwrap(e))
+	}
+	walk(err)
+	return out
+}
+
+// diagnose reads the live objects and reports those that are not ready:
+// for the legacy strategy with a clientset, by Helm's ReadyChecker (what
+// the legacy waiter waited for), otherwise by kstatus. Messages come from
+// kstatus.
+func diagnose(ctx context.Context, resources kube.ResourceList, strategy kube.WaitStrategy, waitForJobs bool, o waitOptions) []ResourceStatus {
+	var checker *kube.ReadyChecker
+	if strategy == kube.LegacyStrategy && o.clientSet != nil {
+		c := kube.NewReadyChecker(o.clientSet, kube.PausedAsReady(true), kube.CheckJobs(waitForJobs))
+		checker = &c
+	}
+	var out []ResourceStatus
+	for _, info := range resources {
+		if info == nil {
+			continue
+		}
+		rs := ResourceStatus{Kind: kindOf(info), Namespace: info.Namespace, Name: info.Name}
+		live, err := o.fetch(ctx, info)
+		switch {
+		case apierrors.IsNotFound(err):
+			rs.Status, rs.Message = status.NotFoundStatus.String(), "resource not found"
+		case err != nil:
+			rs.Status, rs.Message = status.UnknownStatus.String(), err.Error()
+		default:
+			if isPausedDeployment(live) {
+				continue // Helm does not wait for paused Deployments
+			}
+			res, cerr := status.Compute(live)
+			if cerr != nil {
+				rs.Status, rs.Message = status.UnknownStatus.String(), cerr.Error()
+			} else {
+				rs.Status, rs.Message = res.Status.String(), res.Message
+			}
+		}
+		if checker != nil {
+			ready, rerr := checker.IsReady(ctx, info)
+			if ready && rerr == nil {
+				continue
+			}
+			if rs.Status == status.CurrentStatus.String() {
+				rs.Message = strings.TrimSpace(rs.Message + " (not ready by Helm's legacy readiness checks)")
+				if rerr != nil {
+					rs.Message += ": " + rerr.Error()
+				}
+			}
+		} else if rs.Status == status.CurrentStatus.String() {
+			continue
+		}
+		out = append(out, rs)
+	}
+	return out
+}
+
+func kindOf(info *resource.Info) string {
+	if info.Mapping != nil && info.Mapping.GroupVersionKind.Kind != "" {
+		return info.Mapping.GroupVersionKind.Kind
+	}
+	if info.Object != nil {
+		return info.Object.GetObjectKind().GroupVersionKind().Kind
+	}
+	return ""
+}
+
+func isPausedDeployment(u *unstructured.Unstructured) bool {
+	if u == nil || u.GroupVersionKind().GroupKind() != appsv1.SchemeGroupVersion.WithKind("Deployment").GroupKind() {
+		return false
+	}
+	paused, _, _ := unstructured.NestedBool(u.Object, "spec", "paused")
+	return paused
+}
+
+// fetchLive reads the live object of info from the cluster.
+func fetchLive(_ context.Context, info *resource.Info) (*unstructured.Unstructured, error) {
+	if info.Client == nil || info.Mapping == nil {
+		return nil, fmt.Errorf("no REST client for %s %s", kindOf(info), info.Name)
+	}
+	obj, err := resource.NewHelper(info.Client, info.Mapping).Get(info.Namespace, info.Name)
+	if err != nil {
+		return nil, err
+	}
+	u, err := toUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	if u.GetKind() == "" {
+		u.SetGroupVersionKind(info.Mapping.GroupVersionKind)
+	}
+	return u, nil
+}
+
+func toUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u, nil
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+// clientSetOf returns the clientset of a *kube.Client, or nil.
+func clientSetOf(kc kube.Interface) kubernetes.Interface {
+	c, ok := kc.(*kube.Client)
+	if !ok || c.Factory == nil {
+		return nil
+	}
+	cs, err := c.Factory.KubernetesClientSet()
+	if err != nil {
+		return nil
+	}
+	return cs
+}
+
+func sortStatuses(rs []ResourceStatus) {
+	sort.SliceStable(rs, func(i, j int) bool {
+		a, b := rs[i], rs[j]
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+}

@@ -1,0 +1,503 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/chartserver"
+)
+
+// TestUninstallKeepHistory deletes a HelmRelease with uninstall.keepHistory:
+// the workload goes, the Helm storage stays, marked uninstalled.
+func TestUninstallKeepHistory(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	repo := createHelmRepository(t, ns)
+	hr := remPodinfo(ns, "podinfo", repo.Name, "")
+	hr.Spec.Uninstall = &helmv2.Uninstall{KeepHistory: true, Timeout: &metav1.Duration{Duration: 30 * time.Second}}
+	remCreate(t, hr)
+	remWaitReady(t, hr, helmv2.InstallSucceededReason, 0)
+
+	if err := env.client.Delete(context.Background(), hr); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "HelmRelease gone", func(ctx context.Context) error { return gone(ctx, hr) })
+	eventually(t, 30*time.Second, "Deployment removed", func(ctx context.Context) error {
+		return gone(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "podinfo"}})
+	})
+	stored := remStorage(t, ns, "podinfo")
+	if len(stored) != 1 {
+		t.Fatalf("Helm storage after an uninstall keeping history: %s, want the one revision", remDescribe(stored))
+	}
+	s := stored[0]
+	if got := s.Secret.Labels["status"]; got != "uninstalled" {
+		t.Errorf("storage Secret %s has label status=%q, want uninstalled", s.Secret.Name, got)
+	}
+	if s.Release.Info == nil || s.Release.Info.Status != "uninstalled" || s.Release.Info.Deleted.IsZero() {
+		t.Errorf("stored release info %+v, want uninstalled with a deletion time", s.Release.Info)
+	}
+}
+
+// TestTargetAndStorageNamespace installs into a namespace Helm creates and
+// keeps the Helm storage in a third namespace.
+func TestTargetAndStorageNamespace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(t)
+	storageNS := newNamespace(t)
+	targetNS := "e2e-target-" + rand.String(6)
+	t.Cleanup(func() {
+		_ = env.client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: targetNS}})
+	})
+	repo := createHelmRepository(t, ns)
+	hr := remPodinfo(ns, "podinfo", repo.Name, "")
+	hr.Spec.TargetNamespace = targetNS
+	hr.Spec.StorageNamespace = storageNS
+	hr.Spec.Install = &v2.Install{Install: helmv2.Install{CreateNamespace: true, Timeout: &metav1.Duration{Duration: 30 * time.Second}}}
+	remCreate(t, hr)
+	remWaitReady(t, hr, helmv2.InstallSucceededReason, 0)
+
+	release := targetNS + "-podinfo"
+	if hr.Status.StorageNamespace != storageNS {
+		t.Errorf("status.storageNamespace %q, want %q", hr.Status.StorageNamespace, storageNS)
+	}
+	latest := hr.Status.History.Latest()
+	if latest.Name != release || latest.Namespace != targetNS {
+		t.Errorf("latest snapshot is %s/%s, want %s/%s", latest.Namespace, latest.Name, targetNS, release)
+	}
+	if err := get(ctx, &corev1.Namespace{}, "", targetNS); err != nil {
+		t.Fatalf("target namespace not created: %v", err)
+	}
+	// podinfo names its objects after the release when the name contains "podinfo".
+	wantDeploymentReplicas(t, targetNS, release, 1)
+	var deployments appsv1.DeploymentList
+	if err := env.client.List(ctx, &deployments, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(deployments.Items) != 0 {
+		t.Errorf("%d Deployments in the HelmRelease's namespace, want them all in %s", len(deployments.Items), targetNS)
+	}
+	if stored := remStorage(t, storageNS, release); len(stored) != 1 || stored[0].Release.Namespace != targetNS {
+		t.Errorf("storage namespace holds %s, want one release of namespace %s", remDescribe(stored), targetNS)
+	}
+	for _, other := range []string{ns, targetNS} {
+		if n := releaseRevisions(t, other, release); n != 0 {
+			t.Errorf("%d Helm storage Secrets in %s, want them only in %s", n, other, storageNS)
+		}
+	}
+
+	t.Run("uninstall-uses-storage-namespace", func(t *testing.T) {
+		if err := env.client.Delete(ctx, hr); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, time.Minute, "HelmRelease gone", func(ctx context.Context) error { return gone(ctx, hr) })
+		if n := releaseRevisions(t, storageNS, release); n != 0 {
+			t.Errorf("%d Helm storage Secrets left in %s after the uninstall", n, storageNS)
+		}
+		eventually(t, 30*time.Second, "Deployment removed from the target namespace", func(ctx context.Context) error {
+			return gone(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: targetNS, Name: release}})
+		})
+	})
+}
+
+// TestLongReleaseName installs a HelmRelease whose name is too long for a
+// Helm release: the release name is shortened to 53 characters.
+func TestLongReleaseName(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(t)
+	repo := createHelmRepository(t, ns)
+	// Over Helm's 53 characters, but within the 63 a label value (the
+	// HelmChart's helm.toolkit.fluxcd.io/name) allows.
+	name := "a-helmrelease-name-longer-than-helm-release-names-may-be"
+	if len(name) <= 53 || len(name) > 63 {
+		t.Fatalf("test name %q has %d characters, want 54 to 63", name, len(name))
+	}
+	sum := sha256.Sum256([]byte(name))
+	want := name[:40] + "-" + hex.EncodeToString(sum[:])[:12]
+
+	hr := remPodinfo(ns, name, repo.Name, "")
+	remCreate(t, hr)
+	remWaitReady(t, hr, helmv2.InstallSucceededReason, 0)
+
+	latest := hr.Status.History.Latest()
+	if latest.Name != want || len(latest.Name) != 53 {
+		t.Errorf("snapshot release name %q (%d characters), want %q", latest.Name, len(latest.Name), want)
+	}
+	if !strings.Contains(conditions.GetMessage(hr, meta.ReadyCondition), want) {
+		t.Errorf("Ready message %q does not name the release %s", conditions.GetMessage(hr, meta.ReadyCondition), want)
+	}
+	stored := remStorage(t, ns, want)
+	if len(stored) != 1 || stored[0].Secret.Name != "sh.helm.release.v1."+want+".v1" || stored[0].Release.Info.Status != "deployed" {
+		t.Fatalf("Helm storage of %s: %s", want, remDescribe(stored))
+	}
+	var deployments appsv1.DeploymentList
+	if err := env.client.List(ctx, &deployments, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(deployments.Items) != 1 || !strings.HasPrefix(deployments.Items[0].Name, want) {
+		t.Fatalf("Deployments %v, want one named after release %s", remDeploymentNames(deployments), want)
+	}
+	if d := deployments.Items[0]; d.Status.ReadyReplicas != 1 {
+		t.Errorf("Deployment %s has %d ready replicas", d.Name, d.Status.ReadyReplicas)
+	}
+
+	t.Run("uninstall-finds-shortened-release", func(t *testing.T) {
+		if err := env.client.Delete(ctx, hr); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, time.Minute, "HelmRelease gone", func(ctx context.Context) error { return gone(ctx, hr) })
+		if n := releaseRevisions(t, ns, want); n != 0 {
+			t.Errorf("%d Helm revisions of %s left after the uninstall", n, want)
+		}
+	})
+}
+
+func remDeploymentNames(list appsv1.DeploymentList) []string {
+	var out []string
+	for _, d := range list.Items {
+		out = append(out, d.Name)
+	}
+	return out
+}
+
+const remWidgetCRD = "widgets.e2e.afterhooks.io"
+
+// TestCRDPolicies installs and upgrades a chart with a CRD in crds/ under
+// the Skip, Create and CreateReplace policies.
+func TestCRDPolicies(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	t.Cleanup(func() {
+		// Uninstall the releases while their Widget kind still exists, then
+		// remove the cluster-scoped CRD, which Helm never deletes.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = env.client.DeleteAllOf(ctx, &v2.HelmRelease{}, client.InNamespace(ns))
+		for ctx.Err() == nil {
+			var list v2.HelmReleaseList
+			if err := env.client.List(ctx, &list, client.InNamespace(ns)); err != nil || len(list.Items) == 0 {
+				break
+			}
+			time.Sleep(pollInterval)
+		}
+		crd := &unstructured.Unstructured{}
+		crd.SetGroupVersionKind(remCRDGVK)
+		crd.SetName(remWidgetCRD)
+		_ = env.client.Delete(context.Background(), crd)
+	})
+	v1 := remPublish(t, "e2e-crds-v1", "1.0.0", ns)
+	v2Skip := remPublish(t, "e2e-crds-v2", "2.0.0", ns)
+	v2Create := remPublish(t, "e2e-crds-v2", "2.0.1", ns)
+	v2Replace := remPublish(t, "e2e-crds-v2", "2.0.2", ns)
+	repo := createHelmRepository(t, ns)
+
+	managed := remRelease(ns, "managed", repo.Name, v1.Name, v1.Version, `{"widget":{"enabled":true}}`)
+	managed.Spec.Install = &v2.Install{Install: helmv2.Install{CRDs: helmv2.Create}}
+
+	var installedGeneration int64
+	remStep(t, "install-skip", func(t *testing.T) {
+		hr := remRelease(ns, "skipped", repo.Name, v1.Name, v1.Version, "")
+		hr.Spec.Install = &v2.Install{Install: helmv2.Install{CRDs: helmv2.Skip}}
+		remCreate(t, hr)
+		remWaitReady(t, hr, helmv2.InstallSucceededReason, 0)
+		if _, err := remGetCRD(context.Background(), remWidgetCRD); !apierrors.IsNotFound(err) {
+			t.Fatalf("CRD %s after an install with crds Skip: %v, want not found", remWidgetCRD, err)
+		}
+	})
+
+	remStep(t, "install-create", func(t *testing.T) {
+		remCreate(t, managed)
+		remWaitReady(t, managed, helmv2.InstallSucceededReason, 0)
+		crd, err := remGetCRD(context.Background(), remWidgetCRD)
+		if err != nil {
+			t.Fatalf("CRD not created by an install with crds Create: %v", err)
+		}
+		if remHasColor(crd) {
+			t.Errorf("CRD already has version 2 of the schema")
+		}
+		installedGeneration = crd.Generation
+		// The chart's Widget needed the CRD in the same install.
+		widget := &unstructured.Unstructured{}
+		widget.SetGroupVersionKind(schema.GroupVersionKind{Group: "e2e.afterhooks.io", Version: "v1", Kind: "Widget"})
+		if err := get(context.Background(), widget, ns, "managed"); err != nil {
+			t.Errorf("Widget from the chart: %v", err)
+		}
+	})
+
+	upgrades := []struct {
+		name         string
+		chart        chartserver.ChartRef
+		policy       helmv2.CRDsPolicy
+		revision     int
+		wantReplaced bool
+	}{
+		{"upgrade-skip", v2Skip, helmv2.Skip, 2, false},
+		{"upgrade-create-keeps-existing", v2Create, helmv2.Create, 3, false},
+		{"upgrade-create-replace", v2Replace, helmv2.CreateReplace, 4, true},
+	}
+	for _, u := range upgrades {
+		remStep(t, u.name, func(t *testing.T) {
+			patchSpec(t, managed, func(hr *v2.HelmRelease) {
+				hr.Spec.Chart.Spec.Version = u.chart.Version
+				hr.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{CRDs: u.policy}}
+			})
+			remWaitReady(t, managed, helmv2.UpgradeSucceededReason, u.revision)
+			wantHistory(t, managed, u.revision, u.chart.Version)
+			crd, err := remGetCRD(context.Background(), remWidgetCRD)
+			if err != nil {
+				t.Fatalf("CRD after the upgrade: %v", err)
+			}
+			if u.wantReplaced {
+				if !remHasColor(crd) {
+					t.Errorf("CRD schema not updated by an upgrade with crds %s", u.policy)
+				}
+				if cols := crd.Spec.Versions[0].AdditionalPrinterColumns; len(cols) != 1 || cols[0].Name != "Color" {
+					t.Errorf("CRD printer columns %+v, want the Color column of version 2", cols)
+				}
+				return
+			}
+			if remHasColor(crd) || crd.Generation != installedGeneration {
+				t.Errorf("CRD changed by an upgrade with crds %s (generation %d, was %d)", u.policy, crd.Generation, installedGeneration)
+			}
+		})
+	}
+}
+
+var remCRDGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
+
+func remGetCRD(ctx context.Context, name string) (*apiextensionsv1.CustomResourceDefinition, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(remCRDGVK)
+	if err := env.client.Get(ctx, client.ObjectKey{Name: name}, u); err != nil {
+		return nil, err
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, crd); err != nil {
+		return nil, err
+	}
+	return crd, nil
+}
+
+// remHasColor tells whether the CRD has version 2 of the Widget schema.
+func remHasColor(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, v := range crd.Spec.Versions {
+		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
+			continue
+		}
+		if _, ok := v.Schema.OpenAPIV3Schema.Properties["spec"].Properties["color"]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// TestBadInput covers input errors: values that cannot be composed, charts
+// that do not render and values a chart's schema rejects.
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+
+	t.Run("missing-values-secret", func(t *testing.T) {
+		t.Parallel()
+		ns := newNamespace(t)
+		repo := createHelmRepository(t, ns)
+		hr := remPodinfo(ns, "podinfo", repo.Name, "")
+		hr.Spec.ValuesFrom = []helmv2.ValuesReference{{Kind: "Secret", Name: "missing-values"}}
+		remCreate(t, hr)
+		eventually(t, time.Minute, "values failure reported", func(ctx context.Context) error {
+			if err := get(ctx, hr, ns, hr.Name); err != nil {
+				return err
+			}
+			if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, "InitFailed"); err != nil {
+				return err
+			}
+			if msg := conditions.GetMessage(hr, meta.ReadyCondition); !strings.Contains(msg, "missing-values") {
+				return fmt.Errorf("Ready message %q does not name the Secret", msg)
+			}
+			return nil
+		})
+		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, "InitFailed", "missing-values")
+		consistently(t, 2*time.Second, "no Helm release without values", func(ctx context.Context) error {
+			if n := releaseRevisions(t, ns, "podinfo"); n != 0 {
+				return fmt.Errorf("%d Helm revisions although the values could not be composed", n)
+			}
+			return nil
+		})
+		if len(hr.Status.History) != 0 {
+			t.Errorf("history %s, want none", remSnapshots(hr.Status.History))
+		}
+	})
+
+	t.Run("optional-missing-key", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		ns := newNamespace(t)
+		repo := createHelmRepository(t, ns)
+		if err := env.client.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "partial-values", Namespace: ns},
+			StringData: map[string]string{"other.yaml": "replicaCount: 5\n"},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.client.Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "replicas", Namespace: ns},
+			Data:       map[string]string{"values.yaml": "replicaCount: 2\n"},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		hr := remPodinfo(ns, "podinfo", repo.Name, "")
+		hr.Spec.ValuesFrom = []helmv2.ValuesReference{
+			{Kind: "ConfigMap", Name: "replicas"},
+			{Kind: "Secret", Name: "partial-values", ValuesKey: "values.yaml", Optional: true},
+		}
+		remCreate(t, hr)
+		remWaitReady(t, hr, helmv2.InstallSucceededReason, 0)
+		wantDeploymentReplicas(t, ns, "podinfo", 2)
+	})
+
+	t.Run("render-failure-on-install", func(t *testing.T) {
+		t.Parallel()
+		ns := newNamespace(t)
+		broken := remPublish(t, "e2e-broken", "0.2.0", ns, chartserver.WithValues(map[string]any{"broken": true}))
+		repo := createHelmRepository(t, ns)
+		hr := remRelease(ns, "app", repo.Name, broken.Name, broken.Version, "")
+		remCreate(t, hr)
+		eventually(t, time.Minute, "render failure reported", func(ctx context.Context) error {
+			if err := get(ctx, hr, ns, hr.Name); err != nil {
+				return err
+			}
+			if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason); err != nil {
+				return err
+			}
+			if msg := conditions.GetMessage(hr, meta.ReadyCondition); !strings.Contains(msg, "broken on purpose") {
+				return fmt.Errorf("Ready message %q does not carry the template error", msg)
+			}
+			return nil
+		})
+		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, helmv2.InstallFailedReason, "broken on purpose")
+		if n := releaseRevisions(t, ns, "app"); n != 0 {
+			t.Errorf("%d Helm revisions stored for a chart that does not render", n)
+		}
+		// Helm hands back the release it failed to render, but never stores
+		// it: the history only describes releases Helm stored.
+		eventually(t, 10*time.Second, "status written", func(ctx context.Context) error {
+			if err := get(ctx, hr, ns, hr.Name); err != nil {
+				return err
+			}
+			if hr.Status.LastAttemptedReleaseAction != helmv2.ReleaseActionInstall {
+				return fmt.Errorf("lastAttemptedReleaseAction %q", hr.Status.LastAttemptedReleaseAction)
+			}
+			return nil
+		})
+		if len(hr.Status.History) != 0 {
+			t.Errorf("history %s for a release Helm never stored (storage is empty)", remSnapshots(hr.Status.History))
+		}
+	})
+
+	t.Run("render-failure-on-upgrade", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		ns := newNamespace(t)
+		good := remPublish(t, "e2e-broken", "0.1.0", ns)
+		broken := remPublish(t, "e2e-broken", "0.2.0", ns, chartserver.WithValues(map[string]any{"broken": true}))
+		repo := createHelmRepository(t, ns)
+		hr := remRelease(ns, "app", repo.Name, good.Name, good.Version, "")
+		remCreate(t, hr)
+		remWaitReady(t, hr, helmv2.InstallSucceededReason, 0)
+		wantDeploymentReplicas(t, ns, "app", 1)
+		before := &appsv1.Deployment{}
+		if err := get(ctx, before, ns, "app"); err != nil {
+			t.Fatal(err)
+		}
+
+		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Chart.Spec.Version = broken.Version })
+		eventually(t, time.Minute, "render failure of the upgrade reported", func(ctx context.Context) error {
+			if err := get(ctx, hr, ns, hr.Name); err != nil {
+				return err
+			}
+			if hr.Status.LastAttemptedRevision != broken.Version {
+				return fmt.Errorf("lastAttemptedRevision %q, want %q", hr.Status.LastAttemptedRevision, broken.Version)
+			}
+			if err := remCondition(hr, helmv2.ReleasedCondition, metav1.ConditionFalse, helmv2.UpgradeFailedReason); err != nil {
+				return err
+			}
+			if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, ""); err != nil {
+				return err
+			}
+			if msg := conditions.GetMessage(hr, meta.ReadyCondition); !strings.Contains(msg, "broken on purpose") {
+				return fmt.Errorf("Ready message %q does not carry the template error", msg)
+			}
+			return nil
+		})
+		if len(hr.Status.History) != 1 {
+			t.Errorf("history %s, want only the installed release", remSnapshots(hr.Status.History))
+		}
+		wantHistory(t, hr, 1, good.Version)
+		stored := remStorage(t, ns, "app")
+		if len(stored) != 1 || stored[0].Release.Info.Status != "deployed" || stored[0].Release.Chart.Metadata.Version != good.Version {
+			t.Fatalf("Helm storage %s, want only v1 of %s deployed", remDescribe(stored), good.Version)
+		}
+		after := &appsv1.Deployment{}
+		if err := get(ctx, after, ns, "app"); err != nil {
+			t.Fatalf("Deployment of the installed release: %v", err)
+		}
+		if after.Generation != before.Generation || after.Status.ReadyReplicas != 1 {
+			t.Errorf("Deployment generation %d (was %d), ready %d: the failed upgrade touched it",
+				after.Generation, before.Generation, after.Status.ReadyReplicas)
+		}
+	})
+
+	t.Run("values-rejected-by-schema", func(t *testing.T) {
+		t.Parallel()
+		ns := newNamespace(t)
+		chart := remPublish(t, "e2e-broken", "0.1.0", ns)
+		repo := createHelmRepository(t, ns)
+		hr := remRelease(ns, "app", repo.Name, chart.Name, chart.Version, `{"replicaCount":"two"}`)
+		remCreate(t, hr)
+		eventually(t, time.Minute, "schema violation reported", func(ctx context.Context) error {
+			if err := get(ctx, hr, ns, hr.Name); err != nil {
+				return err
+			}
+			if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason); err != nil {
+				return err
+			}
+			msg := conditions.GetMessage(hr, meta.ReadyCondition)
+			if !strings.Contains(msg, "replicaCount") || !strings.Contains(msg, "schema") {
+				return fmt.Errorf("Ready message %q does not name the offending value and the schema", msg)
+			}
+			return nil
+		})
+		t.Logf("Ready message: %s", conditions.GetMessage(hr, meta.ReadyCondition))
+		if n := releaseRevisions(t, ns, "app"); n != 0 {
+			t.Errorf("%d Helm revisions stored for values the chart rejects", n)
+		}
+		if _, err := remGetDeployment(ns, "app"); !apierrors.IsNotFound(err) {
+			t.Errorf("Deployment for rejected values: %v, want not found", err)
+		}
+	})
+}
+
+func remGetDeployment(ns, name string) (*appsv1.Deployment, error) {
+	d := &appsv1.Deployment{}
+	return d, get(context.Background(), d, ns, name)
+}
