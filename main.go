@@ -140,7 +140,7 @@ var notYetImplemented = []string{
 // gatesNotYetImplemented lists feature gates that are accepted but have no
 // effect yet when changed from their default.
 var gatesNotYetImplemented = []string{
-	features.DefaultToAfterHooks, features.DetectDrift, features.CorrectDrift,
+	features.DetectDrift, features.CorrectDrift,
 	features.OOMWatch, features.CancelHealthCheckOnNewRevision, features.ObjectLevelWorkloadIdentity,
 }
 
@@ -228,6 +228,16 @@ func warnNotYetImplemented(log logr.Logger, fs *pflag.FlagSet) {
 			log.Info("WARNING: feature gate is accepted but not implemented yet; it has no effect", "gate", gate, "enabled", features.Enabled(gate))
 		}
 	}
+}
+
+// defaultWaitStrategy is the waitStrategy of install, upgrade and rollback
+// for HelmReleases that leave it unset: afterHooks with the
+// DefaultToAfterHooks feature gate, else Helm's order.
+func defaultWaitStrategy(defaultToAfterHooks bool) v2.HookWaitStrategy {
+	if defaultToAfterHooks {
+		return v2.AfterHooks
+	}
+	return v2.BeforeHooks
 }
 
 func newScheme() *runtime.Scheme {
@@ -339,6 +349,7 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log l
 		DefaultServiceAccount:      opts.defaultServiceAccount,
 		DisableChartDigestTracking: features.Enabled(features.DisableChartDigestTracking),
 		DefaultToRetryOnFailure:    features.Enabled(features.DefaultToRetryOnFailure),
+		DefaultWaitStrategy:        defaultWaitStrategy(features.Enabled(features.DefaultToAfterHooks)),
 		NoCrossNamespaceRef:        opts.acl.NoCrossNamespaceRefs,
 		WatchExternalArtifacts:     features.Enabled(helper.FeatureGateExternalArtifact),
 		RequeueDependency:          opts.requeueDependency,

@@ -22,6 +22,7 @@ import (
 
 	"github.com/afterhooks/helm-controller/test/cluster"
 
+	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/features"
 )
 
@@ -416,5 +417,14 @@ func waitFor(t *testing.T, timeout time.Duration, ok func() bool, msg string, ou
 			t.Fatalf("%s within %s; controller output:\n%s", msg, timeout, output.String())
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func TestDefaultWaitStrategy(t *testing.T) {
+	if got := defaultWaitStrategy(true); got != v2.AfterHooks {
+		t.Errorf("with DefaultToAfterHooks: %q, want afterHooks", got)
+	}
+	if got := defaultWaitStrategy(false); got != v2.BeforeHooks {
+		t.Errorf("without DefaultToAfterHooks: %q, want beforeHooks", got)
 	}
 }

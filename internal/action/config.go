@@ -220,3 +220,30 @@ func (g *restClientGetter) ToRESTMapper() (meta.RESTMapper, error) {
 func (g *restClientGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
 	return clientcmd.NewDefaultClientConfig(*clientcmdapi.NewConfig(), &clientcmd.ConfigOverrides{})
 }
+
+// WithDriver returns a copy of cfg whose release storage is d, with cfg's
+// MaxHistory; the kube client, REST getter, capabilities, hook output and
+// logger are shared. Actions run on the copy read and write releases only
+// through d.
+func WithDriver(cfg *helmaction.Configuration, d driver.Driver) (*helmaction.Configuration, error) {
+	if cfg == nil || cfg.Releases == nil {
+		return nil, errors.New("action: configuration without release storage")
+	}
+	if d == nil {
+		return nil, errors.New("action: nil storage driver")
+	}
+	handler := cfg.Logger().Handler()
+	store := storage.Init(d)
+	store.MaxHistory = cfg.Releases.MaxHistory
+	store.SetLogger(handler)
+
+	c := helmaction.NewConfiguration(helmaction.ConfigurationSetLogger(handler))
+	c.RESTClientGetter = cfg.RESTClientGetter
+	c.KubeClient = cfg.KubeClient
+	c.RegistryClient = cfg.RegistryClient
+	c.Capabilities = cfg.Capabilities
+	c.CustomTemplateFuncs = cfg.CustomTemplateFuncs
+	c.HookOutputFunc = cfg.HookOutputFunc
+	c.Releases = store
+	return c, nil
+}

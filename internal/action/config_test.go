@@ -108,3 +108,41 @@ func TestWithFieldManager(t *testing.T) {
 		t.Errorf("field manager %q (Helm's %q), want custom", f.FieldManager(), kube.ManagedFieldsManager)
 	}
 }
+
+func TestWithDriver(t *testing.T) {
+	f, err := NewConfigFactoryFromRESTConfig(&rest.Config{Host: "https://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.Build("store", "apps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Releases.MaxHistory = 7
+	mem := driver.NewMemory()
+	c, err := WithDriver(cfg, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c == cfg || c.Releases == cfg.Releases {
+		t.Fatal("WithDriver must return a new configuration with its own storage")
+	}
+	if c.Releases.Driver != driver.Driver(mem) {
+		t.Errorf("driver %T, want the given one", c.Releases.Driver)
+	}
+	if c.Releases.MaxHistory != 7 {
+		t.Errorf("MaxHistory %d, want 7", c.Releases.MaxHistory)
+	}
+	if _, ok := cfg.Releases.Driver.(*driver.Secrets); !ok {
+		t.Errorf("original driver changed to %T", cfg.Releases.Driver)
+	}
+	if c.KubeClient != cfg.KubeClient || c.RESTClientGetter != cfg.RESTClientGetter || c.HookOutputFunc == nil {
+		t.Error("kube client, getter or hook output not shared")
+	}
+	if _, err := WithDriver(cfg, nil); err == nil {
+		t.Error("nil driver accepted")
+	}
+	if _, err := WithDriver(nil, mem); err == nil {
+		t.Error("nil configuration accepted")
+	}
+}

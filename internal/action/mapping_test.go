@@ -138,6 +138,19 @@ func TestNewInstall(t *testing.T) {
 			want: func(f *installFields) { f.WaitStrategy = kube.LegacyStrategy }},
 		{name: "poller wait", obj: newHR(withWaitStrategy(helmv2.WaitStrategyPoller)),
 			want: func(f *installFields) { f.WaitStrategy = kube.StatusWatcherStrategy }},
+		{name: "hook-only wait keeps timeout and jobs", obj: newHR(withInstall(helmv2.Install{Timeout: dur(time.Minute)})),
+			opts: Options{HookOnlyWait: true},
+			want: func(f *installFields) { f.WaitStrategy, f.Timeout = kube.HookOnlyStrategy, time.Minute }},
+		{name: "hook-only wait wins over legacy and Helm 3 defaults", obj: newHR(withWaitStrategy(helmv2.WaitStrategyLegacy)),
+			opts: Options{HookOnlyWait: true, UseHelm3Defaults: true},
+			want: func(f *installFields) {
+				f.ServerSideApply, f.ForceConflicts = false, false
+				f.WaitStrategy = kube.HookOnlyStrategy
+				f.PostRenderStrategy = helmaction.PostRenderStrategyNoHooks
+			}},
+		{name: "hook-only wait keeps disableWaitForJobs", obj: newHR(withInstall(helmv2.Install{DisableWaitForJobs: true})),
+			opts: Options{HookOnlyWait: true},
+			want: func(f *installFields) { f.WaitStrategy, f.WaitForJobs = kube.HookOnlyStrategy, false }},
 		{name: "SSA disabled", obj: newHR(withInstall(helmv2.Install{ServerSideApply: ptr(false)})),
 			want: func(f *installFields) { f.ServerSideApply, f.ForceConflicts = false, false }},
 		{name: "Helm 3 defaults", opts: Options{UseHelm3Defaults: true},
@@ -293,6 +306,9 @@ func TestNewUpgrade(t *testing.T) {
 			want: func(f *upgradeFields) { f.WaitStrategy = kube.HookOnlyStrategy }},
 		{name: "legacy wait", obj: newHR(withWaitStrategy(helmv2.WaitStrategyLegacy)),
 			want: func(f *upgradeFields) { f.WaitStrategy = kube.LegacyStrategy }},
+		{name: "hook-only wait", obj: newHR(withWaitStrategy(helmv2.WaitStrategyLegacy), withUpgrade(helmv2.Upgrade{Timeout: dur(time.Minute)})),
+			opts: Options{HookOnlyWait: true}, lastMethod: "csa",
+			want: func(f *upgradeFields) { f.WaitStrategy, f.Timeout = kube.HookOnlyStrategy, time.Minute }},
 		{name: "SSA enabled forces conflicts, force ignored",
 			obj:  newHR(withUpgrade(helmv2.Upgrade{ServerSideApply: helmv2.ServerSideApplyEnabled, Force: true})),
 			want: func(f *upgradeFields) { f.ServerSideApply, f.ForceConflicts = "true", true }},
@@ -378,6 +394,11 @@ func TestNewRollback(t *testing.T) {
 			want: func(f *rollbackFields) { f.WaitStrategy = kube.HookOnlyStrategy }},
 		{name: "Helm 3 defaults", opts: Options{UseHelm3Defaults: true},
 			want: func(f *rollbackFields) { f.WaitStrategy = kube.LegacyStrategy }},
+		{name: "hook-only wait", opts: Options{HookOnlyWait: true},
+			obj: newHR(withRollback(helmv2.Rollback{Timeout: dur(time.Minute), DisableWaitForJobs: true})),
+			want: func(f *rollbackFields) {
+				f.WaitStrategy, f.Timeout, f.WaitForJobs = kube.HookOnlyStrategy, time.Minute, false
+			}},
 		{name: "force on a client-side target replaces", targetMethod: "csa",
 			obj:  newHR(withRollback(helmv2.Rollback{Force: true})),
 			want: func(f *rollbackFields) { f.ForceReplace = true }},
@@ -414,6 +435,58 @@ func TestNewRollback(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("rollback fields\n got %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestReadinessWait(t *testing.T) {
+	type waits struct{ install, upgrade, rollback Wait }
+	def := Wait{Strategy: kube.StatusWatcherStrategy, WaitForJobs: true, Timeout: DefaultTimeout}
+	tests := []struct {
+		name string
+		obj  *v2.HelmRelease
+		opts Options
+		want func(*waits)
+	}{
+		{name: "defaults"},
+		{name: "spec timeout", obj: newHR(withTimeout(time.Hour)), want: func(w *waits) {
+			w.install.Timeout, w.upgrade.Timeout, w.rollback.Timeout = time.Hour, time.Hour, time.Hour
+		}},
+		{name: "action timeouts and jobs",
+			obj: newHR(withTimeout(time.Hour),
+				withInstall(helmv2.Install{Timeout: dur(time.Second), DisableWaitForJobs: true}),
+				withUpgrade(helmv2.Upgrade{Timeout: dur(2 * time.Second)}),
+				withRollback(helmv2.Rollback{Timeout: dur(3 * time.Second), DisableWaitForJobs: true})),
+			want: func(w *waits) {
+				w.install.Timeout, w.install.WaitForJobs = time.Second, false
+				w.upgrade.Timeout = 2 * time.Second
+				w.rollback.Timeout, w.rollback.WaitForJobs = 3*time.Second, false
+			}},
+		{name: "legacy", obj: newHR(withWaitStrategy(helmv2.WaitStrategyLegacy)), want: func(w *waits) {
+			w.install.Strategy, w.upgrade.Strategy, w.rollback.Strategy = kube.LegacyStrategy, kube.LegacyStrategy, kube.LegacyStrategy
+		}},
+		{name: "poller", obj: newHR(withWaitStrategy(helmv2.WaitStrategyPoller)), opts: Options{UseHelm3Defaults: true}},
+		{name: "Helm 3 defaults", opts: Options{UseHelm3Defaults: true}, want: func(w *waits) {
+			w.install.Strategy, w.upgrade.Strategy, w.rollback.Strategy = kube.LegacyStrategy, kube.LegacyStrategy, kube.LegacyStrategy
+		}},
+		{name: "hook-only does not change the readiness wait", opts: Options{HookOnlyWait: true}},
+		{name: "disableWait does not change the readiness wait",
+			obj: newHR(withInstall(helmv2.Install{DisableWait: true}))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			obj := tt.obj
+			if obj == nil {
+				obj = newHR()
+			}
+			want := waits{def, def, def}
+			if tt.want != nil {
+				tt.want(&want)
+			}
+			got := waits{InstallWait(obj, tt.opts), UpgradeWait(obj, tt.opts), RollbackWait(obj, tt.opts)}
+			if got != want {
+				t.Errorf("waits\n got %+v\nwant %+v", got, want)
 			}
 		})
 	}

@@ -43,6 +43,54 @@ type Options struct {
 	// Install and Upgrade return early while Helm finishes the action in the
 	// background, as Helm does.
 	WaitContext context.Context
+
+	// HookOnlyWait runs install, upgrade and rollback with Helm's hookOnly
+	// wait strategy: Helm waits for its hooks but not for the release's
+	// resources, whatever the spec says. waitStrategy afterHooks uses it and
+	// waits for readiness itself afterwards (see InstallWait). Timeouts and
+	// disableWaitForJobs still apply to the hooks as usual. RollbackOnFailure
+	// is never set, so Helm cannot turn hookOnly back into a resource wait.
+	HookOnlyWait bool
+}
+
+// Wait is the readiness wait an action would run when it waits for the
+// release's resources.
+type Wait struct {
+	// Strategy is kube.StatusWatcherStrategy or kube.LegacyStrategy, from
+	// spec.waitStrategy and UseHelm3Defaults.
+	Strategy kube.WaitStrategy
+	// WaitForJobs is false when the action sets disableWaitForJobs.
+	WaitForJobs bool
+	// Timeout is the action's timeout (its own, else spec.timeout, else
+	// DefaultTimeout).
+	Timeout time.Duration
+}
+
+// InstallWait returns the readiness wait of obj's install as Helm would
+// run it without HookOnlyWait (and without disableWait).
+func InstallWait(obj *v2.HelmRelease, o Options) Wait {
+	spec := obj.GetInstall()
+	return readinessWait(obj.Upstream(), spec.Timeout, spec.DisableWaitForJobs, o)
+}
+
+// UpgradeWait is InstallWait for the upgrade.
+func UpgradeWait(obj *v2.HelmRelease, o Options) Wait {
+	spec := obj.GetUpgrade()
+	return readinessWait(obj.Upstream(), spec.Timeout, spec.DisableWaitForJobs, o)
+}
+
+// RollbackWait is InstallWait for the rollback.
+func RollbackWait(obj *v2.HelmRelease, o Options) Wait {
+	spec := obj.GetRollback()
+	return readinessWait(obj.Upstream(), spec.Timeout, spec.DisableWaitForJobs, o)
+}
+
+func readinessWait(up *helmv2.HelmRelease, timeout *metav1.Duration, disableWaitForJobs bool, o Options) Wait {
+	return Wait{
+		Strategy:    readinessStrategy(up, o),
+		WaitForJobs: !disableWaitForJobs,
+		Timeout:     actionTimeout(timeout, up),
+	}
 }
 
 // DefaultTimeout is the action timeout when neither the action nor the spec
@@ -82,9 +130,10 @@ func actionTimeout(own *metav1.Duration, up *helmv2.HelmRelease) time.Duration {
 	return DefaultTimeout
 }
 
-// waitStrategy maps disableWait and spec.waitStrategy to Helm's strategy.
+// waitStrategy maps disableWait, Options.HookOnlyWait and spec.waitStrategy
+// to Helm's strategy.
 func waitStrategy(up *helmv2.HelmRelease, disableWait bool, o Options) kube.WaitStrategy {
-	if disableWait {
+	if disableWait || o.HookOnlyWait {
 		return kube.HookOnlyStrategy
 	}
 	return readinessStrategy(up, o)

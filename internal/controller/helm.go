@@ -14,6 +14,7 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/chartsource"
+	"github.com/afterhooks/helm-controller/internal/reconcile"
 )
 
 // helmRunner gives the state machine the Helm actions of one HelmRelease.
@@ -21,6 +22,10 @@ type helmRunner struct {
 	cfg  *helmaction.Configuration
 	obj  *v2.HelmRelease
 	opts action.Options
+	// defaultWait is the waitStrategy of actions that leave it unset.
+	defaultWait v2.HookWaitStrategy
+	// recorder receives the afterHooks events; may be nil.
+	recorder reconcile.EventRecorder
 }
 
 func (h *helmRunner) releaseName() string { return action.ReleaseName(h.obj) }
@@ -40,10 +45,22 @@ func (h *helmRunner) Install(ctx context.Context, chart *chartv2.Chart, values m
 		install.Replace = true
 		obj.Spec.Install = &install
 	}
+	if afterHooksInstall(obj, h.defaultWait) {
+		return h.runAfterHooks(ctx, "install", action.InstallWait(obj, h.opts),
+			func(cfg *helmaction.Configuration, o action.Options) (*releasev1.Release, error) {
+				return action.Install(ctx, cfg, obj, chart, values, o)
+			})
+	}
 	return action.Install(ctx, h.cfg, obj, chart, values, h.opts)
 }
 
 func (h *helmRunner) Upgrade(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
+	if afterHooksUpgrade(h.obj, h.defaultWait) {
+		return h.runAfterHooks(ctx, "upgrade", action.UpgradeWait(h.obj, h.opts),
+			func(cfg *helmaction.Configuration, o action.Options) (*releasev1.Release, error) {
+				return action.Upgrade(ctx, cfg, h.obj, chart, values, o)
+			})
+	}
 	return action.Upgrade(ctx, h.cfg, h.obj, chart, values, h.opts)
 }
 
@@ -52,6 +69,13 @@ func (h *helmRunner) Test(ctx context.Context) (*releasev1.Release, error) {
 }
 
 func (h *helmRunner) Rollback(ctx context.Context, toVersion int) error {
+	if afterHooksRollback(h.obj, h.defaultWait) {
+		_, err := h.runAfterHooks(ctx, "rollback", action.RollbackWait(h.obj, h.opts),
+			func(cfg *helmaction.Configuration, o action.Options) (*releasev1.Release, error) {
+				return nil, action.Rollback(ctx, cfg, h.obj, toVersion, o)
+			})
+		return err
+	}
 	return action.Rollback(ctx, h.cfg, h.obj, toVersion, h.opts)
 }
 

@@ -49,8 +49,12 @@ type HelmReleaseReconciler struct {
 	DefaultServiceAccount      string
 	DisableChartDigestTracking bool
 	DefaultToRetryOnFailure    bool
-	NoCrossNamespaceRef        bool
-	WatchExternalArtifacts     bool
+	// DefaultWaitStrategy is the waitStrategy of install, upgrade and
+	// rollback for HelmReleases that leave it unset (afterHooks with the
+	// DefaultToAfterHooks feature gate); empty means beforeHooks.
+	DefaultWaitStrategy    v2.HookWaitStrategy
+	NoCrossNamespaceRef    bool
+	WatchExternalArtifacts bool
 	// DirectSourceFetch reads source objects from the API server instead of
 	// the cache (the feature gate of the same name).
 	DirectSourceFetch bool

@@ -93,7 +93,7 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	}
 	r.handleAnnotations(obj, req)
 
-	runner := &helmRunner{cfg: cfg, obj: obj, opts: r.ActionOptions}
+	runner := &helmRunner{cfg: cfg, obj: obj, opts: r.ActionOptions, defaultWait: r.DefaultWaitStrategy, recorder: r.EventRecorder}
 	machine := &reconcile.Machine{Helm: runner, Recorder: r.EventRecorder}
 	runErr := machine.Run(ctx, req)
 	r.updateInventory(ctx, runner, obj)

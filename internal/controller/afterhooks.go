@@ -1,0 +1,110 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	helmaction "helm.sh/helm/v4/pkg/action"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/action"
+	"github.com/afterhooks/helm-controller/internal/afterhooks"
+)
+
+// AfterHooksWaitingReason is the reason of the Normal event emitted when an
+// install, upgrade or rollback with waitStrategy afterHooks has run its
+// post hooks and the readiness wait of its resources starts.
+const AfterHooksWaitingReason = "AfterHooksWaiting"
+
+// afterHooksInstall, afterHooksUpgrade and afterHooksRollback tell whether
+// waitStrategy afterHooks applies to the action of obj; defaultStrategy is
+// the controller-wide default for HelmReleases that leave it unset.
+func afterHooksInstall(obj *v2.HelmRelease, defaultStrategy v2.HookWaitStrategy) bool {
+	return obj.GetInstall().GetWaitStrategy(defaultStrategy) == v2.AfterHooks
+}
+
+func afterHooksUpgrade(obj *v2.HelmRelease, defaultStrategy v2.HookWaitStrategy) bool {
+	return obj.GetUpgrade().GetWaitStrategy(defaultStrategy) == v2.AfterHooks
+}
+
+func afterHooksRollback(obj *v2.HelmRelease, defaultStrategy v2.HookWaitStrategy) bool {
+	return obj.GetRollback().GetWaitStrategy(defaultStrategy) == v2.AfterHooks
+}
+
+// actionFunc runs one Helm action on cfg with o; it returns the release
+// Helm returned (nil for rollback) and the action's error.
+type actionFunc func(cfg *helmaction.Configuration, o action.Options) (*releasev1.Release, error)
+
+// runAfterHooks runs an action with waitStrategy afterHooks: Helm runs it
+// with the hook-only wait on storage wrapped by afterhooks.Wrap, which
+// holds back the "deployed" record; then the release's resources are waited
+// for and the held revision is committed (deployed) or failed.
+//
+// It returns the release as stored at the end: deployed on success, failed
+// with an error naming what is not ready when the wait fails. When ctx ends
+// during the wait the revision is left pending and ctx's error returned.
+// When Helm itself fails nothing is held and Helm's result is returned.
+func (h *helmRunner) runAfterHooks(ctx context.Context, verb string, wait action.Wait, run actionFunc) (*releasev1.Release, error) {
+	raw := h.cfg.Releases.Driver
+	wrapped, held := afterhooks.Wrap(raw, afterhooks.Target{Name: h.releaseName(), Timeout: wait.Timeout})
+	cfg, err := action.WithDriver(h.cfg, wrapped)
+	if err != nil {
+		return nil, err
+	}
+	opts := h.opts
+	opts.HookOnlyWait = true
+
+	rel, err := run(cfg, opts)
+	if err != nil || !held.Holding() {
+		// Helm failed (it recorded the failure itself) or got no further
+		// than validation; a cancelled action may leave the revision
+		// pending, like a cancelled Helm wait does.
+		return rel, err
+	}
+
+	target := held.Release()
+	h.event(target, corev1.EventTypeNormal, AfterHooksWaitingReason,
+		fmt.Sprintf("Post-%s hooks of %s.v%d completed; waiting up to %s for its resources to become ready (%s)",
+			verb, target.Name, target.Version, wait.Timeout, wait.Strategy))
+
+	timeout := time.Until(held.Deadline())
+	if timeout <= 0 || timeout > wait.Timeout {
+		timeout = wait.Timeout
+	}
+	waitErr := afterhooks.WaitReady(ctx, cfg.KubeClient, target, wait.Strategy, wait.WaitForJobs, timeout)
+	if waitErr == nil {
+		committed, err := held.Commit(ctx, raw)
+		if err != nil {
+			return nil, fmt.Errorf("afterHooks: resources of %s.v%d are ready but recording it failed: %w", target.Name, target.Version, err)
+		}
+		return committed, nil
+	}
+	if ctx.Err() != nil {
+		// Interrupted, not failed: the revision stays pending with its
+		// deadline in storage.
+		return nil, waitErr
+	}
+	failed, err := held.Fail(ctx, raw, waitErr.Error())
+	if err != nil {
+		return nil, errors.Join(waitErr, fmt.Errorf("afterHooks: recording the failure of %s.v%d: %w", target.Name, target.Version, err))
+	}
+	return failed, fmt.Errorf("readiness wait after post-%s hooks failed: %w", verb, waitErr)
+}
+
+// event emits an event about the HelmRelease carrying the chart version of
+// rel as revision, as the state machine's events do.
+func (h *helmRunner) event(rel *releasev1.Release, eventType, reason, msg string) {
+	if h.recorder == nil {
+		return
+	}
+	var meta map[string]string
+	if rel != nil && rel.Chart != nil && rel.Chart.Metadata != nil && rel.Chart.Metadata.Version != "" {
+		meta = map[string]string{helmv2.GroupVersion.Group + "/revision": rel.Chart.Metadata.Version}
+	}
+	h.recorder.AnnotatedEventf(h.obj, meta, eventType, reason, "%s", msg)
+}

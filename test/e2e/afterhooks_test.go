@@ -1,0 +1,244 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+)
+
+// ahChart is the chart whose Deployment mounts a Secret that only its
+// post-install/post-upgrade hook creates.
+const ahChart = "afterhooks-deadlock"
+
+// ahWaitingReason is the event reason of internal/controller's
+// AfterHooksWaitingReason.
+const ahWaitingReason = "AfterHooksWaiting"
+
+// TestAfterHooks runs the deadlock chart with Helm's wait order (it cannot
+// install), with waitStrategy afterHooks (it installs and upgrades), and
+// with afterHooks on pods that never become ready (the install fails after
+// the hook ran, and the release is failed in storage).
+func TestAfterHooks(t *testing.T) {
+	t.Parallel()
+
+	t.Run("beforeHooks-deadlocks", func(t *testing.T) {
+		t.Parallel()
+		ns := newNamespace(t)
+		repo := createHelmRepository(t, ns)
+		ref := remPublish(t, ahChart, "0.1.0", ns)
+		hr := remRelease(ns, "app", repo.Name, ref.Name, ref.Version, "")
+		hr.Spec.Install = &v2.Install{Install: helmv2.Install{
+			Timeout:     &metav1.Duration{Duration: 15 * time.Second},
+			Remediation: &helmv2.InstallRemediation{Retries: 0},
+		}}
+		remCreate(t, hr)
+
+		eventually(t, 90*time.Second, "install fails with Helm's wait order", func(ctx context.Context) error {
+			if err := get(ctx, hr, ns, hr.Name); err != nil {
+				return err
+			}
+			return remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
+		})
+		ahWantNoSecret(t, ns, "app-creds")
+		stored := remStorage(t, ns, "app")
+		if len(stored) != 1 || stored[0].Release.Info.Status != "failed" {
+			t.Errorf("Helm storage %s, want one failed revision", remDescribe(stored))
+		}
+		if remHasEvent(t, ns, hr.Name, ahWaitingReason) {
+			t.Errorf("%s event for a beforeHooks release", ahWaitingReason)
+		}
+	})
+
+	t.Run("afterHooks-installs-and-upgrades", func(t *testing.T) {
+		t.Parallel()
+		ns := newNamespace(t)
+		repo := createHelmRepository(t, ns)
+		ref := remPublish(t, ahChart, "0.1.0", ns)
+		hr := remRelease(ns, "app", repo.Name, ref.Name, ref.Version, `{"message":"one"}`)
+		hr.Spec.Install = &v2.Install{
+			Install: helmv2.Install{
+				Timeout:     &metav1.Duration{Duration: 45 * time.Second},
+				Remediation: &helmv2.InstallRemediation{Retries: 0},
+			},
+			WaitStrategy: v2.AfterHooks,
+		}
+		hr.Spec.Upgrade = &v2.Upgrade{
+			Upgrade: helmv2.Upgrade{
+				Timeout:     &metav1.Duration{Duration: 45 * time.Second},
+				Remediation: &helmv2.UpgradeRemediation{Retries: 0},
+			},
+			WaitStrategy: v2.AfterHooks,
+		}
+		remCreate(t, hr)
+
+		remStep(t, "install", func(t *testing.T) {
+			remWaitReady(t, hr, helmv2.InstallSucceededReason, 1)
+			ahWantStorage(t, ns, "app", "deployed")
+			ahWantSecret(t, ns, "app-creds")
+			ahWantDeploymentReady(t, ns, "app")
+			remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, ahWaitingReason, "Post-install hooks of app.v1 completed")
+		})
+
+		remStep(t, "upgrade", func(t *testing.T) {
+			patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"message":"two"}`) })
+			remWaitReady(t, hr, helmv2.UpgradeSucceededReason, 2)
+			ahWantStorage(t, ns, "app", "superseded", "deployed")
+			ahWantDeploymentReady(t, ns, "app")
+			if a := remPodTemplateAnnotations(t, ns, "app"); a["e2e.afterhooks.io/message"] != "two" {
+				t.Errorf("pod template annotations %v, want the upgraded message", a)
+			}
+			remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, ahWaitingReason, "Post-upgrade hooks of app.v2 completed")
+		})
+	})
+
+	t.Run("afterHooks-upgrade-fails-rolls-back", func(t *testing.T) {
+		t.Parallel()
+		ns := newNamespace(t)
+		repo := createHelmRepository(t, ns)
+		ref := remPublish(t, ahChart, "0.1.0", ns)
+		hr := remRelease(ns, "app", repo.Name, ref.Name, ref.Version, "")
+		hr.Spec.Install = &v2.Install{WaitStrategy: v2.AfterHooks}
+		hr.Spec.Upgrade = &v2.Upgrade{
+			Upgrade: helmv2.Upgrade{
+				Timeout:     &metav1.Duration{Duration: 10 * time.Second},
+				Remediation: &helmv2.UpgradeRemediation{Retries: 0, RemediateLastFailure: ptr.To(true)},
+			},
+			WaitStrategy: v2.AfterHooks,
+		}
+		hr.Spec.Rollback = &v2.Rollback{
+			Rollback:     helmv2.Rollback{Timeout: &metav1.Duration{Duration: 30 * time.Second}},
+			WaitStrategy: v2.AfterHooks,
+		}
+		remCreate(t, hr)
+		remWaitReady(t, hr, helmv2.InstallSucceededReason, 1)
+
+		patchSpec(t, hr, func(hr *v2.HelmRelease) {
+			hr.Spec.Values = jsonValues(t, `{"podAnnotations":{"sim.afterhooks.io/fail":"crashloop"}}`)
+		})
+		eventually(t, 90*time.Second, "failed upgrade rolled back", func(ctx context.Context) error {
+			if err := get(ctx, hr, ns, hr.Name); err != nil {
+				return err
+			}
+			if err := remCondition(hr, helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.RollbackSucceededReason); err != nil {
+				return err
+			}
+			if latest := hr.Status.History.Latest(); latest == nil || latest.Version < 3 {
+				return fmt.Errorf("history %s, waiting for the rollback's snapshot", remSnapshots(hr.Status.History))
+			}
+			return nil
+		})
+		released := conditions.Get(hr, helmv2.ReleasedCondition)
+		if released == nil || released.Reason != helmv2.UpgradeFailedReason ||
+			!strings.Contains(released.Message, "Deployment/"+ns+"/app") {
+			t.Errorf("Released condition %+v, want UpgradeFailed naming Deployment/%s/app", released, ns)
+		}
+		ahWantStorage(t, ns, "app", "superseded", "failed", "deployed")
+		if stored := remStorage(t, ns, "app"); len(stored) == 3 && !strings.Contains(stored[2].Release.Info.Description, "Rollback to 1") {
+			t.Errorf("v3 description %q, want Helm's rollback description", stored[2].Release.Info.Description)
+		}
+		ahWantDeploymentReady(t, ns, "app")
+		remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, ahWaitingReason, "Post-rollback hooks of app.v3 completed")
+	})
+
+	t.Run("afterHooks-not-ready-fails", func(t *testing.T) {
+		t.Parallel()
+		ns := newNamespace(t)
+		repo := createHelmRepository(t, ns)
+		ref := remPublish(t, ahChart, "0.1.0", ns)
+		hr := remRelease(ns, "app", repo.Name, ref.Name, ref.Version, `{"podAnnotations":{"sim.afterhooks.io/fail":"crashloop"}}`)
+		hr.Spec.Install = &v2.Install{
+			Install: helmv2.Install{
+				Timeout:     &metav1.Duration{Duration: 15 * time.Second},
+				Remediation: &helmv2.InstallRemediation{Retries: 0},
+			},
+			WaitStrategy: v2.AfterHooks,
+		}
+		remCreate(t, hr)
+
+		// While the readiness wait runs the hook is done and the revision
+		// is pending, never deployed.
+		remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, ahWaitingReason, "Post-install hooks of app.v1 completed")
+		if stored := remStorage(t, ns, "app"); len(stored) == 1 && stored[0].Release.Info.Status == "deployed" {
+			t.Errorf("Helm storage %s during the readiness wait, want it pending", remDescribe(stored))
+		}
+
+		eventually(t, 90*time.Second, "install fails on the readiness wait", func(ctx context.Context) error {
+			if err := get(ctx, hr, ns, hr.Name); err != nil {
+				return err
+			}
+			return remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
+		})
+		released := conditions.Get(hr, helmv2.ReleasedCondition)
+		if released == nil || released.Reason != helmv2.InstallFailedReason ||
+			!strings.Contains(released.Message, "Deployment/"+ns+"/app") {
+			t.Errorf("Released condition %+v, want InstallFailed naming Deployment/%s/app", released, ns)
+		}
+		if ready := conditions.Get(hr, meta.ReadyCondition); !strings.Contains(ready.Message, "Deployment/"+ns+"/app") {
+			t.Errorf("Ready message %q does not name the Deployment", ready.Message)
+		}
+		// The hook ran: it created the Secret.
+		ahWantSecret(t, ns, "app-creds")
+		ahWantStorage(t, ns, "app", "failed")
+		if latest := hr.Status.History.Latest(); latest == nil || latest.Status != "failed" {
+			t.Errorf("latest snapshot %+v, want failed", latest)
+		}
+		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, helmv2.InstallFailedReason, "not ready")
+	})
+}
+
+// ahWantStorage checks the release's revisions, oldest first, have the
+// given statuses both in the stored release and in the storage Secret's
+// status label.
+func ahWantStorage(t *testing.T, ns, release string, statuses ...string) {
+	t.Helper()
+	stored := remStorage(t, ns, release)
+	var got, want []string
+	for i, s := range stored {
+		got = append(got, fmt.Sprintf("v%d %s label %s", s.Release.Version, s.Release.Info.Status, s.Secret.Labels["status"]))
+		if i < len(statuses) {
+			want = append(want, fmt.Sprintf("v%d %s label %s", i+1, statuses[i], statuses[i]))
+		}
+	}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") || len(stored) != len(statuses) {
+		t.Errorf("Helm storage [%s], want [%s]", strings.Join(got, ", "), strings.Join(want, ", "))
+	}
+}
+
+func ahWantSecret(t *testing.T, ns, name string) {
+	t.Helper()
+	if err := get(context.Background(), &corev1.Secret{}, ns, name); err != nil {
+		t.Errorf("Secret %s: %v", name, err)
+	}
+}
+
+func ahWantNoSecret(t *testing.T, ns, name string) {
+	t.Helper()
+	err := get(context.Background(), &corev1.Secret{}, ns, name)
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("Secret %s: %v, want it never created", name, err)
+	}
+}
+
+func ahWantDeploymentReady(t *testing.T, ns, name string) {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	if err := get(context.Background(), d, ns, name); err != nil {
+		t.Fatalf("Deployment %s: %v", name, err)
+	}
+	if d.Status.ObservedGeneration != d.Generation || d.Status.UpdatedReplicas != 1 || d.Status.AvailableReplicas != 1 {
+		t.Errorf("Deployment %s not ready: generation %d, status %+v", name, d.Generation, d.Status)
+	}
+}
