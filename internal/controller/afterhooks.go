@@ -8,7 +8,9 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	helmaction "helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
@@ -76,6 +78,40 @@ func (h *helmRunner) runAfterHooks(ctx context.Context, verb string, wait action
 	if timeout <= 0 || timeout > wait.Timeout {
 		timeout = wait.Timeout
 	}
+	return h.finishWait(ctx, cfg, raw, held, verb, wait, timeout)
+}
+
+// ResumeWait finishes the readiness wait of a revision that an earlier run
+// of the controller left pending with the afterHooks marker (it stopped or
+// lost leadership during the wait). No hook runs again: only the wait, for
+// what is left of its deadline, then deployed or failed as usual.
+func (h *helmRunner) ResumeWait(ctx context.Context, rel *releasev1.Release) (*releasev1.Release, error) {
+	raw := h.cfg.Releases.Driver
+	held, err := afterhooks.Recover(raw, h.releaseName())
+	if err != nil {
+		return nil, fmt.Errorf("afterHooks: recovering the pending revision %s.v%d: %w", rel.Name, rel.Version, err)
+	}
+	verb, wait := "install", action.InstallWait(h.obj, h.opts)
+	switch rel.Info.Status {
+	case common.StatusPendingUpgrade:
+		verb, wait = "upgrade", action.UpgradeWait(h.obj, h.opts)
+	case common.StatusPendingRollback:
+		verb, wait = "rollback", action.RollbackWait(h.obj, h.opts)
+	}
+	timeout := afterhooks.ResumeTimeout(held.Deadline(), time.Now())
+	h.event(held.Release(), corev1.EventTypeNormal, AfterHooksWaitingReason,
+		fmt.Sprintf("Resuming the readiness wait of %s.v%d after a restart; hooks are not run again; waiting up to %s (%s)",
+			rel.Name, rel.Version, timeout.Round(time.Second), wait.Strategy))
+	return h.finishWait(ctx, h.cfg, raw, held, verb, wait, timeout)
+}
+
+// finishWait waits for the resources of the held revision and records the
+// outcome in storage: deployed when ready, failed with the list of what is
+// not ready otherwise. When ctx ends during the wait the revision stays
+// pending, with its deadline, for ResumeWait.
+func (h *helmRunner) finishWait(ctx context.Context, cfg *helmaction.Configuration, raw driver.Driver, held *afterhooks.Held,
+	verb string, wait action.Wait, timeout time.Duration) (*releasev1.Release, error) {
+	target := held.Release()
 	waitErr := afterhooks.WaitReady(ctx, cfg.KubeClient, target, wait.Strategy, wait.WaitForJobs, timeout)
 	if waitErr == nil {
 		committed, err := held.Commit(ctx, raw)

@@ -121,6 +121,23 @@ func (f *fakeHelm) Uninstall(context.Context) error {
 	return nil
 }
 
+// ResumeWait finishes a pending revision: deployed, or failed when
+// fail["resume"] is set, superseding earlier deployed revisions like Helm.
+func (f *fakeHelm) ResumeWait(_ context.Context, rel *releasev1.Release) (*releasev1.Release, error) {
+	f.calls = append(f.calls, "resume")
+	if err := f.fail["resume"]; err != nil {
+		rel.Info.Status = common.StatusFailed
+		return rel, err
+	}
+	for _, r := range f.releases {
+		if r != rel && r.Info.Status == common.StatusDeployed {
+			r.Info.Status = common.StatusSuperseded
+		}
+	}
+	rel.Info.Status = common.StatusDeployed
+	return rel, nil
+}
+
 func (f *fakeHelm) Unlock(_ context.Context, rel *releasev1.Release) error {
 	f.calls = append(f.calls, "unlock")
 	rel.Info.Status = common.StatusFailed

@@ -18,31 +18,38 @@ func (m *Machine) install(ctx context.Context, req *Request) error {
 // release runs an install or an upgrade; the two differ only in the Helm
 // call, the failure counter and the condition reasons.
 func (m *Machine) release(ctx context.Context, req *Request, action helmv2.ReleaseAction) error {
-	succeeded, failed, verb := helmv2.InstallSucceededReason, helmv2.InstallFailedReason, "install"
 	run := req.helmInstall(m.Helm)
 	if action == helmv2.ReleaseActionUpgrade {
-		succeeded, failed, verb = helmv2.UpgradeSucceededReason, helmv2.UpgradeFailedReason, "upgrade"
 		run = req.helmUpgrade(m.Helm)
 	}
 	req.Object.Status.LastAttemptedReleaseAction = action
-	target := fmt.Sprintf("%s with chart %s@%s", req.releaseName(), req.Chart.Metadata().Name, req.Chart.Metadata().Version)
 
 	chart, err := req.Chart.Load()
 	if err != nil {
-		err = fmt.Errorf("loading chart %s: %w", req.Chart.Metadata().Name, err)
-	} else {
-		started := m.now()
-		rel, runErr := run(ctx, chart)
-		req.Object.Status.LastAttemptedReleaseActionDuration = &metav1.Duration{Duration: m.now().Sub(started)}
-		// A forced release is forced once, not on every step of this reconcile.
-		req.Force = false
-		err = runErr
-		if rel != nil && m.stored(ctx, rel) {
-			s := recordSnapshot(req, rel, action)
-			target = describeRelease(s)
-			if err == nil {
-				markPreviousSuperseded(req, s)
-			}
+		return m.recordRelease(ctx, req, action, nil, fmt.Errorf("loading chart %s: %w", req.Chart.Metadata().Name, err))
+	}
+	started := m.now()
+	rel, err := run(ctx, chart)
+	req.Object.Status.LastAttemptedReleaseActionDuration = &metav1.Duration{Duration: m.now().Sub(started)}
+	// A forced release is forced once, not on every step of this reconcile.
+	req.Force = false
+	return m.recordRelease(ctx, req, action, rel, err)
+}
+
+// recordRelease records the outcome of an install or upgrade: a snapshot
+// of the revision (when Helm stored one), the Released condition and an
+// event. It returns the failure, if any, for remediation.
+func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2.ReleaseAction, rel *releasev1.Release, err error) error {
+	succeeded, failed, verb := helmv2.InstallSucceededReason, helmv2.InstallFailedReason, "install"
+	if action == helmv2.ReleaseActionUpgrade {
+		succeeded, failed, verb = helmv2.UpgradeSucceededReason, helmv2.UpgradeFailedReason, "upgrade"
+	}
+	target := fmt.Sprintf("%s with chart %s@%s", req.releaseName(), req.Chart.Metadata().Name, req.Chart.Metadata().Version)
+	if rel != nil && m.stored(ctx, rel) {
+		s := recordSnapshot(req, rel, action)
+		target = describeRelease(s)
+		if err == nil {
+			markPreviousSuperseded(req, s)
 		}
 	}
 	latest := req.Object.Status.History.Latest()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
 )
@@ -84,6 +85,15 @@ func (m *Machine) step(ctx context.Context, req *Request, cur *releasev1.Release
 		return false, m.failed(ctx, req, m.upgrade(ctx, req))
 	case StateLocked:
 		return false, m.unlock(ctx, req, cur)
+	case StateAwaitingReadiness:
+		pending := cur.Info.Status
+		err := m.resume(ctx, req, cur)
+		if pending == common.StatusPendingRollback {
+			// A rollback is itself the remediation: whatever its outcome,
+			// this reconcile ends here, as after any remediation.
+			return true, err
+		}
+		return false, m.failed(ctx, req, err)
 	case StateUntested:
 		return false, m.failed(ctx, req, m.test(ctx, req))
 	case StateFailed:

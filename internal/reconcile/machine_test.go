@@ -14,6 +14,7 @@ import (
 	"github.com/fluxcd/pkg/chartutil"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/opencontainers/go-digest"
+	"helm.sh/helm/v4/pkg/release/common"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
@@ -423,5 +424,83 @@ func TestRenderFailureRecordsNoSnapshot(t *testing.T) {
 	wantCondition(t, h, helmv2.ReleasedCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
 	if c := conditions.Get(h.obj, helmv2.ReleasedCondition); !strings.Contains(c.Message, "error calling fail") {
 		t.Errorf("message %q hides the render error", c.Message)
+	}
+}
+
+// awaitingMarker is the description internal/afterhooks gives a revision
+// whose readiness wait is pending.
+func awaitingMarker(deadline time.Time) string {
+	return "Waiting for resources to become ready (afterHooks, deadline " + deadline.UTC().Format(time.RFC3339) + "); on success: Install complete"
+}
+
+func TestResumeAfterRestart(t *testing.T) {
+	cases := []struct {
+		name      string
+		pending   common.Status
+		resumeErr error
+		wantCalls []string
+		wantReady string
+		readyTrue bool
+	}{
+		{name: "install finishes", pending: common.StatusPendingInstall,
+			wantCalls: []string{"resume"}, wantReady: helmv2.InstallSucceededReason, readyTrue: true},
+		{name: "upgrade finishes", pending: common.StatusPendingUpgrade,
+			wantCalls: []string{"resume"}, wantReady: helmv2.UpgradeSucceededReason, readyTrue: true},
+		{name: "install wait fails and is remediated", pending: common.StatusPendingInstall, resumeErr: errors.New("Deployment/default/app: InProgress"),
+			wantCalls: []string{"resume", "uninstall"}, wantReady: helmv2.UninstallSucceededReason},
+		{name: "upgrade wait fails and rolls back", pending: common.StatusPendingUpgrade, resumeErr: errors.New("Deployment/default/app: InProgress"),
+			wantCalls: []string{"resume", "rollback"}, wantReady: helmv2.RollbackSucceededReason},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(func(o *v2.HelmRelease) {
+				o.Spec.Install = &v2.Install{WaitStrategy: v2.AfterHooks}
+				o.Spec.Install.Remediation = &helmv2.InstallRemediation{Retries: 3}
+				o.Spec.Upgrade = &v2.Upgrade{WaitStrategy: v2.AfterHooks}
+				o.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 3}
+			})
+			if tc.pending == common.StatusPendingUpgrade {
+				h.mustRun(t) // v1 deployed
+				h.values = map[string]any{"replicas": 2}
+			}
+			h.calls()
+			// The controller stopped during the wait: the newest revision is
+			// pending with the afterHooks marker.
+			chart, _ := h.chart.Load()
+			rel := h.helm.newRelease(chart, h.values, tc.pending)
+			rel.Info.Description = awaitingMarker(time.Now().Add(time.Minute))
+			if tc.resumeErr != nil {
+				h.helm.fail["resume"] = tc.resumeErr
+			}
+
+			err := h.run(t)
+			if (err != nil) != (tc.resumeErr != nil) {
+				t.Fatalf("run error %v, want error: %v", err, tc.resumeErr != nil)
+			}
+			wantCalls(t, h, tc.wantCalls...)
+			status := metav1.ConditionFalse
+			if tc.readyTrue {
+				status = metav1.ConditionTrue
+			}
+			wantCondition(t, h, meta.ReadyCondition, status, tc.wantReady)
+			if f := h.obj.Status.Failures; (f > 0) != (tc.resumeErr != nil) {
+				t.Errorf("failures %d: a restart must not count as a failure, a failed wait must", f)
+			}
+		})
+	}
+}
+
+func TestPendingWithoutMarkerIsUnlockedNotResumed(t *testing.T) {
+	h := newHarness()
+	chart, _ := h.chart.Load()
+	h.helm.newRelease(chart, h.values, common.StatusPendingInstall).Info.Description = "Initial install underway"
+	h.obj.Status.LastAttemptedReleaseAction = helmv2.ReleaseActionInstall
+	_ = h.run(t)
+	calls := h.calls()
+	if len(calls) < 2 || calls[0] != "unlock" || calls[1] != "install" {
+		t.Fatalf("calls %v, want unlock then a clean install", calls)
+	}
+	if h.obj.Status.InstallFailures != 0 {
+		t.Errorf("an interrupted install counted as a failure: %d", h.obj.Status.InstallFailures)
 	}
 }

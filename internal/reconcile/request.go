@@ -23,6 +23,10 @@ type Helm interface {
 	// Unlock marks a release stuck in a pending state as failed, so the
 	// next action can take it over.
 	Unlock(ctx context.Context, rel *releasev1.Release) error
+	// ResumeWait finishes the afterHooks readiness wait of rel, a revision
+	// left pending by an earlier run (see internal/afterhooks). It returns
+	// the revision as stored at the end (deployed or failed).
+	ResumeWait(ctx context.Context, rel *releasev1.Release) (*releasev1.Release, error)
 }
 
 // Chart is the desired chart: its metadata is always at hand; Load parses

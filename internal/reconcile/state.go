@@ -2,10 +2,13 @@ package reconcile
 
 import (
 	"fmt"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+
+	"github.com/afterhooks/helm-controller/internal/afterhooks"
 )
 
 // State is what a reconcile observes about a release before it acts.
@@ -20,6 +23,10 @@ const (
 	// StateLocked: the release is pending-install/upgrade/rollback and no
 	// action of ours is running on it.
 	StateLocked State = "Locked"
+	// StateAwaitingReadiness: an afterHooks action ran its hooks and left
+	// the revision pending for its readiness wait, which an earlier run of
+	// the controller did not finish (it stopped or lost leadership).
+	StateAwaitingReadiness State = "AwaitingReadiness"
 	// StateFailed: the last action failed (in Helm, or its tests).
 	StateFailed State = "Failed"
 	// StateOutOfSync: the chart, values or a force request differ from
@@ -47,6 +54,10 @@ func Observe(req *Request, cur *releasev1.Release) Observation {
 		return Observation{StateUnmanaged, fmt.Sprintf("release %s has no status information", releaseID(cur))}
 	}
 	status := cur.Info.Status
+	if awaiting, deadline := afterhooks.IsAwaitingReadiness(cur); awaiting {
+		return Observation{StateAwaitingReadiness, fmt.Sprintf("release %s is %s, waiting for readiness until %s (afterHooks)",
+			releaseID(cur), status, deadline.UTC().Format(time.RFC3339))}
+	}
 	if status.IsPending() {
 		return Observation{StateLocked, fmt.Sprintf("release %s is %s", releaseID(cur), status)}
 	}

@@ -26,9 +26,20 @@ func (m *Machine) unlock(ctx context.Context, req *Request, cur *releasev1.Relea
 		reason = helmv2.RollbackFailedReason
 	}
 	msg := fmt.Sprintf("release %s was left %s by an interrupted action and is now marked failed", releaseID(cur), pending)
-	if latest := req.Object.Status.History.Latest(); latest != nil && latest.Targets(cur.Name, cur.Namespace, cur.Version) {
-		latest.Status = common.StatusFailed.String()
+	// Record the revision as failed, so the next step retries the action
+	// that was interrupted (install over a failed install, upgrade over a
+	// failed upgrade) without counting a failure for the restart.
+	action := helmv2.ReleaseActionUpgrade
+	switch pending {
+	case common.StatusPendingInstall:
+		action = helmv2.ReleaseActionInstall
+	case common.StatusPendingRollback:
+		action = helmv2.ReleaseActionRollback
 	}
+	if action != helmv2.ReleaseActionRollback {
+		req.Object.Status.LastAttemptedReleaseAction = action
+	}
+	recordSnapshot(req, cur, action)
 	if reason == helmv2.RollbackFailedReason {
 		conditions.MarkFalse(req.Object, helmv2.RemediatedCondition, reason, "%s", msg)
 	} else {

@@ -1,0 +1,56 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"helm.sh/helm/v4/pkg/release/common"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+)
+
+// resume finishes the readiness wait of an afterHooks action that an
+// earlier run of the controller started: the hooks ran then, so only the
+// wait is left. The outcome is recorded as the action's own (install,
+// upgrade or rollback), and a failed wait is remediated like any other.
+// If this run is interrupted too, the revision stays pending for the next.
+func (m *Machine) resume(ctx context.Context, req *Request, cur *releasev1.Release) error {
+	pending := cur.Info.Status
+	rel, err := m.Helm.ResumeWait(ctx, cur)
+	if rel == nil && err != nil {
+		return fmt.Errorf("resuming the readiness wait of release %s: %w", releaseID(cur), err)
+	}
+
+	switch pending {
+	case common.StatusPendingRollback:
+		return m.recordResumedRollback(ctx, req, rel, err)
+	case common.StatusPendingUpgrade:
+		req.Object.Status.LastAttemptedReleaseAction = helmv2.ReleaseActionUpgrade
+		return m.recordRelease(ctx, req, helmv2.ReleaseActionUpgrade, rel, err)
+	default:
+		req.Object.Status.LastAttemptedReleaseAction = helmv2.ReleaseActionInstall
+		return m.recordRelease(ctx, req, helmv2.ReleaseActionInstall, rel, err)
+	}
+}
+
+// recordResumedRollback records a rollback whose wait finished after a
+// restart; rollbacks are remediations, so Remediated tells the outcome.
+func (m *Machine) recordResumedRollback(ctx context.Context, req *Request, rel *releasev1.Release, err error) error {
+	var s *helmv2.Snapshot
+	if rel != nil && m.stored(ctx, rel) {
+		s = recordSnapshot(req, rel, helmv2.ReleaseActionRollback)
+	}
+	if err != nil {
+		msg := fmt.Sprintf("Helm rollback to %s failed: %s", describeRelease(s), trimError(err))
+		conditions.MarkFalse(req.Object, helmv2.RemediatedCondition, helmv2.RollbackFailedReason, "%s", msg)
+		m.warning(req, s, helmv2.RollbackFailedReason, msg)
+		return errors.New(msg)
+	}
+	markPreviousSuperseded(req, s)
+	msg := fmt.Sprintf("Helm rollback to %s succeeded", describeRelease(s))
+	conditions.MarkTrue(req.Object, helmv2.RemediatedCondition, helmv2.RollbackSucceededReason, "%s", msg)
+	m.normal(req, s, helmv2.RollbackSucceededReason, msg)
+	return nil
+}
