@@ -335,6 +335,7 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log l
 		HostOverride: os.Getenv("SOURCE_CONTROLLER_LOCALHOST"),
 	})
 	charts.MustRegisterMetrics(ctrlmetrics.Registry)
+	controller.MustRegisterMetrics(ctrlmetrics.Registry)
 	helmFactory, err := action.NewConfigFactoryFromRESTConfig(mgr.GetConfig(), action.WithFieldManager(controller.ControllerName))
 	if err != nil {
 		return fmt.Errorf("setting up Helm: %w", err)

@@ -60,6 +60,11 @@ type Target struct {
 
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+
+	// OnHookStarted, when set, is told each time Helm starts a hook of the
+	// target revision, so the caller can report progress. It is called
+	// with no lock held, possibly from one of Helm's goroutines.
+	OnHookStarted func(HookProgress)
 }
 
 // Wrap returns a driver that behaves like d for Helm, except that the
@@ -89,6 +94,8 @@ type Held struct {
 
 	name   string
 	target Target
+	// lastHook is the hook progress last reported to OnHookStarted.
+	lastHook HookProgress
 	// armed: the wrapper still intercepts writes (until Commit or Fail).
 	armed bool
 
@@ -460,7 +467,15 @@ func (h *Held) updateTargetLocked(inner driver.Driver, key string, rel *releasev
 		return nil
 	case rel.Info.Status == h.pending:
 		// Hook progress (LastRun) while the action runs.
-		return inner.Update(key, cloneRelease(rel))
+		if err := inner.Update(key, cloneRelease(rel)); err != nil {
+			return err
+		}
+		if p, ok := runningHook(rel, h.pending); ok && h.target.OnHookStarted != nil && p != h.lastHook {
+			h.lastHook = p
+			// Report after the lock is released: the callback may be slow.
+			defer func() { go h.target.OnHookStarted(p) }()
+		}
+		return nil
 	default:
 		// Helm's own outcome (failed): pass it through as Helm would
 		// have written it, deferred supersedes first (rollback supersedes

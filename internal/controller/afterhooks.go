@@ -53,7 +53,8 @@ type actionFunc func(cfg *helmaction.Configuration, o action.Options) (*releasev
 // When Helm itself fails nothing is held and Helm's result is returned.
 func (h *helmRunner) runAfterHooks(ctx context.Context, verb string, wait action.Wait, run actionFunc) (*releasev1.Release, error) {
 	raw := h.cfg.Releases.Driver
-	wrapped, held := afterhooks.Wrap(raw, afterhooks.Target{Name: h.releaseName(), Timeout: wait.Timeout})
+	wrapped, held := afterhooks.Wrap(raw, afterhooks.Target{Name: h.releaseName(), Timeout: wait.Timeout,
+		OnHookStarted: func(p afterhooks.HookProgress) { h.progress.report(p.String()) }})
 	cfg, err := action.WithDriver(h.cfg, wrapped)
 	if err != nil {
 		return nil, err
@@ -61,7 +62,10 @@ func (h *helmRunner) runAfterHooks(ctx context.Context, verb string, wait action
 	opts := h.opts
 	opts.HookOnlyWait = true
 
+	h.progress.report(fmt.Sprintf("running %s hooks and applying resources (afterHooks)", verb))
+	started := time.Now()
 	rel, err := run(cfg, opts)
+	observePhase(verb, v2.AfterHooks, "helm", started)
 	if err != nil || !held.Holding() {
 		// Helm failed (it recorded the failure itself) or got no further
 		// than validation; a cancelled action may leave the revision
@@ -112,7 +116,10 @@ func (h *helmRunner) ResumeWait(ctx context.Context, rel *releasev1.Release) (*r
 func (h *helmRunner) finishWait(ctx context.Context, cfg *helmaction.Configuration, raw driver.Driver, held *afterhooks.Held,
 	verb string, wait action.Wait, timeout time.Duration) (*releasev1.Release, error) {
 	target := held.Release()
+	h.progress.report(waitingFor(target))
+	started := time.Now()
 	waitErr := afterhooks.WaitReady(ctx, cfg.KubeClient, target, wait.Strategy, wait.WaitForJobs, timeout)
+	observePhase(verb, v2.AfterHooks, "readiness", started)
 	if waitErr == nil {
 		committed, err := held.Commit(ctx, raw)
 		if err != nil {

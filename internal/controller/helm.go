@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	helmaction "helm.sh/helm/v4/pkg/action"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
@@ -26,6 +27,9 @@ type helmRunner struct {
 	defaultWait v2.HookWaitStrategy
 	// recorder receives the afterHooks events; may be nil.
 	recorder reconcile.EventRecorder
+	// progress reports afterHooks phases in the Reconciling condition; may
+	// be nil.
+	progress *progressReporter
 }
 
 func (h *helmRunner) releaseName() string { return action.ReleaseName(h.obj) }
@@ -51,6 +55,7 @@ func (h *helmRunner) Install(ctx context.Context, chart *chartv2.Chart, values m
 				return action.Install(ctx, cfg, obj, chart, values, o)
 			})
 	}
+	defer observePhase("install", v2.BeforeHooks, "helm", time.Now())
 	return action.Install(ctx, h.cfg, obj, chart, values, h.opts)
 }
 
@@ -61,6 +66,7 @@ func (h *helmRunner) Upgrade(ctx context.Context, chart *chartv2.Chart, values m
 				return action.Upgrade(ctx, cfg, h.obj, chart, values, o)
 			})
 	}
+	defer observePhase("upgrade", v2.BeforeHooks, "helm", time.Now())
 	return action.Upgrade(ctx, h.cfg, h.obj, chart, values, h.opts)
 }
 
@@ -76,6 +82,7 @@ func (h *helmRunner) Rollback(ctx context.Context, toVersion int) error {
 			})
 		return err
 	}
+	defer observePhase("rollback", v2.BeforeHooks, "helm", time.Now())
 	return action.Rollback(ctx, h.cfg, h.obj, toVersion, h.opts)
 }
 

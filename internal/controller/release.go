@@ -93,9 +93,13 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	}
 	r.handleAnnotations(obj, req)
 
-	runner := &helmRunner{cfg: cfg, obj: obj, opts: r.ActionOptions, defaultWait: r.DefaultWaitStrategy, recorder: r.EventRecorder}
+	progress := &progressReporter{ctx: ctx, obj: obj, patcher: patcher, owner: r.FieldManager}
+	defer progress.close()
+	runner := &helmRunner{cfg: cfg, obj: obj, opts: r.ActionOptions, defaultWait: r.DefaultWaitStrategy,
+		recorder: r.EventRecorder, progress: progress}
 	machine := &reconcile.Machine{Helm: runner, Recorder: r.EventRecorder}
 	runErr := machine.Run(ctx, req)
+	progress.close()
 	r.updateInventory(ctx, runner, obj)
 	return r.outcome(obj, runErr)
 }

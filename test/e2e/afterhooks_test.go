@@ -102,6 +102,15 @@ func TestAfterHooks(t *testing.T) {
 			}
 			remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, ahWaitingReason, "Post-upgrade hooks of app.v2 completed")
 		})
+
+		remStep(t, "phase durations are recorded", func(t *testing.T) {
+			for _, phase := range []string{"helm", "readiness"} {
+				series := `helm_controller_action_phase_duration_seconds_count{action="upgrade",phase="` + phase + `",strategy="afterHooks"}`
+				if n := metricValue(t, series); n < 1 {
+					t.Errorf("%s = %v, want at least one observation", series, n)
+				}
+			}
+		})
 	})
 
 	t.Run("afterHooks-upgrade-fails-rolls-back", func(t *testing.T) {

@@ -355,7 +355,9 @@ func metricValue(t *testing.T, name string) float64 {
 	scanner.Buffer(make([]byte, 1<<20), 1<<20)
 	for scanner.Scan() {
 		line := scanner.Text()
-		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
+		// name may be a bare metric name or one series with its labels.
+		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") &&
+			!(strings.HasSuffix(name, "}") && strings.HasPrefix(line, name)) {
 			continue
 		}
 		fields := strings.Fields(line)
