@@ -196,7 +196,7 @@ func podinfoRelease(ns, name string, repo *sourcev1.HelmRepository) *v2.HelmRele
 	}
 }
 
-func createHelmRepository(t *testing.T, ns string) *sourcev1.HelmRepository {
+func createHelmRepository(t testing.TB, ns string) *sourcev1.HelmRepository {
 	t.Helper()
 	repo := &sourcev1.HelmRepository{
 		ObjectMeta: metav1.ObjectMeta{Name: "local", Namespace: ns},
