@@ -52,6 +52,9 @@ func startController(binary, kubeconfig, logPath string, extraArgs ...string) (*
 		"--events-addr=",
 		"--log-level=debug",
 		"--requeue-dependency=2s",
+		// HelmReleases of a shard belong to a test's own controller
+		// (a later --watch-label-selector in extraArgs wins).
+		"--watch-label-selector=!sharding.fluxcd.io/key",
 	}, extraArgs...)
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -98,6 +101,24 @@ func (p *controllerProcess) stop() error {
 	case <-time.After(30 * time.Second):
 		_ = p.cmd.Process.Kill()
 		return errors.New("controller did not stop within 30s of SIGTERM")
+	}
+}
+
+// kill sends SIGKILL, as a crash or an OOM kill would, and waits for the
+// process to be gone.
+func (p *controllerProcess) kill() error {
+	if err := p.running(); err != nil {
+		return err
+	}
+	if err := p.cmd.Process.Kill(); err != nil {
+		return fmt.Errorf("killing the controller: %w", err)
+	}
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		return nil
+	case <-time.After(10 * time.Second):
+		return errors.New("controller still running 10s after SIGKILL")
 	}
 }
 

@@ -24,8 +24,10 @@ import (
 // env is shared by every test in the package: one cluster, one chart server
 // and one controller process. Tests isolate themselves by namespace.
 var env struct {
-	cluster    *cluster.Cluster
-	charts     *chartserver.Server
+	cluster *cluster.Cluster
+	charts  *chartserver.Server
+	// binary is the controller binary, for tests that run their own.
+	binary     string
 	client     client.Client
 	controller *controllerProcess
 	podinfo    chartserver.ChartRef
@@ -52,6 +54,7 @@ func run(m *testing.M) (int, error) {
 	defer os.RemoveAll(workDir)
 
 	binary := filepath.Join(workDir, "helm-controller")
+	env.binary = binary
 	start := time.Now()
 	build := exec.Command("go", "build", "-o", binary, "../..")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr

@@ -1,0 +1,356 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/chartserver"
+)
+
+// crashChart is afterhooks-deadlock with the hook's run time in the value
+// hookDelay.
+const crashChart = "crash-afterhooks"
+
+// crashMarker starts the description of a revision held for its readiness
+// wait (internal/afterhooks/marker.go).
+const crashMarker = "Waiting for resources to become ready (afterHooks, deadline "
+
+// crashShardLabel is the label the e2e controller's selector excludes.
+const crashShardLabel = "sharding.fluxcd.io/key"
+
+// TestAfterHooksCrashSafety kills the controller with SIGKILL in the middle
+// of an afterHooks install and starts a new one:
+//
+//   - during the readiness wait (the post hook ran, the revision is pending
+//     with the afterHooks marker), the new controller resumes the wait: the
+//     same revision ends deployed and the hook does not run again;
+//   - during the post hook, the new controller unlocks the interrupted
+//     revision and installs again, without counting a failure.
+//
+// The HelmReleases are in a shard of their own, so only this test's
+// controller acts on them and the shared one keeps running.
+func TestAfterHooksCrashSafety(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	repo := createHelmRepository(t, ns)
+	ref := remPublish(t, crashChart, "0.1.0", ns)
+	ctl := newCrashController(t, ns, "crash-"+rand.String(8))
+
+	// Each run kills at a different point, counted from when the window
+	// opens; all of them well inside it.
+	offsets := []time.Duration{0, 1500 * time.Millisecond, 3 * time.Second}
+	for i, offset := range offsets {
+		t.Run(fmt.Sprintf("kill-during-readiness-wait-%d", i+1), func(t *testing.T) {
+			crashDuringReadinessWait(t, ctl, ns, repo.Name, ref, fmt.Sprintf("wait-%d", i+1), offset)
+		})
+	}
+	for i, offset := range offsets {
+		t.Run(fmt.Sprintf("kill-during-post-hook-%d", i+1), func(t *testing.T) {
+			crashDuringPostHook(t, ctl, ns, repo.Name, ref, fmt.Sprintf("hook-%d", i+1), offset)
+		})
+	}
+
+	// The shared controller left the shard alone.
+	if log, err := os.ReadFile(env.controller.logPath); err != nil {
+		t.Errorf("reading the e2e controller log: %v", err)
+	} else if strings.Contains(string(log), ns) {
+		t.Errorf("the e2e controller's log mentions %s: it acted on HelmReleases of another shard", ns)
+	}
+}
+
+// crashDuringReadinessWait installs with slow application pods, kills the
+// controller once the revision is held for its readiness wait, and checks
+// the next controller finishes that wait on the same revision.
+func crashDuringReadinessWait(t *testing.T, ctl *crashController, ns, repo string, ref chartserver.ChartRef, name string, offset time.Duration) {
+	ctl.ensureRunning(t)
+	hr := crashRelease(ctl, ns, name, repo, ref, `{"podAnnotations":{"sim.afterhooks.io/delay":"8s"}}`)
+	remCreate(t, hr)
+
+	eventually(t, time.Minute, name+".v1 pending-install with the afterHooks marker", func(ctx context.Context) error {
+		ctl.mustRun(t)
+		return crashWantHeld(remStorage(t, ns, name), true)
+	})
+	time.Sleep(offset)
+	ctl.kill(t)
+
+	// Nothing writes the storage now: it shows where the controller died.
+	stored := remStorage(t, ns, name)
+	if err := crashWantHeld(stored, true); err != nil {
+		t.Fatalf("after the kill: %v; the kill came after the readiness wait ended", err)
+	}
+	t.Logf("killed during the readiness wait: v1 %q", stored[0].Release.Info.Description)
+	job := &batchv1.Job{}
+	if err := get(context.Background(), job, ns, name+"-create-creds"); err != nil {
+		t.Fatalf("hook Job: %v", err)
+	}
+
+	ctl.start(t)
+	remWaitReady(t, hr, helmv2.InstallSucceededReason, 1)
+	ahWantStorage(t, ns, name, "deployed")
+	crashWantNotPending(t, ns, name)
+	if hr.Status.InstallFailures != 0 || hr.Status.Failures != 0 {
+		t.Errorf("installFailures %d, failures %d, want 0", hr.Status.InstallFailures, hr.Status.Failures)
+	}
+	remWantEvent(t, ns, name, corev1.EventTypeNormal, ahWaitingReason,
+		fmt.Sprintf("Resuming the readiness wait of %s.v1 after a restart", name))
+	ahWantSecret(t, ns, name+"-creds")
+	ahWantDeploymentReady(t, ns, name)
+
+	// The hook ran once: its Job (delete policy before-hook-creation, so a
+	// second run would replace it) is the one from before the kill, and it
+	// has had one pod.
+	after := &batchv1.Job{}
+	if err := get(context.Background(), after, ns, job.Name); err != nil {
+		t.Fatalf("hook Job: %v", err)
+	}
+	if after.UID != job.UID || !after.CreationTimestamp.Equal(&job.CreationTimestamp) {
+		t.Errorf("hook Job %s was recreated after the restart (uid %s created %s, before the kill uid %s created %s)",
+			job.Name, after.UID, after.CreationTimestamp, job.UID, job.CreationTimestamp)
+	}
+	var pods corev1.PodList
+	if err := env.client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{"job-name": job.Name}); err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 1 {
+		t.Errorf("hook Job %s has %d pods, want 1", job.Name, len(pods.Items))
+	}
+	if hooks := stored[0].Release.Hooks; len(hooks) == 1 {
+		final := remStorage(t, ns, name)
+		if len(final) == 1 && len(final[0].Release.Hooks) == 1 &&
+			!final[0].Release.Hooks[0].LastRun.StartedAt.Equal(hooks[0].LastRun.StartedAt) {
+			t.Errorf("hook last run started %s, before the kill %s: the hook ran again",
+				final[0].Release.Hooks[0].LastRun.StartedAt, hooks[0].LastRun.StartedAt)
+		}
+	}
+}
+
+// crashDuringPostHook installs with a slow post hook, kills the controller
+// while the hook Job runs, and checks the next controller gets the release
+// deployed without counting the interruption as a failure.
+func crashDuringPostHook(t *testing.T, ctl *crashController, ns, repo string, ref chartserver.ChartRef, name string, offset time.Duration) {
+	ctl.ensureRunning(t)
+	hr := crashRelease(ctl, ns, name, repo, ref, `{"hookDelay":"6s"}`)
+	remCreate(t, hr)
+
+	job := &batchv1.Job{}
+	eventually(t, time.Minute, "hook Job "+name+"-create-creds running", func(ctx context.Context) error {
+		ctl.mustRun(t)
+		if err := get(ctx, job, ns, name+"-create-creds"); err != nil {
+			return err
+		}
+		if crashJobFinished(job) {
+			t.Fatalf("hook Job %s finished before the test saw it running: %+v", job.Name, job.Status)
+		}
+		return crashWantHeld(remStorage(t, ns, name), false)
+	})
+	time.Sleep(offset)
+	ctl.kill(t)
+
+	stored := remStorage(t, ns, name)
+	if err := crashWantHeld(stored, false); err != nil {
+		t.Fatalf("after the kill: %v; the kill came after the post hook", err)
+	}
+	if err := get(context.Background(), job, ns, job.Name); err != nil {
+		t.Fatalf("hook Job: %v", err)
+	}
+	t.Logf("killed during the post hook: v1 %q, hook Job active %d, succeeded %d",
+		stored[0].Release.Info.Description, job.Status.Active, job.Status.Succeeded)
+
+	ctl.start(t)
+	eventually(t, 90*time.Second, "HelmRelease "+name+" Ready with a deployed revision", func(ctx context.Context) error {
+		ctl.mustRun(t)
+		if err := get(ctx, hr, ns, name); err != nil {
+			return err
+		}
+		if hr.Status.ObservedGeneration != hr.Generation {
+			return fmt.Errorf("generation %d, observed %d", hr.Generation, hr.Status.ObservedGeneration)
+		}
+		if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionTrue, ""); err != nil {
+			return err
+		}
+		if latest := hr.Status.History.Latest(); latest == nil || latest.Status != "deployed" {
+			return fmt.Errorf("history %s, waiting for a deployed revision", remSnapshots(hr.Status.History))
+		}
+		return nil
+	})
+	ready := crashCondition(hr, meta.ReadyCondition)
+	t.Logf("Ready %s: %s; storage %s; history %s", ready.Reason, ready.Message,
+		remDescribe(remStorage(t, ns, name)), remSnapshots(hr.Status.History))
+
+	final := remStorage(t, ns, name)
+	if n := len(final); n == 0 || final[n-1].Release.Info.Status != "deployed" || final[n-1].Secret.Labels["status"] != "deployed" {
+		t.Errorf("Helm storage %s, want the latest revision deployed", remDescribe(final))
+	} else if latest := hr.Status.History.Latest(); latest.Version != final[n-1].Release.Version {
+		t.Errorf("latest snapshot v%d, latest stored revision v%d", latest.Version, final[n-1].Release.Version)
+	}
+	crashWantNotPending(t, ns, name)
+	if hr.Status.InstallFailures != 0 {
+		t.Errorf("installFailures %d, want 0: a restart is not a failure (failures %d)", hr.Status.InstallFailures, hr.Status.Failures)
+	}
+	ahWantSecret(t, ns, name+"-creds")
+	ahWantDeploymentReady(t, ns, name)
+}
+
+// crashWantHeld checks storage holds exactly v1, pending-install, with
+// (marker) or without the afterHooks marker in its description.
+func crashWantHeld(stored []remStored, marker bool) error {
+	if len(stored) != 1 {
+		return fmt.Errorf("Helm storage %s, want v1 only", remDescribe(stored))
+	}
+	rel, label := stored[0].Release, stored[0].Secret.Labels["status"]
+	if rel.Info == nil || rel.Info.Status != "pending-install" || label != "pending-install" {
+		return fmt.Errorf("Helm storage %s (label %s), want v1 pending-install", remDescribe(stored), label)
+	}
+	if has := strings.HasPrefix(rel.Info.Description, crashMarker); has != marker {
+		return fmt.Errorf("v1 pending-install with description %q, want the afterHooks marker: %t", rel.Info.Description, marker)
+	}
+	return nil
+}
+
+// crashWantNotPending checks no revision of the release is left pending.
+func crashWantNotPending(t *testing.T, ns, name string) {
+	t.Helper()
+	for _, s := range remStorage(t, ns, name) {
+		if s.Release.Info == nil || s.Release.Info.Status.IsPending() || strings.HasPrefix(s.Secret.Labels["status"], "pending") {
+			t.Errorf("Helm storage %s (v%d label %s): a revision is left pending", remDescribe(remStorage(t, ns, name)),
+				s.Release.Version, s.Secret.Labels["status"])
+		}
+	}
+}
+
+func crashJobFinished(job *batchv1.Job) bool {
+	for _, c := range job.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return job.Status.Succeeded > 0 || job.Status.Failed > 0
+}
+
+func crashCondition(hr *v2.HelmRelease, typ string) metav1.Condition {
+	for _, c := range hr.Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return metav1.Condition{}
+}
+
+// crashRelease is an afterHooks install of the crash chart in ctl's shard.
+func crashRelease(ctl *crashController, ns, name, repo string, ref chartserver.ChartRef, values string) *v2.HelmRelease {
+	hr := remRelease(ns, name, repo, ref.Name, ref.Version, values)
+	hr.Labels = map[string]string{crashShardLabel: ctl.shard}
+	hr.Spec.Install = &v2.Install{
+		Install: helmv2.Install{
+			Timeout:     &metav1.Duration{Duration: time.Minute},
+			Remediation: &helmv2.InstallRemediation{Retries: 0},
+		},
+		WaitStrategy: v2.AfterHooks,
+	}
+	return hr
+}
+
+// crashController is a controller process of the test's own, watching only
+// HelmReleases of its shard, that the test kills and starts again.
+type crashController struct {
+	shard  string
+	logDir string
+	starts int
+	proc   *controllerProcess
+	// logs of the processes started during the current subtest.
+	logs []*controllerProcess
+}
+
+func newCrashController(t *testing.T, ns, shard string) *crashController {
+	t.Helper()
+	c := &crashController{shard: shard, logDir: t.TempDir()}
+	c.start(t)
+	t.Cleanup(func() {
+		if c.proc == nil || c.proc.running() != nil {
+			return
+		}
+		// Let the controller uninstall its releases and drop its
+		// finalizers, so the namespace can go.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = env.client.DeleteAllOf(ctx, &v2.HelmRelease{}, client.InNamespace(ns),
+			client.MatchingLabels{crashShardLabel: shard})
+		for ctx.Err() == nil {
+			var list v2.HelmReleaseList
+			if err := env.client.List(ctx, &list, client.InNamespace(ns),
+				client.MatchingLabels{crashShardLabel: shard}); err != nil || len(list.Items) == 0 {
+				break
+			}
+			time.Sleep(pollInterval)
+		}
+		if err := c.proc.stop(); err != nil {
+			t.Errorf("stopping the shard controller: %v", err)
+		}
+	})
+	return c
+}
+
+// start starts a new controller process for the shard, with a log file of
+// its own, and dumps the logs of this subtest's processes if it fails.
+func (c *crashController) start(t *testing.T) {
+	t.Helper()
+	c.starts++
+	logPath := filepath.Join(c.logDir, fmt.Sprintf("controller-%d.log", c.starts))
+	p, err := startController(env.binary, env.cluster.Kubeconfig(), logPath, "--watch-label-selector="+crashShardLabel+"="+c.shard)
+	if err != nil {
+		t.Fatalf("starting the shard controller: %v", err)
+	}
+	c.proc = p
+	c.logs = append(c.logs, p)
+}
+
+// ensureRunning starts a controller if the last one is gone (a failed
+// earlier subtest) and arranges for the logs to be shown if t fails.
+func (c *crashController) ensureRunning(t *testing.T) {
+	t.Helper()
+	if c.proc == nil || c.proc.running() != nil {
+		c.start(t)
+	}
+	c.logs = []*controllerProcess{c.proc}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, p := range c.logs {
+			var b strings.Builder
+			p.dumpLog(&b, 60)
+			t.Logf("%s:\n%s", filepath.Base(p.logPath), b.String())
+		}
+	})
+}
+
+func (c *crashController) kill(t *testing.T) {
+	t.Helper()
+	if err := c.proc.kill(); err != nil {
+		t.Fatalf("killing the shard controller: %v", err)
+	}
+	// Let requests already on the wire land before the test reads.
+	time.Sleep(300 * time.Millisecond)
+}
+
+// mustRun fails the test when the shard controller died on its own.
+func (c *crashController) mustRun(t *testing.T) {
+	t.Helper()
+	if err := c.proc.running(); err != nil {
+		t.Fatalf("shard controller: %v", err)
+	}
+}
