@@ -267,7 +267,9 @@ func crashRelease(ctl *crashController, ns, name, repo string, ref chartserver.C
 // crashController is a controller process of the test's own, watching only
 // HelmReleases of its shard, that the test kills and starts again.
 type crashController struct {
-	shard  string
+	shard string
+	// args are extra controller flags, e.g. feature gates.
+	args   []string
 	logDir string
 	starts int
 	proc   *controllerProcess
@@ -275,9 +277,9 @@ type crashController struct {
 	logs []*controllerProcess
 }
 
-func newCrashController(t *testing.T, ns, shard string) *crashController {
+func newCrashController(t *testing.T, ns, shard string, args ...string) *crashController {
 	t.Helper()
-	c := &crashController{shard: shard, logDir: t.TempDir()}
+	c := &crashController{shard: shard, logDir: t.TempDir(), args: args}
 	c.start(t)
 	t.Cleanup(func() {
 		if c.proc == nil || c.proc.running() != nil {
@@ -310,7 +312,8 @@ func (c *crashController) start(t *testing.T) {
 	t.Helper()
 	c.starts++
 	logPath := filepath.Join(c.logDir, fmt.Sprintf("controller-%d.log", c.starts))
-	p, err := startController(env.binary, env.cluster.Kubeconfig(), logPath, "--watch-label-selector="+crashShardLabel+"="+c.shard)
+	p, err := startController(env.binary, env.cluster.Kubeconfig(), logPath,
+		append([]string{"--watch-label-selector=" + crashShardLabel + "=" + c.shard}, c.args...)...)
 	if err != nil {
 		t.Fatalf("starting the shard controller: %v", err)
 	}

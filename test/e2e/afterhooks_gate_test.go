@@ -1,0 +1,58 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+)
+
+// TestDefaultToAfterHooksGate runs a controller with the DefaultToAfterHooks
+// feature gate: a HelmRelease that leaves waitStrategy unset gets
+// afterHooks (and installs the deadlock chart), one that says beforeHooks
+// keeps Helm's order (and deadlocks).
+func TestDefaultToAfterHooksGate(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	repo := createHelmRepository(t, ns)
+	ref := remPublish(t, crashChart, "0.2.0", ns)
+	shard := "gate-" + rand.String(8)
+	newCrashController(t, ns, shard, "--feature-gates=DefaultToAfterHooks=true")
+
+	release := func(name string, strategy v2.HookWaitStrategy, timeout time.Duration) *v2.HelmRelease {
+		hr := remRelease(ns, name, repo.Name, ref.Name, ref.Version, "")
+		hr.Labels = map[string]string{crashShardLabel: shard}
+		hr.Spec.Install = &v2.Install{WaitStrategy: strategy}
+		hr.Spec.Install.Timeout = &metav1.Duration{Duration: timeout}
+		hr.Spec.Install.Remediation = &helmv2.InstallRemediation{Retries: 0}
+		remCreate(t, hr)
+		return hr
+	}
+	unset := release("unset", "", time.Minute)
+	explicit := release("explicit", v2.BeforeHooks, 10*time.Second)
+
+	remWaitReady(t, unset, helmv2.InstallSucceededReason, 1)
+	remWantEvent(t, ns, unset.Name, corev1.EventTypeNormal, ahWaitingReason, "Post-install hooks of unset.v1 completed")
+
+	eventually(t, time.Minute, "explicit beforeHooks deadlocks", func(ctx context.Context) error {
+		if err := get(ctx, explicit, ns, explicit.Name); err != nil {
+			return err
+		}
+		c := conditions.Get(explicit, helmv2.ReleasedCondition)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != helmv2.InstallFailedReason {
+			return fmt.Errorf("Released condition %+v", c)
+		}
+		return nil
+	})
+	if remHasEvent(t, ns, explicit.Name, ahWaitingReason) {
+		t.Error("an explicit beforeHooks release ran the afterHooks wait")
+	}
+}
