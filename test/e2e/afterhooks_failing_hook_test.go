@@ -43,6 +43,7 @@ func TestAfterHooksFailingHook(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("Released: %s", conditions.Get(hr, helmv2.ReleasedCondition).Message)
 	ahWantStorage(t, ns, "app", "failed")
 	if remHasEvent(t, ns, hr.Name, ahWaitingReason) {
 		t.Error("a readiness wait started although the post-install hook failed")
