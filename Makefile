@@ -65,6 +65,12 @@ test-unit: tools ## Unit and envtest tests (no full cluster).
 test-e2e: tools ## End-to-end tests on throwaway local clusters.
 	go test $(GO_TEST_FLAGS) -timeout 60m $(E2E_PKGS)
 
+##@ Demo
+
+.PHONY: demo
+demo: tools ## Show afterHooks vs beforeHooks vs disableWait side by side on a throwaway cluster.
+	go run ./hack/demo
+
 ##@ Local cluster
 
 .PHONY: cluster-up
