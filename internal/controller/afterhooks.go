@@ -23,6 +23,10 @@ import (
 // post hooks and the readiness wait of its resources starts.
 const AfterHooksWaitingReason = "AfterHooksWaiting"
 
+// AfterHooksStartedReason is the reason of the Normal event emitted when an
+// action with waitStrategy afterHooks starts: hooks and apply come first.
+const AfterHooksStartedReason = "AfterHooksStarted"
+
 // afterHooksInstall, afterHooksUpgrade and afterHooksRollback tell whether
 // waitStrategy afterHooks applies to the action of obj; defaultStrategy is
 // the controller-wide default for HelmReleases that leave it unset.
@@ -63,6 +67,9 @@ func (h *helmRunner) runAfterHooks(ctx context.Context, verb string, wait action
 	opts.HookOnlyWait = true
 
 	h.progress.report(fmt.Sprintf("running %s hooks and applying resources (afterHooks)", verb))
+	h.event(nil, corev1.EventTypeNormal, AfterHooksStartedReason,
+		fmt.Sprintf("Helm %s of %s started with waitStrategy afterHooks: pre-%s hooks, apply, post-%s hooks, then the readiness wait",
+			verb, h.releaseName(), verb, verb))
 	started := time.Now()
 	rel, err := run(cfg, opts)
 	observePhase(verb, v2.AfterHooks, "helm", started)

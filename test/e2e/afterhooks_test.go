@@ -90,6 +90,7 @@ func TestAfterHooks(t *testing.T) {
 			ahWantSecret(t, ns, "app-creds")
 			ahWantDeploymentReady(t, ns, "app")
 			remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, ahWaitingReason, "Post-install hooks of app.v1 completed")
+			remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, "AfterHooksStarted", "Helm install of app started with waitStrategy afterHooks")
 		})
 
 		remStep(t, "upgrade", func(t *testing.T) {
@@ -188,6 +189,10 @@ func TestAfterHooks(t *testing.T) {
 			if err := get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
+			// Conditions and history are patched in separate requests.
+			if latest := hr.Status.History.Latest(); latest == nil || latest.Status != "failed" {
+				return fmt.Errorf("latest snapshot %+v, want failed", latest)
+			}
 			return remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
 		})
 		released := conditions.Get(hr, helmv2.ReleasedCondition)
@@ -201,9 +206,6 @@ func TestAfterHooks(t *testing.T) {
 		// The hook ran: it created the Secret.
 		ahWantSecret(t, ns, "app-creds")
 		ahWantStorage(t, ns, "app", "failed")
-		if latest := hr.Status.History.Latest(); latest == nil || latest.Status != "failed" {
-			t.Errorf("latest snapshot %+v, want failed", latest)
-		}
 		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, helmv2.InstallFailedReason, "not ready")
 	})
 }
