@@ -1,0 +1,60 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+)
+
+// TestAfterHooksProgress watches the Reconciling condition of an afterHooks
+// install from creation to Ready: it must name the running hook and then
+// the resources the readiness wait is waiting for.
+func TestAfterHooksProgress(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	repo := createHelmRepository(t, ns)
+	ref := remPublish(t, crashChart, "0.3.0", ns)
+	// Slow hook and slow pods, so both phases last long enough to be seen.
+	hr := remRelease(ns, "app", repo.Name, ref.Name, ref.Version, `{"hookDelay":"3s","podAnnotations":{"sim.afterhooks.io/delay":"6s"}}`)
+	hr.Spec.Install = &v2.Install{WaitStrategy: v2.AfterHooks}
+	hr.Spec.Install.Timeout = &metav1.Duration{Duration: time.Minute}
+	remCreate(t, hr)
+
+	seen := map[string]bool{}
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := get(context.Background(), hr, ns, hr.Name); err == nil {
+			if c := conditions.Get(hr, meta.ReconcilingCondition); c != nil {
+				seen[c.Message] = true
+			}
+			if c := conditions.Get(hr, meta.ReadyCondition); c != nil && c.Status == metav1.ConditionTrue && c.Reason == helmv2.InstallSucceededReason {
+				break
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var hook, wait bool
+	for msg := range seen {
+		hook = hook || strings.Contains(msg, "running post-install hooks 1/1: job/app-create-creds")
+		wait = wait || (strings.Contains(msg, "waiting for") && strings.Contains(msg, "deployment/app"))
+	}
+	if !hook || !wait {
+		t.Errorf("Reconciling messages seen %v: want the running hook (%v) and the readiness wait (%v)", keys(seen), hook, wait)
+	}
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
