@@ -75,16 +75,7 @@ func TestChartTemplateLifecycle(t *testing.T) {
 
 	t.Run("unchanged reconcile does nothing", func(t *testing.T) {
 		downloads := metricValue(t, "helm_controller_chart_downloads_total")
-		requestReconcile(t, hr)
-		eventually(t, time.Minute, "reconcile request handled", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
-				return err
-			}
-			if hr.Status.LastHandledReconcileAt != hr.Annotations[meta.ReconcileRequestAnnotation] {
-				return fmt.Errorf("lastHandledReconcileAt %q", hr.Status.LastHandledReconcileAt)
-			}
-			return nil
-		})
+		waitReconcileHandled(t, hr, requestReconcile(t, hr), time.Minute)
 		wantHistory(t, hr, 1, env.podinfo.Version)
 		if got := releaseRevisions(t, ns, "podinfo"); got != 1 {
 			t.Errorf("%d Helm revisions in storage, want 1", got)
@@ -306,20 +297,28 @@ func wantEvent(t *testing.T, hr *v2.HelmRelease, reason string) {
 	})
 }
 
-func requestReconcile(t *testing.T, hr *v2.HelmRelease) {
+// requestReconcile asks the controller to reconcile hr now and returns the
+// request token it will acknowledge in lastHandledReconcileAt.
+func requestReconcile(t *testing.T, hr *v2.HelmRelease) string {
 	t.Helper()
-	ctx := context.Background()
-	if err := get(ctx, hr, hr.Namespace, hr.Name); err != nil {
-		t.Fatal(err)
-	}
-	before := hr.DeepCopy()
-	if hr.Annotations == nil {
-		hr.Annotations = map[string]string{}
-	}
-	hr.Annotations[meta.ReconcileRequestAnnotation] = strconv.FormatInt(time.Now().UnixNano(), 10)
-	if err := env.client.Patch(ctx, hr, client.MergeFrom(before)); err != nil {
-		t.Fatal(err)
-	}
+	token := strconv.FormatInt(time.Now().UnixNano(), 10)
+	remAnnotate(t, hr, map[string]string{meta.ReconcileRequestAnnotation: token})
+	return token
+}
+
+// waitReconcileHandled waits until the controller acknowledged the reconcile
+// request token, leaving hr as last read.
+func waitReconcileHandled(t *testing.T, hr *v2.HelmRelease, token string, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, "reconcile request handled", func(ctx context.Context) error {
+		if err := get(ctx, hr, hr.Namespace, hr.Name); err != nil {
+			return err
+		}
+		if hr.Status.LastHandledReconcileAt != token {
+			return fmt.Errorf("lastHandledReconcileAt %q, want %q", hr.Status.LastHandledReconcileAt, token)
+		}
+		return nil
+	})
 }
 
 func requestSourceReconcile(t *testing.T, obj client.Object) {

@@ -111,16 +111,8 @@ func TestInstallFailureUninstallRemediation(t *testing.T) {
 
 	remStep(t, "no-more-attempts", func(t *testing.T) {
 		before := remStorage(t, ns, "podinfo")
-		token := remRequestReconcile(t, hr)
-		eventually(t, 30*time.Second, "reconcile request handled", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
-				return err
-			}
-			if hr.Status.LastHandledReconcileAt != token {
-				return fmt.Errorf("lastHandledReconcileAt %q, want %q", hr.Status.LastHandledReconcileAt, token)
-			}
-			return nil
-		})
+		token := requestReconcile(t, hr)
+		waitReconcileHandled(t, hr, token, 30*time.Second)
 		consistently(t, 4*time.Second, "a stalled release is not retried", func(ctx context.Context) error {
 			if err := get(ctx, hr, ns, hr.Name); err != nil {
 				return err
@@ -563,18 +555,10 @@ func TestResetAndForceRequests(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		token := remRequestReconcile(t, hr)
+		token := requestReconcile(t, hr)
 		// Every reconcile drops Stalled while it runs (Reconciling=True);
 		// judge the state once the request has been handled.
-		eventually(t, 30*time.Second, "reconcile request handled", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
-				return err
-			}
-			if hr.Status.LastHandledReconcileAt != token {
-				return fmt.Errorf("lastHandledReconcileAt %q, want %q", hr.Status.LastHandledReconcileAt, token)
-			}
-			return nil
-		})
+		waitReconcileHandled(t, hr, token, 30*time.Second)
 		consistently(t, 4*time.Second, "stalled release left alone without a reset", func(ctx context.Context) error {
 			if err := get(ctx, hr, ns, hr.Name); err != nil {
 				return err
@@ -623,15 +607,7 @@ func TestResetAndForceRequests(t *testing.T) {
 		mismatched := "force-" + strconv.FormatInt(time.Now().UnixNano(), 10)
 		request := strconv.FormatInt(time.Now().UnixNano(), 10)
 		remAnnotate(t, hr, map[string]string{meta.ReconcileRequestAnnotation: request, meta.ForceRequestAnnotation: mismatched})
-		eventually(t, 30*time.Second, "reconcile request handled", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
-				return err
-			}
-			if hr.Status.LastHandledReconcileAt != request {
-				return fmt.Errorf("lastHandledReconcileAt %q, want %q", hr.Status.LastHandledReconcileAt, request)
-			}
-			return nil
-		})
+		waitReconcileHandled(t, hr, request, 30*time.Second)
 		if got := releaseRevisions(t, ns, "podinfo"); got != 1 {
 			t.Fatalf("%d Helm revisions after a force token that does not match requestedAt, want 1", got)
 		}
@@ -659,16 +635,8 @@ func TestResetAndForceRequests(t *testing.T) {
 		}
 
 		// The force token is handled once: a later reconcile does nothing.
-		again := remRequestReconcile(t, hr)
-		eventually(t, 30*time.Second, "reconcile request handled", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
-				return err
-			}
-			if hr.Status.LastHandledReconcileAt != again {
-				return fmt.Errorf("lastHandledReconcileAt %q, want %q", hr.Status.LastHandledReconcileAt, again)
-			}
-			return nil
-		})
+		again := requestReconcile(t, hr)
+		waitReconcileHandled(t, hr, again, 30*time.Second)
 		if got := releaseRevisions(t, ns, "podinfo"); got != 2 {
 			t.Errorf("%d Helm revisions after another reconcile request, want 2 (force handled once)", got)
 		}
@@ -895,14 +863,6 @@ func remAnnotate(t *testing.T, hr *v2.HelmRelease, annotations map[string]string
 	if err := env.client.Patch(context.Background(), hr, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatalf("annotating HelmRelease %s: %v", hr.Name, err)
 	}
-}
-
-// remRequestReconcile requests a reconcile and returns the token.
-func remRequestReconcile(t *testing.T, hr *v2.HelmRelease) string {
-	t.Helper()
-	token := strconv.FormatInt(time.Now().UnixNano(), 10)
-	remAnnotate(t, hr, map[string]string{meta.ReconcileRequestAnnotation: token})
-	return token
 }
 
 // remEvents lists the events of the HelmRelease name in ns.
