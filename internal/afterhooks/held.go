@@ -185,14 +185,8 @@ func (h *Held) Superseded() []int {
 func (h *Held) Commit(ctx context.Context, d driver.Driver) (*releasev1.Release, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if h.release == nil {
-		return nil, ErrNotHeld
-	}
-	d = unwrap(d)
-	if err := h.checkStoredLocked(d); err != nil {
+	d, err := h.finishableLocked(ctx, d)
+	if err != nil {
 		return nil, err
 	}
 	for _, r := range h.sortedDeferredLocked() {
@@ -225,14 +219,8 @@ func (h *Held) Commit(ctx context.Context, d driver.Driver) (*releasev1.Release,
 func (h *Held) Fail(ctx context.Context, d driver.Driver, reason string) (*releasev1.Release, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if h.release == nil {
-		return nil, ErrNotHeld
-	}
-	d = unwrap(d)
-	if err := h.checkStoredLocked(d); err != nil {
+	d, err := h.finishableLocked(ctx, d)
+	if err != nil {
 		return nil, err
 	}
 	rel := cloneRelease(h.release)
@@ -246,6 +234,23 @@ func (h *Held) Fail(ctx context.Context, d driver.Driver, reason string) (*relea
 }
 
 // checkStoredLocked makes sure storage still holds the pending target.
+// finishableLocked checks that Commit or Fail may write: the context is
+// live, a revision is held and storage still holds it pending. It returns
+// the driver to write to, past any wrapper.
+func (h *Held) finishableLocked(ctx context.Context, d driver.Driver) (driver.Driver, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if h.release == nil {
+		return nil, ErrNotHeld
+	}
+	d = unwrap(d)
+	if err := h.checkStoredLocked(d); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
 func (h *Held) checkStoredLocked(d driver.Driver) error {
 	stored, err := d.Get(h.key)
 	if err != nil {
