@@ -237,11 +237,11 @@ func (r *HelmReleaseReconciler) reconcileDelete(ctx context.Context, obj *v2.Hel
 		return nil
 	}
 	if !obj.Spec.Suspend {
-		cfg, err := r.Helm.Build(obj.Upstream().GetStorageNamespace(), obj.Upstream().GetReleaseNamespace(), action.WithLogger(ctrl.LoggerFrom(ctx)))
+		runner, err := r.newHelmRunner(ctx, obj, nil)
 		if err != nil {
-			return fmt.Errorf("could not build the Helm configuration to uninstall: %w", err)
+			return fmt.Errorf("uninstalling: %w", err)
 		}
-		machine := &reconcile.Machine{Helm: &helmRunner{cfg: cfg, obj: obj, opts: r.ActionOptions}, Recorder: r.EventRecorder}
+		machine := &reconcile.Machine{Helm: runner, Recorder: r.EventRecorder}
 		if err := machine.Uninstall(ctx, &reconcile.Request{Object: obj}); err != nil {
 			return err
 		}

@@ -70,9 +70,10 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		return r.fail(obj, InitFailedReason, fmt.Errorf("could not compose values: %w", err))
 	}
 
-	cfg, err := r.Helm.Build(obj.Upstream().GetStorageNamespace(), obj.Upstream().GetReleaseNamespace(), action.WithLogger(ctrl.LoggerFrom(ctx)))
+	progress := &progressReporter{ctx: ctx, obj: obj, patcher: patcher, owner: r.FieldManager}
+	runner, err := r.newHelmRunner(ctx, obj, progress)
 	if err != nil {
-		return r.fail(obj, InitFailedReason, fmt.Errorf("could not build the Helm configuration: %w", err))
+		return r.fail(obj, InitFailedReason, err)
 	}
 	obj.Status.StorageNamespace = obj.Upstream().GetStorageNamespace()
 
@@ -93,15 +94,25 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	}
 	r.handleAnnotations(obj, req)
 
-	progress := &progressReporter{ctx: ctx, obj: obj, patcher: patcher, owner: r.FieldManager}
-	defer progress.close()
-	runner := &helmRunner{cfg: cfg, obj: obj, opts: r.ActionOptions, defaultWait: r.DefaultWaitStrategy,
-		recorder: r.EventRecorder, progress: progress}
 	machine := &reconcile.Machine{Helm: runner, Recorder: r.EventRecorder}
 	runErr := machine.Run(ctx, req)
+	// From here on the reconcile owns the object again; late progress
+	// reports from Helm's goroutines are dropped.
 	progress.close()
 	r.updateInventory(ctx, runner, obj)
 	return r.outcome(obj, runErr)
+}
+
+// newHelmRunner builds the Helm configuration of obj (storage and release
+// namespaces) and the runner the state machine drives. progress may be nil.
+func (r *HelmReleaseReconciler) newHelmRunner(ctx context.Context, obj *v2.HelmRelease, progress *progressReporter) (*helmRunner, error) {
+	up := obj.Upstream()
+	cfg, err := r.Helm.Build(up.GetStorageNamespace(), up.GetReleaseNamespace(), action.WithLogger(ctrl.LoggerFrom(ctx)))
+	if err != nil {
+		return nil, fmt.Errorf("could not build the Helm configuration: %w", err)
+	}
+	return &helmRunner{cfg: cfg, obj: obj, opts: r.ActionOptions, defaultWait: r.DefaultWaitStrategy,
+		recorder: r.EventRecorder, progress: progress}, nil
 }
 
 // updateInventory records the objects of the release now in storage; a
