@@ -1,0 +1,142 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	runtimeclient "github.com/fluxcd/pkg/runtime/client"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestKubeConfigFromSecret(t *testing.T) {
+	secret := func(data map[string]string) *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "remote"}, Data: map[string][]byte{}}
+		for k, v := range data {
+			s.Data[k] = []byte(v)
+		}
+		return s
+	}
+	cases := []struct {
+		name    string
+		data    map[string]string
+		key     string
+		want    string
+		wantErr string
+	}{
+		{name: "default key value", data: map[string]string{"value": "a"}, want: "a"},
+		{name: "default key value.yaml", data: map[string]string{"value.yaml": "b"}, want: "b"},
+		{name: "value wins over value.yaml", data: map[string]string{"value": "a", "value.yaml": "b"}, want: "a"},
+		{name: "explicit key", data: map[string]string{"value": "a", "config": "c"}, key: "config", want: "c"},
+		{name: "explicit key missing", data: map[string]string{"value": "a"}, key: "config",
+			wantErr: "Secret 'apps/remote' has no data under key 'config'"},
+		{name: "explicit key empty", data: map[string]string{"config": ""}, key: "config",
+			wantErr: "no data under key 'config'"},
+		{name: "no default key", data: map[string]string{"kubeconfig": "a"},
+			wantErr: "has neither a 'value' nor a 'value.yaml' key"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := KubeConfigFromSecret(secret(tc.data), tc.key)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				if !errors.Is(err, ErrInvalidKubeConfig) {
+					t.Errorf("error %v is not ErrInvalidKubeConfig", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// testKubeConfig is a kubeconfig for a server nobody listens on (the
+// sanitizer probes it once; a refused connection is quick); extraCluster and
+// extraUser are appended to the cluster and user entries.
+func testKubeConfig(extraCluster, extraUser string) string {
+	return `apiVersion: v1
+kind: Config
+current-context: remote
+contexts:
+- name: remote
+  context: {cluster: remote, user: deployer}
+clusters:
+- name: remote
+  cluster:
+    server: https://127.0.0.1:1
+` + extraCluster + `
+users:
+- name: deployer
+  user:
+    token: secret-token
+` + extraUser
+}
+
+func TestRESTConfigFromKubeConfig(t *testing.T) {
+	const exec = `    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: aws-iam-authenticator
+      interactiveMode: Never
+`
+	cases := []struct {
+		name     string
+		data     string
+		opts     runtimeclient.KubeConfigOptions
+		wantErr  string
+		wantExec bool
+		insecure bool
+	}{
+		{name: "token", data: testKubeConfig("", "")},
+		{name: "exec refused", data: testKubeConfig("", exec),
+			wantErr: "credential plugin 'aws-iam-authenticator' (exec), which this controller refuses (its operator can allow it with --insecure-kubeconfig-exec)"},
+		{name: "exec allowed", data: testKubeConfig("", exec), opts: runtimeclient.KubeConfigOptions{InsecureExecProvider: true}, wantExec: true},
+		{name: "insecure TLS refused", data: testKubeConfig("    insecure-skip-tls-verify: true\n", ""),
+			wantErr: "sets insecure-skip-tls-verify, which this controller refuses (its operator can allow it with --insecure-kubeconfig-tls)"},
+		{name: "insecure TLS allowed", data: testKubeConfig("    insecure-skip-tls-verify: true\n", ""),
+			opts: runtimeclient.KubeConfigOptions{InsecureTLS: true}, insecure: true},
+		{name: "CA file refused", data: testKubeConfig("    certificate-authority: /etc/ca.crt\n", ""),
+			wantErr: "references a certificate-authority file"},
+		{name: "token file refused", data: strings.Replace(testKubeConfig("", ""), "token: secret-token", "tokenFile: /var/run/token", 1),
+			wantErr: "references a tokenFile"},
+		{name: "auth provider refused", data: testKubeConfig("", "    auth-provider:\n      name: oidc\n"),
+			wantErr: "auth-provider plugin 'oidc'"},
+		{name: "unknown current context", data: strings.Replace(testKubeConfig("", ""), "current-context: remote", "current-context: other", 1),
+			wantErr: "current context 'other' not found"},
+		{name: "not a kubeconfig", data: "{{{", wantErr: "invalid kubeconfig"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := RESTConfigFromKubeConfig(context.Background(), []byte(tc.data), tc.opts)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				if !errors.Is(err, ErrInvalidKubeConfig) {
+					t.Errorf("error %v is not ErrInvalidKubeConfig", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Host != "https://127.0.0.1:1" || cfg.BearerToken != "secret-token" {
+				t.Errorf("host %q token %q", cfg.Host, cfg.BearerToken)
+			}
+			if got := cfg.ExecProvider != nil; got != tc.wantExec {
+				t.Errorf("exec provider kept: %v, want %v", got, tc.wantExec)
+			}
+			if cfg.Insecure != tc.insecure {
+				t.Errorf("insecure: %v, want %v", cfg.Insecure, tc.insecure)
+			}
+		})
+	}
+}
