@@ -83,6 +83,25 @@ func NewConfigFactoryFromRESTConfig(cfg *rest.Config, opts ...FactoryOption) (*C
 	return NewConfigFactory(NewRESTClientGetter(cfg), opts...)
 }
 
+// ForGetter returns a factory for another cluster connection (a remote
+// cluster or an impersonated identity: see internal/kube) with this
+// factory's field manager. Unlike NewConfigFactory it leaves Helm's
+// process-wide field manager alone, so it is safe while actions run.
+func (f *ConfigFactory) ForGetter(getter genericclioptions.RESTClientGetter) (*ConfigFactory, error) {
+	if getter == nil {
+		return nil, errors.New("action: nil RESTClientGetter")
+	}
+	restCfg, err := getter.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("action: REST config: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return nil, fmt.Errorf("action: Kubernetes client: %w", err)
+	}
+	return &ConfigFactory{getter: getter, clientSet: cs, fieldManager: f.fieldManager}, nil
+}
+
 // RESTClientGetter returns the getter the factory was made with.
 func (f *ConfigFactory) RESTClientGetter() genericclioptions.RESTClientGetter {
 	return f.getter
