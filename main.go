@@ -13,6 +13,8 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/auth"
+	pkgcache "github.com/fluxcd/pkg/cache"
 	"github.com/fluxcd/pkg/runtime/acl"
 	runtimeclient "github.com/fluxcd/pkg/runtime/client"
 	helper "github.com/fluxcd/pkg/runtime/controller"
@@ -45,6 +47,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/chartsource"
 	"github.com/afterhooks/helm-controller/internal/controller"
 	"github.com/afterhooks/helm-controller/internal/features"
+	"github.com/afterhooks/helm-controller/internal/kube"
 )
 
 // options holds every command-line setting.
@@ -340,6 +343,10 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log l
 	if err != nil {
 		return fmt.Errorf("setting up Helm: %w", err)
 	}
+	targets, err := newTargetBuilder(mgr, opts)
+	if err != nil {
+		return err
+	}
 
 	reconciler := &controller.HelmReleaseReconciler{
 		Client:                     mgr.GetClient(),
@@ -347,7 +354,6 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log l
 		EventRecorder:              recorder,
 		Metrics:                    helper.NewMetrics(mgr, metricsRecorder, helmv2.HelmReleaseFinalizer),
 		FieldManager:               controller.ControllerName,
-		DefaultServiceAccount:      opts.defaultServiceAccount,
 		DisableChartDigestTracking: features.Enabled(features.DisableChartDigestTracking),
 		DefaultToRetryOnFailure:    features.Enabled(features.DefaultToRetryOnFailure),
 		DefaultWaitStrategy:        defaultWaitStrategy(features.Enabled(features.DefaultToAfterHooks)),
@@ -360,6 +366,7 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log l
 		ConfigWatch: controller.MustConfigWatchOptions(opts.watch.ConfigsLabelSelector, features.Enabled(helper.FeatureGateDisableConfigWatchers)),
 		Charts:      charts,
 		Helm:        helmFactory,
+		Targets:     targets,
 		ActionOptions: action.Options{
 			UseHelm3Defaults: features.Enabled(features.UseHelm3Defaults),
 			AllowDNSLookups:  features.Enabled(features.AllowDNSLookups),
@@ -374,4 +381,51 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log l
 	}
 	log.Info("HelmRelease controller set up", "concurrent", opts.concurrent)
 	return nil
+}
+
+// newTargetBuilder sets up the per-release cluster connections: remote
+// kubeconfigs (--insecure-kubeconfig-*), impersonation
+// (--default-service-account) and provider authentication of
+// kubeConfig.configMapRef (--default-kubeconfig-service-account, the
+// ObjectLevelWorkloadIdentity gate, the token cache).
+func newTargetBuilder(mgr ctrl.Manager, opts *options) (*kube.Builder, error) {
+	if features.Enabled(features.ObjectLevelWorkloadIdentity) {
+		auth.EnableObjectLevelWorkloadIdentity()
+	}
+	// The provider library's own default account is for workload identity;
+	// --default-service-account here means impersonation, so only the
+	// kubeconfig default is handed over, and (as upstream) it needs the gate.
+	auth.SetDefaultKubeConfigServiceAccount(opts.defaultKubeConfigServiceAccount)
+	if auth.InconsistentObjectLevelConfiguration() {
+		return nil, fmt.Errorf("--default-kubeconfig-service-account needs --feature-gates=%s=true: %w",
+			features.ObjectLevelWorkloadIdentity, auth.ErrInconsistentObjectLevelConfiguration)
+	}
+
+	var tokenCache *pkgcache.TokenCache
+	if opts.tokenCacheMaxSize > 0 {
+		var err error
+		tokenCache, err = pkgcache.NewTokenCache(opts.tokenCacheMaxSize,
+			pkgcache.WithMaxDuration(opts.tokenCacheMaxDuration),
+			pkgcache.WithMetricsRegisterer(ctrlmetrics.Registry),
+			pkgcache.WithMetricsPrefix("gotk_token_"))
+		if err != nil {
+			return nil, fmt.Errorf("creating the token cache (--token-cache-max-size %d): %w", opts.tokenCacheMaxSize, err)
+		}
+	}
+
+	// Kubeconfigs, ServiceAccounts and token requests are read and made
+	// directly: caching them would watch every ServiceAccount of the cluster.
+	direct, err := ctrlclient.New(mgr.GetConfig(), ctrlclient.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, fmt.Errorf("creating the client for kubeconfigs: %w", err)
+	}
+	kubeConfigOpts := opts.kubeConfig
+	kubeConfigOpts.UserAgent = controller.ControllerName
+	return kube.NewBuilder(kube.Options{
+		Local:                 mgr.GetConfig(),
+		Client:                direct,
+		KubeConfig:            kubeConfigOpts,
+		DefaultServiceAccount: opts.defaultServiceAccount,
+		TokenCache:            tokenCache,
+	})
 }

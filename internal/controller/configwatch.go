@@ -72,7 +72,8 @@ func configIndexValue(namespace, name string) string {
 }
 
 // valuesFromIndexer returns an index function listing the objects of one
-// kind ("ConfigMap" or "Secret") that a HelmRelease's spec.valuesFrom reads.
+// kind ("ConfigMap" or "Secret") that a HelmRelease's spec.valuesFrom or
+// spec.kubeConfig reads.
 // References always resolve in the HelmRelease's own namespace.
 func valuesFromIndexer(kind string) client.IndexerFunc {
 	return func(o client.Object) []string {
@@ -80,12 +81,28 @@ func valuesFromIndexer(kind string) client.IndexerFunc {
 		if !ok {
 			return nil
 		}
-		var keys []string
+		var names []string
 		for _, ref := range obj.Spec.ValuesFrom {
-			if ref.Kind != kind || ref.Name == "" {
+			if ref.Kind == kind {
+				names = append(names, ref.Name)
+			}
+		}
+		// A rotated kubeconfig (spec.kubeConfig) reconciles too, as
+		// upstream does for labelled kubeconfig Secrets and ConfigMaps.
+		if kc := obj.Spec.KubeConfig; kc != nil {
+			switch {
+			case kind == "Secret" && kc.SecretRef != nil:
+				names = append(names, kc.SecretRef.Name)
+			case kind == "ConfigMap" && kc.ConfigMapRef != nil:
+				names = append(names, kc.ConfigMapRef.Name)
+			}
+		}
+		var keys []string
+		for _, name := range names {
+			if name == "" {
 				continue
 			}
-			key := configIndexValue(obj.Namespace, ref.Name)
+			key := configIndexValue(obj.Namespace, name)
 			if !slices.Contains(keys, key) {
 				keys = append(keys, key)
 			}

@@ -35,6 +35,13 @@ func secretRef(name string) meta.ValuesReference {
 	return meta.ValuesReference{Kind: "Secret", Name: name}
 }
 
+// remoteRelease reads the Secret db-creds in valuesFrom and kc from spec.kubeConfig.
+func remoteRelease(kc *meta.KubeConfigReference) *v2.HelmRelease {
+	hr := releaseWithValuesFrom("apps", "remote", secretRef("db-creds"))
+	hr.Spec.KubeConfig = kc
+	return hr
+}
+
 func TestConfigValuesFromIndexer(t *testing.T) {
 	hr := releaseWithValuesFrom("apps", "web",
 		cmRef("common"),
@@ -54,6 +61,12 @@ func TestConfigValuesFromIndexer(t *testing.T) {
 		{name: "no valuesFrom", kind: "ConfigMap", obj: releaseWithValuesFrom("apps", "bare"), want: nil},
 		{name: "only the other kind", kind: "Secret", obj: releaseWithValuesFrom("apps", "cm-only", cmRef("x")), want: nil},
 		{name: "not a HelmRelease", kind: "ConfigMap", obj: &corev1.ConfigMap{}, want: nil},
+		{name: "kubeconfig Secret", kind: "Secret", obj: remoteRelease(&meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "kc"}}),
+			want: []string{"apps/db-creds", "apps/kc"}},
+		{name: "kubeconfig Secret is not a ConfigMap", kind: "ConfigMap", obj: remoteRelease(&meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "kc"}}),
+			want: nil},
+		{name: "kubeconfig ConfigMap", kind: "ConfigMap", obj: remoteRelease(&meta.KubeConfigReference{ConfigMapRef: &meta.LocalObjectReference{Name: "eks"}}),
+			want: []string{"apps/eks"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,18 +11,27 @@ import (
 	"helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/rest"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/chartsource"
+	"github.com/afterhooks/helm-controller/internal/kube"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 )
 
 // helmRunner gives the state machine the Helm actions of one HelmRelease.
 type helmRunner struct {
-	cfg  *helmaction.Configuration
-	obj  *v2.HelmRelease
-	opts action.Options
+	cfg *helmaction.Configuration
+	// getter reaches the release's target cluster as its identity; cfg's
+	// kube client and storage use it too.
+	getter genericclioptions.RESTClientGetter
+	// target says which cluster and identity that is.
+	target *kube.Target
+	obj    *v2.HelmRelease
+	opts   action.Options
 	// defaultWait is the waitStrategy of actions that leave it unset.
 	defaultWait v2.HookWaitStrategy
 	// recorder receives the afterHooks events; may be nil.
@@ -33,6 +42,17 @@ type helmRunner struct {
 }
 
 func (h *helmRunner) releaseName() string { return action.ReleaseName(h.obj) }
+
+// RESTClientGetter is the release's target cluster and identity, for code
+// beside the Helm actions (inventory, drift detection) that must look at
+// the same objects the release applied.
+func (h *helmRunner) RESTClientGetter() genericclioptions.RESTClientGetter { return h.getter }
+
+// RESTConfig is the REST config of the target, impersonation included.
+func (h *helmRunner) RESTConfig() (*rest.Config, error) { return h.getter.ToRESTConfig() }
+
+// RESTMapper is the target cluster's REST mapper.
+func (h *helmRunner) RESTMapper() (apimeta.RESTMapper, error) { return h.getter.ToRESTMapper() }
 
 func (h *helmRunner) LastRelease(context.Context) (*releasev1.Release, error) {
 	return action.LastRelease(h.cfg, h.releaseName())

@@ -31,6 +31,7 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/chartsource"
+	"github.com/afterhooks/helm-controller/internal/kube"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 )
 
@@ -46,7 +47,6 @@ type HelmReleaseReconciler struct {
 	Metrics       helper.Metrics
 	FieldManager  string
 
-	DefaultServiceAccount      string
 	DisableChartDigestTracking bool
 	DefaultToRetryOnFailure    bool
 	// DefaultWaitStrategy is the waitStrategy of install, upgrade and
@@ -71,6 +71,9 @@ type HelmReleaseReconciler struct {
 	Charts *chartsource.Source
 	// Helm builds Helm configurations per release.
 	Helm *action.ConfigFactory
+	// Targets builds each release's cluster connection (spec.kubeConfig,
+	// impersonation); Helm derives per-release factories from it.
+	Targets *kube.Builder
 	// ActionOptions carry feature-gate effects on Helm actions.
 	ActionOptions action.Options
 }
@@ -87,6 +90,8 @@ type HelmReleaseReconcilerOptions struct {
 // +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmcharts;ocirepositories;externalartifacts,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;impersonate
+// +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create
 
 // SetupWithManager registers the reconciler with the manager.
 func (r *HelmReleaseReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts HelmReleaseReconcilerOptions) error {
@@ -237,13 +242,15 @@ func (r *HelmReleaseReconciler) reconcileDelete(ctx context.Context, obj *v2.Hel
 		return nil
 	}
 	if !obj.Spec.Suspend {
-		runner, err := r.newHelmRunner(ctx, obj, nil)
+		runner, err := r.uninstallRunner(ctx, obj)
 		if err != nil {
-			return fmt.Errorf("uninstalling: %w", err)
-		}
-		machine := &reconcile.Machine{Helm: runner, Recorder: r.EventRecorder}
-		if err := machine.Uninstall(ctx, &reconcile.Request{Object: obj}); err != nil {
 			return err
+		}
+		if runner != nil {
+			machine := &reconcile.Machine{Helm: runner, Recorder: r.EventRecorder}
+			if err := machine.Uninstall(ctx, &reconcile.Request{Object: obj}); err != nil {
+				return err
+			}
 		}
 	} else {
 		ctrl.LoggerFrom(ctx).Info("deleting a suspended HelmRelease: the Helm release is left in place")

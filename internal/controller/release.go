@@ -15,11 +15,13 @@ import (
 	"helm.sh/helm/v4/pkg/release/common"
 	"helm.sh/helm/v4/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
+	"github.com/afterhooks/helm-controller/internal/kube"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 )
 
@@ -73,7 +75,11 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	progress := &progressReporter{ctx: ctx, obj: obj, patcher: patcher, owner: r.FieldManager}
 	runner, err := r.newHelmRunner(ctx, obj, progress)
 	if err != nil {
-		return r.fail(obj, InitFailedReason, err)
+		reason := InitFailedReason
+		if errors.As(err, new(*targetError)) {
+			reason = RESTClientErrorReason
+		}
+		return r.fail(obj, reason, err)
 	}
 	obj.Status.StorageNamespace = obj.Upstream().GetStorageNamespace()
 
@@ -104,16 +110,88 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 }
 
 // newHelmRunner builds the Helm configuration of obj (storage and release
-// namespaces) and the runner the state machine drives. progress may be nil.
+// namespaces) on obj's target cluster and identity (spec.kubeConfig,
+// spec.serviceAccountName, --default-service-account) and the runner the
+// state machine drives. Everything the runner does, and everything that
+// asks it for its REST config or mapper, reaches that target. progress
+// may be nil. A target that cannot be built is a *targetError.
 func (r *HelmReleaseReconciler) newHelmRunner(ctx context.Context, obj *v2.HelmRelease, progress *progressReporter) (*helmRunner, error) {
 	up := obj.Upstream()
-	cfg, err := r.Helm.Build(up.GetStorageNamespace(), up.GetReleaseNamespace(), action.WithLogger(ctrl.LoggerFrom(ctx)))
+	target, err := r.Targets.Build(ctx, kube.Request{
+		Kind:               helmv2.HelmReleaseKind,
+		Namespace:          obj.Namespace,
+		Name:               obj.Name,
+		ReleaseNamespace:   up.GetReleaseNamespace(),
+		KubeConfig:         obj.Spec.KubeConfig,
+		ServiceAccountName: obj.Spec.ServiceAccountName,
+		Persistent:         up.UsePersistentClient(),
+	})
+	if err != nil {
+		return nil, &targetError{err: err}
+	}
+	factory := r.Helm
+	if !target.Shared() {
+		if factory, err = r.Helm.ForGetter(target.Getter); err != nil {
+			return nil, &targetError{err: fmt.Errorf("connecting to %s: %w", target.Cluster, err)}
+		}
+	}
+	cfg, err := factory.Build(up.GetStorageNamespace(), up.GetReleaseNamespace(), action.WithLogger(ctrl.LoggerFrom(ctx)))
 	if err != nil {
 		return nil, fmt.Errorf("could not build the Helm configuration: %w", err)
 	}
-	return &helmRunner{cfg: cfg, obj: obj, opts: r.ActionOptions, defaultWait: r.DefaultWaitStrategy,
-		recorder: r.EventRecorder, progress: progress}, nil
+	return &helmRunner{cfg: cfg, getter: factory.RESTClientGetter(), target: target, obj: obj, opts: r.ActionOptions,
+		defaultWait: r.DefaultWaitStrategy, recorder: r.EventRecorder, progress: progress}, nil
 }
+
+// uninstallRunner returns the runner that uninstalls the release of a
+// HelmRelease being deleted, or nil when the uninstall is skipped, as
+// upstream skips it: nothing was ever released (no storage namespace in the
+// status), the kubeconfig Secret or ConfigMap is gone, or the impersonated
+// ServiceAccount is gone from the controller's cluster (its namespace is
+// being deleted, say). Without those the release cannot be reached as the
+// user configured it, and retrying would block the deletion forever; the
+// release's objects are left behind and the log says so. Any other failure
+// is returned, with Ready=False, and the deletion is retried.
+func (r *HelmReleaseReconciler) uninstallRunner(ctx context.Context, obj *v2.HelmRelease) (*helmRunner, error) {
+	log := ctrl.LoggerFrom(ctx)
+	if obj.Status.StorageNamespace == "" {
+		log.Info("skipping the Helm uninstall: the HelmRelease never got as far as a release (no storage namespace in its status)")
+		return nil, nil
+	}
+	runner, err := r.newHelmRunner(ctx, obj, nil)
+	switch {
+	case apierrors.IsNotFound(err):
+		log.Error(err, "skipping the Helm uninstall: the kubeconfig of the release is gone; its objects are left in place")
+		return nil, nil
+	case err != nil:
+		conditions.MarkFalse(obj, meta.ReadyCondition, helmv2.UninstallFailedReason, "could not uninstall: %s", err)
+		r.EventRecorder.Event(obj, corev1.EventTypeWarning, helmv2.UninstallFailedReason, "could not uninstall: "+err.Error())
+		return nil, fmt.Errorf("uninstalling: %w", err)
+	}
+	if sa := runner.target.ServiceAccount; sa != "" && !runner.target.Remote {
+		key := client.ObjectKey{Namespace: obj.Namespace, Name: sa}
+		switch err := r.APIReader.Get(ctx, key, &corev1.ServiceAccount{}); {
+		case apierrors.IsNotFound(err):
+			log.Error(err, "skipping the Helm uninstall: the impersonated ServiceAccount is gone; the release's objects are left in place", "serviceAccount", key.String())
+			return nil, nil
+		case err != nil:
+			conditions.MarkFalse(obj, meta.ReadyCondition, helmv2.UninstallFailedReason,
+				"could not confirm ServiceAccount '%s' exists to uninstall as it: %s", key, err)
+			return nil, fmt.Errorf("uninstalling: reading ServiceAccount '%s': %w", key, err)
+		}
+	}
+	return runner, nil
+}
+
+// RESTClientErrorReason: the cluster connection of the release (remote
+// kubeconfig, impersonation) could not be built; nothing was run.
+const RESTClientErrorReason = "RESTClientError"
+
+// targetError is a failure to build a release's cluster connection.
+type targetError struct{ err error }
+
+func (e *targetError) Error() string { return e.err.Error() }
+func (e *targetError) Unwrap() error { return e.err }
 
 // updateInventory records the objects of the release now in storage; a
 // release that is gone leaves an empty inventory.
@@ -130,7 +208,14 @@ func (r *HelmReleaseReconciler) updateInventory(ctx context.Context, runner *hel
 		obj.Status.Inventory = nil
 		return
 	}
-	inv, err := releaseInventory(rel, r.RESTMapper())
+	// The release's objects live on its target cluster: only that
+	// cluster's mapper knows which of its kinds are namespaced.
+	mapper, err := runner.RESTMapper()
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "building the inventory: REST mapper of the target cluster")
+		return
+	}
+	inv, err := releaseInventory(rel, mapper)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "building the inventory")
 		return

@@ -16,14 +16,6 @@ import (
 // what the user asked for.
 func (r *HelmReleaseReconciler) unsupportedFields(obj *v2.HelmRelease) error {
 	var fields []string
-	if obj.Spec.KubeConfig != nil {
-		fields = append(fields, "spec.kubeConfig (remote clusters)")
-	}
-	if obj.Spec.ServiceAccountName != "" {
-		fields = append(fields, "spec.serviceAccountName (impersonation)")
-	} else if r.DefaultServiceAccount != "" {
-		fields = append(fields, "--default-service-account (impersonation)")
-	}
 	if len(obj.Spec.PostRenderers) > 0 {
 		fields = append(fields, "spec.postRenderers")
 	}

@@ -13,20 +13,18 @@ import (
 
 func TestUnsupportedFields(t *testing.T) {
 	cases := []struct {
-		name      string
-		defaultSA string
-		mutate    func(*v2.HelmRelease)
-		want      []string
+		name   string
+		mutate func(*v2.HelmRelease)
+		want   []string
 	}{
 		{name: "plain release", mutate: func(*v2.HelmRelease) {}},
 		{name: "drift detection only", mutate: func(o *v2.HelmRelease) {
 			o.Spec.DriftDetection = &helmv2.DriftDetection{Mode: helmv2.DriftDetectionEnabled}
 		}},
-		{name: "remote cluster", mutate: func(o *v2.HelmRelease) {
-			o.Spec.KubeConfig = &meta.KubeConfigReference{}
-		}, want: []string{"spec.kubeConfig"}},
-		{name: "service account", mutate: func(o *v2.HelmRelease) { o.Spec.ServiceAccountName = "deployer" }, want: []string{"spec.serviceAccountName"}},
-		{name: "default service account", defaultSA: "default", mutate: func(*v2.HelmRelease) {}, want: []string{"--default-service-account"}},
+		{name: "remote cluster and impersonation", mutate: func(o *v2.HelmRelease) {
+			o.Spec.KubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "kubeconfig"}}
+			o.Spec.ServiceAccountName = "deployer"
+		}},
 		{name: "post renderers and metadata", mutate: func(o *v2.HelmRelease) {
 			o.Spec.PostRenderers = []helmv2.PostRenderer{{Kustomize: &helmv2.Kustomize{Images: []kustomize.Image{{Name: "nginx"}}}}}
 			o.Spec.CommonMetadata = &helmv2.CommonMetadata{Labels: map[string]string{"a": "b"}}
@@ -36,7 +34,7 @@ func TestUnsupportedFields(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := &v2.HelmRelease{}
 			tc.mutate(obj)
-			r := &HelmReleaseReconciler{DefaultServiceAccount: tc.defaultSA}
+			r := &HelmReleaseReconciler{}
 			err := r.unsupportedFields(obj)
 			if len(tc.want) == 0 {
 				if err != nil {
