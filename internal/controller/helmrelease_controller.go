@@ -259,6 +259,7 @@ func (r *HelmReleaseReconciler) reconcileDelete(ctx context.Context, obj *v2.Hel
 		return err
 	}
 	r.Charts.Forget(client.ObjectKeyFromObject(obj))
+	r.Targets.Forget(helmv2.HelmReleaseKind, obj.Namespace, obj.Name)
 	controllerutil.RemoveFinalizer(obj, helmv2.HelmReleaseFinalizer)
 	r.Metrics.RecordReadiness(ctx, obj)
 	return nil

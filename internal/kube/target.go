@@ -196,3 +196,11 @@ func CheckProviderConfigMap(cm *corev1.ConfigMap) error {
 	}
 	return nil
 }
+
+// Forget drops the token cache's metrics of a deleted object; nil-safe.
+func (b *Builder) Forget(kind, namespace, name string) {
+	if b == nil || b.opts.TokenCache == nil {
+		return
+	}
+	b.opts.TokenCache.DeleteEventsForObject(kind, name, namespace, cache.OperationReconcile)
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/cache"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -139,4 +140,18 @@ func TestGetterPersistence(t *testing.T) {
 			t.Errorf("default namespace %q", ns)
 		}
 	}
+}
+
+func TestForget(t *testing.T) {
+	var nilBuilder *Builder
+	nilBuilder.Forget("HelmRelease", "apps", "app") // must not panic
+	tc, err := cache.NewTokenCache(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewBuilder(Options{Local: &rest.Config{}, Client: fake.NewClientBuilder().Build(), TokenCache: tc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Forget("HelmRelease", "apps", "app")
 }
