@@ -109,6 +109,35 @@ func TestWithFieldManager(t *testing.T) {
 	}
 }
 
+func TestForGetter(t *testing.T) {
+	t.Cleanup(func() { kube.ManagedFieldsManager = DefaultFieldManager })
+	f, err := NewConfigFactoryFromRESTConfig(&rest.Config{Host: "https://127.0.0.1:1"}, WithFieldManager("custom"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube.ManagedFieldsManager = "someone-else"
+	remote := NewRESTClientGetter(&rest.Config{Host: "https://127.0.0.1:2",
+		Impersonate: rest.ImpersonationConfig{UserName: "system:serviceaccount:apps:deployer"}})
+	derived, err := f.ForGetter(remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if derived.FieldManager() != "custom" || kube.ManagedFieldsManager != "someone-else" {
+		t.Errorf("derived field manager %q, Helm's %q: want custom, and Helm's untouched", derived.FieldManager(), kube.ManagedFieldsManager)
+	}
+	cfg, err := derived.Build("apps", "apps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := cfg.RESTClientGetter.ToRESTConfig()
+	if got.Host != "https://127.0.0.1:2" || got.Impersonate.UserName != "system:serviceaccount:apps:deployer" {
+		t.Errorf("configuration reaches %s as %q, want the derived getter's", got.Host, got.Impersonate.UserName)
+	}
+	if _, err := f.ForGetter(nil); err == nil {
+		t.Error("nil getter accepted")
+	}
+}
+
 func TestWithDriver(t *testing.T) {
 	f, err := NewConfigFactoryFromRESTConfig(&rest.Config{Host: "https://127.0.0.1:1"})
 	if err != nil {
