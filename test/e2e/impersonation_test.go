@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+)
+
+// TestImpersonation runs releases as ServiceAccounts of their namespace:
+//
+//   - "restricted" may manage Secrets (Helm's storage) but not write
+//     Services or Deployments: installing podinfo as it fails with
+//     Ready=False naming the forbidden request (server-side apply: patch),
+//     and nothing of the chart is created;
+//   - "deployer" may do anything in the namespace: podinfo installs;
+//   - a controller started with --default-service-account=restricted (its
+//     own shard) runs a HelmRelease that names no account as "restricted",
+//     and one naming "deployer" as "deployer".
+func TestImpersonation(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	repo := createHelmRepository(t, ns)
+	// Reading and deleting podinfo's objects lets Helm get as far as
+	// applying them, and lets the failed release be uninstalled when the
+	// test deletes it; applying them is what is forbidden.
+	impersonationAccount(t, ns, "restricted",
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"*"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch", "delete"}},
+		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch", "delete"}})
+	impersonationAccount(t, ns, "deployer", rbacv1.PolicyRule{
+		APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}})
+
+	t.Run("forbidden by RBAC", func(t *testing.T) {
+		hr := podinfoRelease(ns, "podinfo-restricted", repo)
+		hr.Spec.ServiceAccountName = "restricted"
+		remCreate(t, hr)
+		impersonationWantForbidden(t, hr, "restricted")
+	})
+
+	t.Run("allowed by RBAC", func(t *testing.T) {
+		hr := podinfoRelease(ns, "podinfo-deployer", repo)
+		hr.Spec.ServiceAccountName = "deployer"
+		remCreate(t, hr)
+		waitReady(t, hr, helmv2.InstallSucceededReason, 5*time.Minute)
+		wantDeploymentReplicas(t, ns, hr.Name, 1)
+		wantInventory(t, hr, fmt.Sprintf("%s_%s_apps_Deployment", ns, hr.Name))
+	})
+
+	t.Run("default service account", func(t *testing.T) {
+		shard := "impersonation-" + rand.String(8)
+		ctl := newCrashController(t, ns, shard, "--default-service-account=restricted")
+		ctl.ensureRunning(t)
+
+		defaulted := podinfoRelease(ns, "podinfo-defaulted", repo)
+		defaulted.Labels = map[string]string{crashShardLabel: shard}
+		remCreate(t, defaulted)
+		impersonationWantForbidden(t, defaulted, "restricted")
+
+		explicit := podinfoRelease(ns, "podinfo-explicit", repo)
+		explicit.Labels = map[string]string{crashShardLabel: shard}
+		explicit.Spec.ServiceAccountName = "deployer"
+		remCreate(t, explicit)
+		waitReady(t, explicit, helmv2.InstallSucceededReason, 5*time.Minute)
+		wantDeploymentReplicas(t, ns, explicit.Name, 1)
+		ctl.mustRun(t)
+	})
+}
+
+// impersonationAccount creates a ServiceAccount bound to a Role with rules.
+func impersonationAccount(t *testing.T, ns, name string, rules ...rbacv1.PolicyRule) {
+	t.Helper()
+	ctx := context.Background()
+	objs := []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: rules},
+		&rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
+		},
+	}
+	for _, o := range objs {
+		if err := env.client.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, name, err)
+		}
+	}
+}
+
+// impersonationWantForbidden waits for the install to fail on RBAC as the
+// account, and checks none of the chart's objects exist.
+func impersonationWantForbidden(t *testing.T, hr *v2.HelmRelease, account string) {
+	t.Helper()
+	user := fmt.Sprintf("system:serviceaccount:%s:%s", hr.Namespace, account)
+	remoteWaitNotReady(t, hr, helmv2.InstallFailedReason, fmt.Sprintf("is forbidden: User %q cannot patch resource", user))
+	t.Logf("Ready=False: %s", crashCondition(hr, meta.ReadyCondition).Message)
+	remWantEvent(t, hr.Namespace, hr.Name, corev1.EventTypeWarning, helmv2.InstallFailedReason, user)
+	ctx := context.Background()
+	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}} {
+		if err := get(ctx, obj, hr.Namespace, hr.Name); !apierrors.IsNotFound(err) {
+			t.Errorf("%T %s after the forbidden install: err = %v, want NotFound", obj, hr.Name, err)
+		}
+	}
+}

@@ -1,0 +1,203 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/cluster"
+)
+
+// TestRemoteCluster deploys podinfo from a HelmRelease in the e2e cluster
+// into a second cluster through spec.kubeConfig.secretRef, with the shared
+// e2e controller:
+//
+//   - the release's objects and its Helm storage are on the remote cluster,
+//     none on the controller's; the chart source stays on the controller's;
+//   - the inventory lists the remote objects;
+//   - a missing kubeconfig Secret and a kubeconfig with an exec plugin give
+//     Ready=False with the reason, and such a HelmRelease deletes cleanly;
+//   - deleting the HelmRelease uninstalls from the remote cluster;
+//   - with the kubeconfig Secret gone, deleting skips the uninstall (as
+//     upstream) and leaves the remote objects.
+func TestRemoteCluster(t *testing.T) {
+	t.Parallel()
+	remote, remoteClient := startRemoteCluster(t)
+	ns := newNamespace(t)
+	if err := remoteClient.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatalf("creating namespace %s in the remote cluster: %v", ns, err)
+	}
+	kubeconfig, err := os.ReadFile(remote.Kubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := createHelmRepository(t, ns)
+	for _, name := range []string{"remote", "orphan"} {
+		createSecret(t, ns, name+"-kubeconfig", map[string][]byte{"value": kubeconfig})
+	}
+
+	hr := podinfoRelease(ns, "podinfo-remote", repo)
+	hr.Spec.KubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "remote-kubeconfig"}}
+	orphan := podinfoRelease(ns, "podinfo-orphan", repo)
+	orphan.Spec.KubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "orphan-kubeconfig"}}
+	remCreate(t, hr)
+	remCreate(t, orphan)
+
+	t.Run("bad kubeconfigs", func(t *testing.T) {
+		bad := podinfoRelease(ns, "podinfo-bad-kubeconfig", repo)
+		bad.Spec.KubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "not-there"}}
+		remCreate(t, bad)
+		remoteWaitNotReady(t, bad, "RESTClientError", "could not get kubeconfig Secret '"+ns+"/not-there'")
+		remWantEvent(t, ns, bad.Name, corev1.EventTypeWarning, "RESTClientError", "not-there")
+
+		withExec := strings.Replace(string(kubeconfig), "    client-certificate-data:",
+			"    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/true\n      interactiveMode: Never\n    client-certificate-data:", 1)
+		if withExec == string(kubeconfig) {
+			t.Fatalf("the remote kubeconfig has no client-certificate-data to put an exec plugin beside:\n%s", kubeconfig)
+		}
+		createSecret(t, ns, "exec-kubeconfig", map[string][]byte{"value.yaml": []byte(withExec)})
+		patchSpec(t, bad, func(o *v2.HelmRelease) { o.Spec.KubeConfig.SecretRef.Name = "exec-kubeconfig" })
+		remoteWaitNotReady(t, bad, "RESTClientError", "--insecure-kubeconfig-exec")
+
+		// Nothing was released: the deletion has nothing to uninstall.
+		if err := env.client.Delete(context.Background(), bad); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, time.Minute, "HelmRelease with a bad kubeconfig deleted", func(ctx context.Context) error { return gone(ctx, bad) })
+	})
+
+	waitReady(t, hr, helmv2.InstallSucceededReason, 5*time.Minute)
+	waitReady(t, orphan, helmv2.InstallSucceededReason, 5*time.Minute)
+
+	t.Run("objects on the remote cluster only", func(t *testing.T) {
+		ctx := context.Background()
+		d := &appsv1.Deployment{}
+		if err := remoteClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: hr.Name}, d); err != nil {
+			t.Fatalf("Deployment on the remote cluster: %v", err)
+		}
+		if d.Status.ReadyReplicas < 1 {
+			t.Errorf("remote Deployment has %d ready replicas after Ready", d.Status.ReadyReplicas)
+		}
+		if err := get(ctx, &appsv1.Deployment{}, ns, hr.Name); !apierrors.IsNotFound(err) {
+			t.Errorf("Deployment on the controller's cluster: err = %v, want NotFound", err)
+		}
+		if n := remoteReleaseSecrets(t, remoteClient, ns, hr.Name); n != 1 {
+			t.Errorf("%d Helm storage Secrets on the remote cluster, want 1", n)
+		}
+		if n := len(remStorage(t, ns, hr.Name)); n != 0 {
+			t.Errorf("%d Helm storage Secrets on the controller's cluster, want 0", n)
+		}
+		// The chart comes from the controller's cluster.
+		if err := get(ctx, &sourcev1.HelmChart{}, ns, ns+"-"+hr.Name); err != nil {
+			t.Errorf("HelmChart on the controller's cluster: %v", err)
+		}
+		if err := remoteClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns + "-" + hr.Name}, &sourcev1.HelmChart{}); err == nil {
+			t.Errorf("a HelmChart was created on the remote cluster")
+		}
+		wantInventory(t, hr, fmt.Sprintf("%s_%s_apps_Deployment", ns, hr.Name), fmt.Sprintf("%s_%s__Service", ns, hr.Name))
+		if hr.Status.StorageNamespace != ns {
+			t.Errorf("storageNamespace %q, want %q", hr.Status.StorageNamespace, ns)
+		}
+	})
+
+	t.Run("deleting uninstalls from the remote cluster", func(t *testing.T) {
+		if err := env.client.Delete(context.Background(), hr); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 2*time.Minute, "HelmRelease gone", func(ctx context.Context) error { return gone(ctx, hr) })
+		ctx := context.Background()
+		err := remoteClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: hr.Name}, &appsv1.Deployment{})
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("remote Deployment after the uninstall: err = %v, want NotFound", err)
+		}
+		if n := remoteReleaseSecrets(t, remoteClient, ns, hr.Name); n != 0 {
+			t.Errorf("%d Helm storage Secrets left on the remote cluster", n)
+		}
+	})
+
+	t.Run("deleting without the kubeconfig leaves the remote release", func(t *testing.T) {
+		ctx := context.Background()
+		if err := env.client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orphan-kubeconfig"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.client.Delete(ctx, orphan); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, time.Minute, "HelmRelease gone without its kubeconfig", func(ctx context.Context) error { return gone(ctx, orphan) })
+		if err := remoteClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: orphan.Name}, &appsv1.Deployment{}); err != nil {
+			t.Errorf("remote Deployment of the orphaned release: %v (want it left in place)", err)
+		}
+	})
+}
+
+// startRemoteCluster starts a second throwaway cluster, stopped when the
+// test ends, and returns it with an admin client.
+func startRemoteCluster(t *testing.T) (*cluster.Cluster, client.Client) {
+	t.Helper()
+	start := time.Now()
+	c, err := cluster.Start(context.Background(), cluster.Options{Name: "remote", Nodes: 1})
+	if err != nil {
+		t.Fatalf("starting the remote cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stopping the remote cluster: %v", err)
+		}
+	})
+	t.Logf("remote cluster ready in %s at %s", time.Since(start).Round(time.Millisecond), c.APIServerURL())
+	cl, err := client.New(c.RESTConfig(), client.Options{Scheme: newScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, cl
+}
+
+func createSecret(t *testing.T, ns, name string, data map[string][]byte) {
+	t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}
+	if err := env.client.Create(context.Background(), s); err != nil {
+		t.Fatalf("creating Secret %s: %v", name, err)
+	}
+}
+
+// remoteWaitNotReady waits for Ready=False with reason and a message
+// containing msg, for the HelmRelease's current generation.
+func remoteWaitNotReady(t *testing.T, hr *v2.HelmRelease, reason, msg string) {
+	t.Helper()
+	eventually(t, time.Minute, fmt.Sprintf("Ready=False/%s naming %q", reason, msg), func(ctx context.Context) error {
+		if err := get(ctx, hr, hr.Namespace, hr.Name); err != nil {
+			return err
+		}
+		if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, reason); err != nil {
+			return err
+		}
+		if c := crashCondition(hr, meta.ReadyCondition); !strings.Contains(c.Message, msg) {
+			return fmt.Errorf("Ready message %q does not contain %q", c.Message, msg)
+		}
+		return nil
+	})
+}
+
+// remoteReleaseSecrets counts the Helm storage Secrets of release in ns on
+// the cluster c reaches.
+func remoteReleaseSecrets(t *testing.T, c client.Client, ns, release string) int {
+	t.Helper()
+	var list corev1.SecretList
+	if err := c.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{"owner": "helm", "name": release}); err != nil {
+		t.Fatal(err)
+	}
+	return len(list.Items)
+}
