@@ -394,11 +394,14 @@ func newTargetBuilder(mgr ctrl.Manager, opts *options) (*kube.Builder, error) {
 	}
 	// The provider library's own default account is for workload identity;
 	// --default-service-account here means impersonation, so only the
-	// kubeconfig default is handed over, and (as upstream) it needs the gate.
+	// kubeconfig default is handed over. Without the gate the library
+	// refuses to use it, and every HelmRelease relying on it says so in its
+	// Ready condition; the controller still starts, as it does with every
+	// other upstream flag.
 	auth.SetDefaultKubeConfigServiceAccount(opts.defaultKubeConfigServiceAccount)
 	if auth.InconsistentObjectLevelConfiguration() {
-		return nil, fmt.Errorf("--default-kubeconfig-service-account needs --feature-gates=%s=true: %w",
-			features.ObjectLevelWorkloadIdentity, auth.ErrInconsistentObjectLevelConfiguration)
+		ctrl.Log.WithName("setup").Info("WARNING: --default-kubeconfig-service-account has no effect without the feature gate; "+
+			"kubeConfig.configMapRef authentication that needs it fails", "gate", features.ObjectLevelWorkloadIdentity)
 	}
 
 	var tokenCache *pkgcache.TokenCache
