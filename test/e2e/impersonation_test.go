@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
@@ -25,7 +26,8 @@ import (
 //     Services or Deployments: installing podinfo as it fails with
 //     Ready=False naming the forbidden request (server-side apply: patch),
 //     and nothing of the chart is created;
-//   - "deployer" may do anything in the namespace: podinfo installs;
+//   - "deployer" may do anything in the namespace: podinfo installs, also
+//     with spec.persistentClient false (fresh discovery per Helm step);
 //   - a controller started with --default-service-account=restricted (its
 //     own shard) runs a HelmRelease that names no account as "restricted",
 //     and one naming "deployer" as "deployer".
@@ -57,6 +59,15 @@ func TestImpersonation(t *testing.T) {
 		waitReady(t, hr, helmv2.InstallSucceededReason, 5*time.Minute)
 		wantDeploymentReplicas(t, ns, hr.Name, 1)
 		wantInventory(t, hr, fmt.Sprintf("%s_%s_apps_Deployment", ns, hr.Name))
+	})
+
+	t.Run("fresh client per action", func(t *testing.T) {
+		hr := podinfoRelease(ns, "podinfo-fresh-client", repo)
+		hr.Spec.ServiceAccountName = "deployer"
+		hr.Spec.PersistentClient = ptr.To(false)
+		remCreate(t, hr)
+		waitReady(t, hr, helmv2.InstallSucceededReason, 5*time.Minute)
+		wantDeploymentReplicas(t, ns, hr.Name, 1)
 	})
 
 	t.Run("default service account", func(t *testing.T) {
