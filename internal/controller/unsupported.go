@@ -24,12 +24,6 @@ func (r *HelmReleaseReconciler) unsupportedFields(obj *v2.HelmRelease) error {
 	} else if r.DefaultServiceAccount != "" {
 		fields = append(fields, "--default-service-account (impersonation)")
 	}
-	if len(obj.Spec.PostRenderers) > 0 {
-		fields = append(fields, "spec.postRenderers")
-	}
-	if obj.Spec.CommonMetadata != nil {
-		fields = append(fields, "spec.commonMetadata")
-	}
 	if len(fields) == 0 {
 		return nil
 	}

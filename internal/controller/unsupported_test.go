@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
@@ -27,10 +26,6 @@ func TestUnsupportedFields(t *testing.T) {
 		}, want: []string{"spec.kubeConfig"}},
 		{name: "service account", mutate: func(o *v2.HelmRelease) { o.Spec.ServiceAccountName = "deployer" }, want: []string{"spec.serviceAccountName"}},
 		{name: "default service account", defaultSA: "default", mutate: func(*v2.HelmRelease) {}, want: []string{"--default-service-account"}},
-		{name: "post renderers and metadata", mutate: func(o *v2.HelmRelease) {
-			o.Spec.PostRenderers = []helmv2.PostRenderer{{Kustomize: &helmv2.Kustomize{Images: []kustomize.Image{{Name: "nginx"}}}}}
-			o.Spec.CommonMetadata = &helmv2.CommonMetadata{Labels: map[string]string{"a": "b"}}
-		}, want: []string{"spec.postRenderers", "spec.commonMetadata"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"github.com/fluxcd/pkg/apis/kustomize"
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
+	"sigs.k8s.io/yaml"
 )
 
 // rendered is Helm output as a post renderer receives it: documents carry
@@ -306,5 +307,39 @@ func TestRunFailsOnPatchThatDoesNotApply(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "spec.postRenderers[1].kustomize") {
 		t.Errorf("error %q does not name the failing entry", err)
+	}
+}
+
+// Values YAML would read as booleans, numbers or null stay strings, as
+// Kubernetes requires for labels and annotations.
+func TestCommonMetadataValuesStayStrings(t *testing.T) {
+	values := map[string]string{"a": "true", "b": "1", "c": "", "d": "null", "e": "yes", "f": "plain"}
+	spec := helmv2.HelmReleaseSpec{CommonMetadata: &helmv2.CommonMetadata{Labels: values, Annotations: values}}
+	pr, err := Build(&spec, "n", "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := pr.Run(bytes.NewBufferString(rendered))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(out.String(), "\n---\n") {
+		var obj struct {
+			Metadata struct {
+				Labels      map[string]string `json:"labels"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatalf("labels or annotations are not all strings: %v\n%s", err, doc)
+		}
+		for k, v := range values {
+			if obj.Metadata.Labels[k] != v || obj.Metadata.Annotations[k] != v {
+				t.Errorf("%s: label %q, annotation %q, want %q\n%s", k, obj.Metadata.Labels[k], obj.Metadata.Annotations[k], v, doc)
+			}
+		}
+	}
+	if strings.Contains(out.String(), "f: 'plain'") {
+		t.Error("plain strings are quoted")
 	}
 }

@@ -32,12 +32,12 @@ func (r *metadataRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 		// Sorted keys make the output, and so the stored manifest, the same
 		// on every run.
 		for _, k := range slices.Sorted(maps.Keys(r.labels)) {
-			if err := n.PipeE(kyaml.SetLabel(k, r.labels[k])); err != nil {
+			if err := setMetadata(n, kyaml.LabelsField, k, r.labels[k]); err != nil {
 				return nil, fmt.Errorf("setting label %s on %s: %w", k, describe(n), err)
 			}
 		}
 		for _, k := range slices.Sorted(maps.Keys(r.annotations)) {
-			if err := n.PipeE(kyaml.SetAnnotation(k, r.annotations[k])); err != nil {
+			if err := setMetadata(n, kyaml.AnnotationsField, k, r.annotations[k]); err != nil {
 				return nil, fmt.Errorf("setting annotation %s on %s: %w", k, describe(n), err)
 			}
 		}
@@ -47,6 +47,18 @@ func (r *metadataRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 		return nil, fmt.Errorf("writing the manifests: %w", err)
 	}
 	return bytes.NewBufferString(out), nil
+}
+
+// setMetadata sets metadata.<field>.<key> to value, creating the map when
+// the object has none. Unlike kyaml's SetLabel it does not force quotes on
+// every value: values are quoted only where YAML would read them as
+// something other than a string, as kustomize's own transformers write
+// them.
+func setMetadata(n *kyaml.RNode, field, key, value string) error {
+	return n.PipeE(
+		kyaml.PathGetter{Path: []string{kyaml.MetadataField, field}, Create: kyaml.MappingNode},
+		kyaml.FieldSetter{Name: key, Value: kyaml.NewStringRNode(value)},
+	)
 }
 
 // describe names an object in an error message.
