@@ -7,6 +7,8 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/kustomize"
+	"helm.sh/helm/v4/pkg/chart/common"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
@@ -108,5 +110,49 @@ func TestFailingPostRendererStopsInstall(t *testing.T) {
 	}
 	if all, _ := cfg.Releases.ListReleases(); len(all) != 0 {
 		t.Fatalf("%d releases stored after a failed post render", len(all))
+	}
+}
+
+// A List template whose items share a value through a YAML anchor installs
+// as it does without a post renderer: Helm 4 splits the List into
+// documents before post-rendering, which the post renderer must survive.
+func TestPostRenderListWithAnchors(t *testing.T) {
+	const list = `apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata:
+    name: one
+  data: &shared
+    a: "1"
+- apiVersion: v1
+  kind: ConfigMap
+  metadata:
+    name: two
+  data: *shared
+`
+	c := &chartv2.Chart{
+		Metadata:  &chartv2.Metadata{APIVersion: chartv2.APIVersionV2, Name: "demo", Version: "1.0.0"},
+		Templates: []*common.File{{Name: "templates/list.yaml", Data: []byte(list)}},
+	}
+	obj := newHR(func(o *v2.HelmRelease) {
+		o.Spec.Install = &v2.Install{Install: helmv2.Install{ServerSideApply: ptr(false)}}
+	})
+	pr, err := postrender.Build(&obj.Spec.HelmReleaseSpec, obj.Name, obj.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := Install(context.Background(), newFakeConfig(t, "flux", nil), obj, c, nil, Options{PostRenderer: pr})
+	if err != nil {
+		t.Fatalf("install: %v", err)
+	}
+	for _, name := range []string{"name: one", "name: two"} {
+		if !strings.Contains(rel.Manifest, name) {
+			t.Errorf("manifest lacks %s:\n%s", name, rel.Manifest)
+		}
+	}
+	if strings.Count(rel.Manifest, `a: "1"`) != 2 || strings.Count(rel.Manifest, "helm.toolkit.fluxcd.io/name: app") != 2 {
+		t.Errorf("aliases not inlined or objects not labelled:\n%s", rel.Manifest)
 	}
 }

@@ -54,13 +54,16 @@ func Build(spec *helmv2.HelmReleaseSpec, name, namespace string) (postrenderer.P
 }
 
 // chain runs post renderers one after the other, each on the output of the
-// one before.
+// one before, after making every document of Helm's output parse on its own
+// (see inlineAliases).
 type chain []postrenderer.PostRenderer
 
 func (c chain) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
-	out := in
+	out, err := inlineAliases(in)
+	if err != nil {
+		return nil, err
+	}
 	for _, r := range c {
-		var err error
 		if out, err = r.Run(out); err != nil {
 			return nil, err
 		}
