@@ -63,12 +63,10 @@ func TestPostRenderers(t *testing.T) {
 		t.Fatalf("creating HelmRelease: %v", err)
 	}
 	waitReady(t, hr, helmv2.InstallSucceededReason, 3*time.Minute)
+	waitObservedDigests(t, hr)
 	wantHistory(t, hr, 1, env.podinfo.Version)
 	wantPodinfoPostRendered(t, ns, "registry.e2e.local/podinfo:6.9.1")
 	firstDigest := hr.Status.ObservedPostRenderersDigest
-	if want := postrender.PostRenderersDigest(hr.Spec.PostRenderers); firstDigest != want {
-		t.Fatalf("observedPostRenderersDigest %q, want %q", firstDigest, want)
-	}
 
 	t.Run("unchanged reconcile does not upgrade", func(t *testing.T) {
 		waitReconcileHandled(t, hr, requestReconcile(t, hr), time.Minute)
@@ -80,10 +78,10 @@ func TestPostRenderers(t *testing.T) {
 	t.Run("a changed post renderer upgrades", func(t *testing.T) {
 		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.PostRenderers = podinfoPostRenderers(ns, "6.9.2") })
 		waitRevision(t, hr, helmv2.UpgradeSucceededReason, 2, 3*time.Minute)
+		waitObservedDigests(t, hr)
 		wantPodinfoPostRendered(t, ns, "registry.e2e.local/podinfo:6.9.2")
-		d := hr.Status.ObservedPostRenderersDigest
-		if d == firstDigest || d != postrender.PostRenderersDigest(hr.Spec.PostRenderers) {
-			t.Errorf("observedPostRenderersDigest %q after the change (was %q)", d, firstDigest)
+		if d := hr.Status.ObservedPostRenderersDigest; d == firstDigest {
+			t.Errorf("observedPostRenderersDigest %q unchanged by the change", d)
 		}
 		wantEvent(t, hr, helmv2.UpgradeSucceededReason)
 	})
@@ -111,6 +109,27 @@ func TestPostRenderers(t *testing.T) {
 			t.Errorf("%d Helm revisions after the failed upgrade, want 2", got)
 		}
 		wantPodinfoPostRendered(t, ns, "registry.e2e.local/podinfo:6.9.2")
+	})
+}
+
+// waitObservedDigests waits until the status records the digests of the
+// spec's post renderers and common metadata. Ready can show up a moment
+// before them: the controller patches conditions and the rest of the status
+// separately.
+func waitObservedDigests(t *testing.T, hr *v2.HelmRelease) {
+	t.Helper()
+	eventually(t, 30*time.Second, "observed post render digests", func(ctx context.Context) error {
+		if err := get(ctx, hr, hr.Namespace, hr.Name); err != nil {
+			return err
+		}
+		st := hr.Status
+		if want := postrender.PostRenderersDigest(hr.Spec.PostRenderers); st.ObservedPostRenderersDigest != want {
+			return fmt.Errorf("observedPostRenderersDigest %q, want %q", st.ObservedPostRenderersDigest, want)
+		}
+		if want := postrender.CommonMetadataDigest(hr.Spec.CommonMetadata); st.ObservedCommonMetadataDigest != want {
+			return fmt.Errorf("observedCommonMetadataDigest %q, want %q", st.ObservedCommonMetadataDigest, want)
+		}
+		return nil
 	})
 }
 
@@ -155,12 +174,10 @@ func TestCommonMetadata(t *testing.T) {
 		t.Fatalf("creating HelmRelease: %v", err)
 	}
 	waitReady(t, hr, helmv2.InstallSucceededReason, 3*time.Minute)
+	waitObservedDigests(t, hr)
 	first := hr.Status.ObservedCommonMetadataDigest
-	if want := postrender.CommonMetadataDigest(hr.Spec.CommonMetadata); first != want {
-		t.Fatalf("observedCommonMetadataDigest %q, want %q", first, want)
-	}
-	if hr.Status.ObservedPostRenderersDigest != "" {
-		t.Errorf("observedPostRenderersDigest %q without post renderers", hr.Status.ObservedPostRenderersDigest)
+	if first == "" || hr.Status.ObservedPostRenderersDigest != "" {
+		t.Errorf("observed digests: commonMetadata %q, postRenderers %q (none set)", first, hr.Status.ObservedPostRenderersDigest)
 	}
 	wantInventory(t, hr, ns+"_podinfo_apps_Deployment", ns+"_podinfo__Service", ns+"_podinfo__ServiceAccount")
 	wantMetadataOnInventory(t, hr, "blue", "platform")
@@ -171,8 +188,9 @@ func TestCommonMetadata(t *testing.T) {
 			hr.Spec.CommonMetadata.Annotations["e2e.afterhooks.dev/owner"] = "apps"
 		})
 		waitRevision(t, hr, helmv2.UpgradeSucceededReason, 2, 3*time.Minute)
-		if d := hr.Status.ObservedCommonMetadataDigest; d == first || d != postrender.CommonMetadataDigest(hr.Spec.CommonMetadata) {
-			t.Errorf("observedCommonMetadataDigest %q after the change (was %q)", d, first)
+		waitObservedDigests(t, hr)
+		if d := hr.Status.ObservedCommonMetadataDigest; d == first {
+			t.Errorf("observedCommonMetadataDigest %q unchanged by the change", d)
 		}
 		wantMetadataOnInventory(t, hr, "red", "apps")
 	})
@@ -203,4 +221,33 @@ func wantMetadataOnInventory(t *testing.T, hr *v2.HelmRelease, team, owner strin
 			t.Errorf("%s: origin labels missing: %v", e.ID, labels)
 		}
 	}
+}
+
+// TestPostRenderersWithAfterHooks checks that install and upgrade with
+// waitStrategy afterHooks, which run Helm on their own storage wrapper, get
+// the post renderer too.
+func TestPostRenderersWithAfterHooks(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	hr := podinfoRelease(ns, "podinfo", createHelmRepository(t, ns))
+	hr.Spec.Install = &v2.Install{WaitStrategy: v2.AfterHooks}
+	hr.Spec.Upgrade = &v2.Upgrade{WaitStrategy: v2.AfterHooks}
+	hr.Spec.PostRenderers = podinfoPostRenderers(ns, "6.9.1")
+	hr.Spec.CommonMetadata = &helmv2.CommonMetadata{
+		Labels:      map[string]string{"e2e.afterhooks.dev/team": "blue"},
+		Annotations: map[string]string{"e2e.afterhooks.dev/owner": "platform"},
+	}
+	if err := env.client.Create(ctx, hr); err != nil {
+		t.Fatalf("creating HelmRelease: %v", err)
+	}
+	waitReady(t, hr, helmv2.InstallSucceededReason, 3*time.Minute)
+	remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, "AfterHooksStarted", "Helm install of podinfo started with waitStrategy afterHooks")
+	wantPodinfoPostRendered(t, ns, "registry.e2e.local/podinfo:6.9.1")
+	wantMetadataOnInventory(t, hr, "blue", "platform")
+
+	patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.PostRenderers = podinfoPostRenderers(ns, "6.9.2") })
+	waitRevision(t, hr, helmv2.UpgradeSucceededReason, 2, 3*time.Minute)
+	waitObservedDigests(t, hr)
+	wantPodinfoPostRendered(t, ns, "registry.e2e.local/podinfo:6.9.2")
+	wantMetadataOnInventory(t, hr, "blue", "platform")
 }
