@@ -8,6 +8,7 @@ import (
 
 	helmaction "helm.sh/helm/v4/pkg/action"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/postrenderer"
 	"helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
@@ -19,6 +20,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/chartsource"
 	"github.com/afterhooks/helm-controller/internal/kube"
+	"github.com/afterhooks/helm-controller/internal/postrender"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 )
 
@@ -69,25 +71,48 @@ func (h *helmRunner) Install(ctx context.Context, chart *chartv2.Chart, values m
 		install.Replace = true
 		obj.Spec.Install = &install
 	}
+	pr, err := h.postRenderer()
+	if err != nil {
+		return nil, err
+	}
 	if afterHooksInstall(obj, h.defaultWait) {
 		return h.runAfterHooks(ctx, "install", action.InstallWait(obj, h.opts),
 			func(cfg *helmaction.Configuration, o action.Options) (*releasev1.Release, error) {
+				o.PostRenderer = pr
 				return action.Install(ctx, cfg, obj, chart, values, o)
 			})
 	}
 	defer observePhase("install", v2.BeforeHooks, "helm", time.Now())
-	return action.Install(ctx, h.cfg, obj, chart, values, h.opts)
+	opts := h.opts
+	opts.PostRenderer = pr
+	return action.Install(ctx, h.cfg, obj, chart, values, opts)
 }
 
 func (h *helmRunner) Upgrade(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
+	pr, err := h.postRenderer()
+	if err != nil {
+		return nil, err
+	}
 	if afterHooksUpgrade(h.obj, h.defaultWait) {
 		return h.runAfterHooks(ctx, "upgrade", action.UpgradeWait(h.obj, h.opts),
 			func(cfg *helmaction.Configuration, o action.Options) (*releasev1.Release, error) {
+				o.PostRenderer = pr
 				return action.Upgrade(ctx, cfg, h.obj, chart, values, o)
 			})
 	}
 	defer observePhase("upgrade", v2.BeforeHooks, "helm", time.Now())
-	return action.Upgrade(ctx, h.cfg, h.obj, chart, values, h.opts)
+	opts := h.opts
+	opts.PostRenderer = pr
+	return action.Upgrade(ctx, h.cfg, h.obj, chart, values, opts)
+}
+
+// postRenderer builds the post renderer install and upgrade run on the
+// rendered manifests (spec.postRenderers, spec.commonMetadata and the origin
+// labels). Rollback needs none: it re-applies a stored, already
+// post-rendered manifest. Invalid post renderers fail the action before
+// Helm renders anything.
+func (h *helmRunner) postRenderer() (postrenderer.PostRenderer, error) {
+	return postrender.Build(&h.obj.Spec.HelmReleaseSpec, h.obj.Name, h.obj.Namespace)
 }
 
 func (h *helmRunner) Test(ctx context.Context) (*releasev1.Release, error) {

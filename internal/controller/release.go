@@ -42,14 +42,6 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		return ctrl.Result{}, fmt.Errorf("failed to mark reconciliation in progress: %w", err)
 	}
 
-	if err := r.unsupportedFields(obj); err != nil {
-		conditions.MarkStalled(obj, InitFailedReason, "%s", err)
-		conditions.Delete(obj, meta.ReconcilingCondition)
-		conditions.MarkFalse(obj, meta.ReadyCondition, InitFailedReason, "%s", err)
-		r.EventRecorder.Event(obj, corev1.EventTypeWarning, InitFailedReason, err.Error())
-		return ctrl.Result{}, nil
-	}
-
 	if obj.Spec.Chart != nil {
 		if err := r.reconcileChartTemplate(ctx, obj); err != nil {
 			return r.fail(obj, helmv2.ArtifactFailedReason, err)

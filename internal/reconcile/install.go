@@ -62,6 +62,7 @@ func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2
 	}
 	msg := fmt.Sprintf("Helm %s succeeded for release %s", verb, target)
 	conditions.MarkTrue(req.Object, helmv2.ReleasedCondition, succeeded, "%s", msg)
+	recordPostRenderDigests(req)
 	// A new release is neither tested nor remediated yet.
 	conditions.Delete(req.Object, helmv2.TestSuccessCondition)
 	conditions.Delete(req.Object, helmv2.RemediatedCondition)

@@ -59,6 +59,11 @@ func (m *Machine) Run(ctx context.Context, req *Request) error {
 		}
 		obs := Observe(req, cur)
 		done, err := m.step(ctx, req, cur, obs)
+		if obs.State == StateInSync {
+			// In sync, so the release matches the spec's post renderers;
+			// this records them for a release adopted without a digest.
+			recordPostRenderDigests(req)
+		}
 		if err != nil || done {
 			return err
 		}

@@ -29,8 +29,8 @@ const (
 	StateAwaitingReadiness State = "AwaitingReadiness"
 	// StateFailed: the last action failed (in Helm, or its tests).
 	StateFailed State = "Failed"
-	// StateOutOfSync: the chart, values or a force request differ from
-	// what the release was made from.
+	// StateOutOfSync: the chart, values, post renderers, common metadata or
+	// a force request differ from what the release was made from.
 	StateOutOfSync State = "OutOfSync"
 	// StateUntested: tests are enabled and have not run on this release.
 	StateUntested State = "Untested"
@@ -106,7 +106,7 @@ func outOfSyncReason(req *Request, latest *helmv2.Snapshot) string {
 	case req.OCIDigest != "" && latest.OCIDigest != "" && latest.OCIDigest != req.OCIDigest:
 		return "chart artifact digest changed"
 	}
-	return ""
+	return postRenderChange(req)
 }
 
 // ignoreTestFailures tells whether failed tests leave the release as is.

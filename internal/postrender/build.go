@@ -1,0 +1,72 @@
+package postrender
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"helm.sh/helm/v4/pkg/postrenderer"
+)
+
+// Origin labels name the HelmRelease an object belongs to, under
+// upstream's keys, so `flux trace` and label selectors find it.
+var (
+	OriginNameLabel      = helmv2.GroupVersion.Group + "/name"
+	OriginNamespaceLabel = helmv2.GroupVersion.Group + "/namespace"
+)
+
+// Build returns the post renderer of the HelmRelease with the given spec,
+// name and namespace: its Kustomize post renderers in order, then
+// commonMetadata, then the origin labels. commonMetadata comes after the
+// user's patches so its labels and annotations hold whatever a patch did,
+// and the origin labels come last so nothing can change which HelmRelease
+// an object claims to belong to.
+//
+// Entries without a kustomize section do nothing, as upstream. Invalid
+// entries are all reported in one error, naming the field at fault.
+func Build(spec *helmv2.HelmReleaseSpec, name, namespace string) (postrenderer.PostRenderer, error) {
+	var chain chain
+	var errs []error
+	for i, pr := range spec.PostRenderers {
+		if pr.Kustomize == nil {
+			continue
+		}
+		k, err := newKustomizeRenderer(fmt.Sprintf("spec.postRenderers[%d].kustomize", i), pr.Kustomize)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		chain = append(chain, k)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("invalid post renderer: %w", err)
+	}
+	if md := spec.CommonMetadata; md != nil {
+		chain = append(chain, &metadataRenderer{labels: maps.Clone(md.Labels), annotations: maps.Clone(md.Annotations)})
+	}
+	chain = append(chain, &metadataRenderer{labels: map[string]string{
+		OriginNameLabel:      name,
+		OriginNamespaceLabel: namespace,
+	}})
+	return chain, nil
+}
+
+// chain runs post renderers one after the other, each on the output of the
+// one before, after making every document of Helm's output parse on its own
+// (see inlineAliases).
+type chain []postrenderer.PostRenderer
+
+func (c chain) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
+	out, err := inlineAliases(in)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range c {
+		if out, err = r.Run(out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
