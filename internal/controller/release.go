@@ -48,6 +48,16 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		return ctrl.Result{}, nil
 	}
 
+	if err := checkDriftDetection(obj); err != nil {
+		// Nothing is deployed with a configuration that cannot be honoured;
+		// only a change of the spec can fix it.
+		conditions.MarkStalled(obj, InvalidDriftDetectionReason, "%s", err)
+		conditions.Delete(obj, meta.ReconcilingCondition)
+		conditions.MarkFalse(obj, meta.ReadyCondition, InvalidDriftDetectionReason, "%s", err)
+		r.EventRecorder.Event(obj, corev1.EventTypeWarning, InvalidDriftDetectionReason, err.Error())
+		return ctrl.Result{}, nil
+	}
+
 	if obj.Spec.Chart != nil {
 		if err := r.reconcileChartTemplate(ctx, obj); err != nil {
 			return r.fail(obj, helmv2.ArtifactFailedReason, err)
@@ -112,7 +122,8 @@ func (r *HelmReleaseReconciler) newHelmRunner(ctx context.Context, obj *v2.HelmR
 		return nil, fmt.Errorf("could not build the Helm configuration: %w", err)
 	}
 	return &helmRunner{cfg: cfg, obj: obj, opts: r.ActionOptions, defaultWait: r.DefaultWaitStrategy,
-		recorder: r.EventRecorder, progress: progress}, nil
+		recorder: r.EventRecorder, progress: progress,
+		fieldManager: r.Helm.FieldManager(), overrideManagers: r.OverrideManagers}, nil
 }
 
 // updateInventory records the objects of the release now in storage; a
