@@ -5,9 +5,11 @@ import (
 	"fmt"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/runtime/logger"
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/fluxcd/pkg/ssa/jsondiff"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/drift"
@@ -36,7 +38,15 @@ func (h *helmRunner) DetectDrift(ctx context.Context, rel *releasev1.Release) (j
 	if err != nil {
 		return nil, err
 	}
-	return checker.Detect(ctx, rel)
+	set, err := checker.Detect(ctx, rel)
+	// Events and conditions only name the drifted objects; the changes
+	// themselves (Secret values masked) are for the debug log.
+	log := ctrl.LoggerFrom(ctx).V(logger.DebugLevel)
+	for _, d := range drift.Drifted(set) {
+		log.Info("drift detected", "object", fmt.Sprintf("%s/%s/%s", d.GroupVersionKind().Kind, d.GetNamespace(), d.GetName()),
+			"type", d.Type, "patch", d.Patch)
+	}
+	return set, err
 }
 
 // CorrectDrift applies the drifted objects of set again.

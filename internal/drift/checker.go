@@ -76,11 +76,16 @@ func NewChecker(cluster Cluster, opts Options) (*Checker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("drift: REST mapper: %w", err)
 	}
-	c, err := client.New(cfg, client.Options{Mapper: mapper})
+	// One transport for both clients: a checker lives for one reconcile.
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("drift: HTTP client: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{Mapper: mapper, HTTPClient: httpClient})
 	if err != nil {
 		return nil, fmt.Errorf("drift: Kubernetes client: %w", err)
 	}
-	dryRun, err := client.New(cfg, client.Options{Mapper: mapper, DryRun: ptr.To(true)})
+	dryRun, err := client.New(cfg, client.Options{Mapper: mapper, HTTPClient: httpClient, DryRun: ptr.To(true)})
 	if err != nil {
 		return nil, fmt.Errorf("drift: dry-run Kubernetes client: %w", err)
 	}
@@ -110,6 +115,8 @@ func (c *Checker) Detect(ctx context.Context, rel *releasev1.Release) (jsondiff.
 		jsondiff.ExclusionSelector(exclusion),
 		jsondiff.Rationalize(true),
 		jsondiff.Graceful(true),
+		// Patches end up in logs; Secret values must not.
+		jsondiff.MaskSecrets(true),
 	}
 	if len(c.opts.Ignore) > 0 {
 		opts = append(opts, jsondiff.IgnoreRules(c.opts.Ignore))
