@@ -4,12 +4,14 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/ssa/jsondiff"
 	wjsondiff "github.com/wI2L/jsondiff"
+	"helm.sh/helm/v4/pkg/release/common"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -206,5 +208,36 @@ func TestDisablingDriftDetectionRemovesTheCondition(t *testing.T) {
 	wantCalls(t, h)
 	if c := conditions.Get(h.obj, helmv2.DriftedCondition); c != nil {
 		t.Errorf("Drifted condition %+v left after disabling drift detection", c)
+	}
+}
+
+// A revision whose afterHooks readiness wait is pending is not in sync:
+// its wait is resumed first, and only a release that passed it is
+// compared with the cluster.
+func TestDriftWaitsForAfterHooksReadiness(t *testing.T) {
+	cases := []struct {
+		name      string
+		resumeErr error
+		wantCalls []string
+	}{
+		{name: "wait passes, then drift is checked", wantCalls: []string{"resume", "detect", "correct", "detect"}},
+		{name: "wait fails, remediation ends the reconcile", resumeErr: errors.New("Deployment/default/app: InProgress"),
+			wantCalls: []string{"resume", "uninstall"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(withDriftMode(helmv2.DriftDetectionEnabled), func(o *v2.HelmRelease) {
+				o.Spec.Install = &v2.Install{WaitStrategy: v2.AfterHooks}
+				o.Spec.Install.Remediation = &helmv2.InstallRemediation{Retries: 3}
+			})
+			h.helm.drift = []jsondiff.DiffSet{replicasChanged, noDrift}
+			chart, _ := h.chart.Load()
+			rel := h.helm.newRelease(chart, h.values, common.StatusPendingInstall)
+			rel.Info.Description = awaitingMarker(time.Now().Add(time.Minute))
+			h.helm.fail["resume"] = tc.resumeErr
+
+			_ = h.run(t)
+			wantCalls(t, h, tc.wantCalls...)
+		})
 	}
 }

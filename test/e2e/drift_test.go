@@ -28,21 +28,31 @@ func TestDrift(t *testing.T) {
 	ns := newNamespace(t)
 	repo := createHelmRepository(t, ns)
 
-	t.Run("enabled mode corrects the drift", func(t *testing.T) {
+	t.Run("enabled mode corrects the drift and restores a deleted object", func(t *testing.T) {
 		t.Parallel()
 		hr := driftRelease(t, ns, "podinfo-enabled", repo, &helmv2.DriftDetection{Mode: helmv2.DriftDetectionEnabled})
 		driftWantCondition(t, hr, metav1.ConditionFalse, helmv2.NoDriftDetectedReason)
 
 		driftScale(t, ns, hr.Name, 3)
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hr.Name}}
+		if err := env.client.Delete(context.Background(), svc); err != nil {
+			t.Fatalf("deleting the Service: %v", err)
+		}
 		waitReconcileHandled(t, hr, requestReconcile(t, hr), 2*time.Minute)
 		driftWantReplicas(t, ns, hr.Name, 1)
+		if err := get(context.Background(), svc, ns, hr.Name); err != nil {
+			t.Errorf("deleted Service not restored: %v", err)
+		}
 		driftWantCondition(t, hr, metav1.ConditionFalse, helmv2.NoDriftDetectedReason)
 		if err := readyTrue(hr); err != nil {
 			t.Errorf("after the correction: %v", err)
 		}
 		deployment := fmt.Sprintf("Deployment/%s/%s", ns, hr.Name)
+		service := fmt.Sprintf("Service/%s/%s", ns, hr.Name)
 		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, helmv2.DriftDetectedReason, deployment+" changed")
+		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, helmv2.DriftDetectedReason, service+" deleted")
 		remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, "DriftCorrected", deployment+" configured")
+		remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, "DriftCorrected", service+" created")
 		wantEvent(t, hr, helmv2.DriftDetectedReason)
 		if got := releaseRevisions(t, ns, hr.Name); got != 1 {
 			t.Errorf("%d Helm revisions after the correction, want 1: drift is corrected without an upgrade", got)
