@@ -97,11 +97,10 @@ func NewChecker(cluster Cluster, opts Options) (*Checker, error) {
 // could not compare are left out and reported in the error, so a caller
 // can still act on the drift it did find.
 func (c *Checker) Detect(ctx context.Context, rel *releasev1.Release) (jsondiff.DiffSet, error) {
-	objects, err := c.desiredObjects(rel)
+	objects, errs, err := c.desiredObjects(rel)
 	if err != nil {
 		return nil, err
 	}
-	var errs []error
 	if len(c.opts.OverrideManagers) > 0 {
 		for _, obj := range objects {
 			if err := c.takeOverFields(ctx, obj); err != nil {
@@ -132,27 +131,31 @@ func (c *Checker) Detect(ctx context.Context, rel *releasev1.Release) (jsondiff.
 // release namespace on namespaced objects that name none, and the ownership
 // metadata Helm adds. Without that metadata the dry-run would report Helm's
 // own label and annotations as drift, and a correction would drop them.
-func (c *Checker) desiredObjects(rel *releasev1.Release) ([]*unstructured.Unstructured, error) {
-	objects, err := ssautil.ReadObjects(strings.NewReader(rel.Manifest))
+// Objects whose kind the cluster does not serve (any more) are left out and
+// reported in skipped; err means the manifest itself is unreadable.
+func (c *Checker) desiredObjects(rel *releasev1.Release) (objects []*unstructured.Unstructured, skipped []error, err error) {
+	all, err := ssautil.ReadObjects(strings.NewReader(rel.Manifest))
 	if err != nil {
-		return nil, fmt.Errorf("reading the manifest of release %s/%s.v%d: %w", rel.Namespace, rel.Name, rel.Version, err)
+		return nil, nil, fmt.Errorf("reading the manifest of release %s/%s.v%d: %w", rel.Namespace, rel.Name, rel.Version, err)
 	}
-	if err := ssanormalize.UnstructuredListWithScheme(objects, c.client.Scheme()); err != nil {
-		return nil, fmt.Errorf("normalizing the manifest of release %s/%s.v%d: %w", rel.Namespace, rel.Name, rel.Version, err)
+	if err := ssanormalize.UnstructuredListWithScheme(all, c.client.Scheme()); err != nil {
+		return nil, nil, fmt.Errorf("normalizing the manifest of release %s/%s.v%d: %w", rel.Namespace, rel.Name, rel.Version, err)
 	}
-	for _, obj := range objects {
+	for _, obj := range all {
 		if obj.GetNamespace() == "" {
 			namespaced, err := c.namespaced(obj)
 			if err != nil {
-				return nil, err
+				skipped = append(skipped, err)
+				continue
 			}
 			if namespaced {
 				obj.SetNamespace(rel.Namespace)
 			}
 		}
 		setHelmOwnership(obj, rel.Name, rel.Namespace)
+		objects = append(objects, obj)
 	}
-	return objects, nil
+	return objects, skipped, nil
 }
 
 func (c *Checker) namespaced(obj *unstructured.Unstructured) (bool, error) {

@@ -70,9 +70,9 @@ data:
 `, ns)
 	rel := &releasev1.Release{Name: "app", Namespace: ns, Version: 1, Manifest: manifest}
 	checker := newChecker(t, Options{})
-	objects, err := checker.desiredObjects(rel)
-	if err != nil {
-		t.Fatal(err)
+	objects, skipped, err := checker.desiredObjects(rel)
+	if err != nil || len(skipped) > 0 {
+		t.Fatal(err, skipped)
 	}
 	for _, obj := range objects {
 		if err := c.Patch(context.Background(), obj, client.Apply, client.FieldOwner(helmManager), client.ForceOwnership); err != nil {
@@ -285,5 +285,20 @@ func TestOverrideManagers(t *testing.T) {
 	cm := configMap(ns)
 	if err := c.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil || cm.Data["size"] != "large" {
 		t.Errorf("a field of a manager that is not overridden was touched: %v %v", err, cm.Data)
+	}
+}
+
+// An object whose kind the cluster does not serve (its CRD was deleted,
+// say) is reported, and the other objects are still compared.
+func TestDetectUnknownKind(t *testing.T) {
+	c, ns, rel := setup(t)
+	scale(t, c, ns)
+	rel.Manifest += "---\napiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: gadget\n"
+	set, err := newChecker(t, Options{}).Detect(context.Background(), rel)
+	if err == nil || !strings.Contains(err.Error(), `Widget "gadget"`) {
+		t.Errorf("error %v, want one naming the Widget", err)
+	}
+	if got := diffTypes(set); got != "ConfigMap/settings=none Deployment/app=update" {
+		t.Errorf("diffs %s", got)
 	}
 }
