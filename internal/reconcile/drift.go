@@ -63,7 +63,20 @@ func (m *Machine) observeDrift(ctx context.Context, req *Request, cur *releasev1
 
 // driftMessage names the release and lists what drifted.
 func driftMessage(cur *releasev1.Release, set jsondiff.DiffSet) string {
-	return fmt.Sprintf("Cluster state of release %s differs from its manifest:\n%s", releaseID(cur), drift.Describe(set))
+	return fmt.Sprintf("Cluster state of release %s differs from its manifest:\n%s", releaseID(cur), firstLines(drift.Describe(set), maxDriftLines))
+}
+
+// maxDriftLines bounds the objects a message lists: conditions and events
+// have size limits, and a page of names says enough.
+const maxDriftLines = 50
+
+// firstLines keeps the first n lines of s and says how many were left out.
+func firstLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) <= n {
+		return s
+	}
+	return strings.Join(lines[:n], "\n") + fmt.Sprintf("\n… and %d more", len(lines)-n)
 }
 
 // drifted reports the drift in set (Drifted condition and event) and, in
@@ -80,7 +93,7 @@ func (m *Machine) drifted(ctx context.Context, req *Request, cur *releasev1.Rele
 	}
 
 	changes, err := m.Helm.CorrectDrift(ctx, set)
-	applied := drift.DescribeChanges(changes)
+	applied := firstLines(drift.DescribeChanges(changes), maxDriftLines)
 	if err != nil {
 		var b strings.Builder
 		fmt.Fprintf(&b, "Drift correction of release %s failed: %s", releaseID(cur), trimError(err))

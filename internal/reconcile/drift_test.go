@@ -241,3 +241,20 @@ func TestDriftWaitsForAfterHooksReadiness(t *testing.T) {
 		})
 	}
 }
+
+func TestFirstLines(t *testing.T) {
+	cases := []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"", 2, ""},
+		{"a\nb", 2, "a\nb"},
+		{"a\nb\nc\nd", 2, "a\nb\n… and 2 more"},
+	}
+	for _, tc := range cases {
+		if got := firstLines(tc.in, tc.n); got != tc.want {
+			t.Errorf("firstLines(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}
