@@ -115,15 +115,16 @@ func (m *Machine) drifted(ctx context.Context, req *Request, cur *releasev1.Rele
 
 // driftPersists ends a reconcile in which a correction ran and the objects
 // still differ, typically because another controller or a mutating webhook
-// writes the same fields. Correcting again at once would fight it; the
-// reconcile is retried with a backoff, and an ignore rule for those fields
-// ends the fight.
+// writes the same fields. Correcting again at once, or on a fast backoff,
+// would only fight it: the drift is reported (Ready turns False, see
+// summarize) and the next correction waits for the next interval, as
+// upstream does. An ignore rule for those fields ends the fight.
 func (m *Machine) driftPersists(req *Request, cur *releasev1.Release, set jsondiff.DiffSet) error {
 	msg := fmt.Sprintf("%s\nThe objects still differ after a correction; if another controller manages these fields, add drift detection ignore rules for them",
 		driftMessage(cur, set))
 	conditions.MarkTrue(req.Object, helmv2.DriftedCondition, helmv2.DriftDetectedReason, "%s", msg)
 	m.warning(req, req.Object.Status.History.Latest(), DriftCorrectionFailedReason, msg)
-	return fmt.Errorf("%s", msg)
+	return nil
 }
 
 // uncorrectedDrift returns the condition that keeps a release that is
