@@ -371,6 +371,11 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log l
 			UseHelm3Defaults: features.Enabled(features.UseHelm3Defaults),
 			AllowDNSLookups:  features.Enabled(features.AllowDNSLookups),
 		},
+		OverrideManagers: opts.overrideManagers,
+	}
+	if features.Enabled(features.DetectDrift) || features.Enabled(features.CorrectDrift) {
+		// As upstream v1.x: the gates are accepted and do nothing.
+		log.Info("the DetectDrift and CorrectDrift feature gates have no effect; set spec.driftDetection.mode on the HelmRelease instead")
 	}
 	err = reconciler.SetupWithManager(ctx, mgr, controller.HelmReleaseReconcilerOptions{
 		RateLimiter:             helper.GetRateLimiter(opts.rateLimiter),

@@ -19,6 +19,7 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/chartsource"
+	"github.com/afterhooks/helm-controller/internal/drift"
 	"github.com/afterhooks/helm-controller/internal/kube"
 	"github.com/afterhooks/helm-controller/internal/postrender"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
@@ -41,6 +42,14 @@ type helmRunner struct {
 	// progress reports afterHooks phases in the Reconciling condition; may
 	// be nil.
 	progress *progressReporter
+	// fieldManager is the field manager Helm applies objects with; drift
+	// is compared and corrected as this manager.
+	fieldManager string
+	// overrideManagers are the --override-manager field managers whose
+	// fields drift correction takes over.
+	overrideManagers []string
+	// drift is built on first use by driftChecker.
+	drift *drift.Checker
 }
 
 func (h *helmRunner) releaseName() string { return action.ReleaseName(h.obj) }

@@ -76,6 +76,9 @@ type HelmReleaseReconciler struct {
 	Targets *kube.Builder
 	// ActionOptions carry feature-gate effects on Helm actions.
 	ActionOptions action.Options
+	// OverrideManagers are field managers (--override-manager) whose
+	// fields drift correction takes over, so their changes count as drift.
+	OverrideManagers []string
 }
 
 // HelmReleaseReconcilerOptions tunes the controller's work queue.

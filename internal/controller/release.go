@@ -42,6 +42,16 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		return ctrl.Result{}, fmt.Errorf("failed to mark reconciliation in progress: %w", err)
 	}
 
+	if err := checkDriftDetection(obj); err != nil {
+		// Nothing is deployed with a configuration that cannot be honoured;
+		// only a change of the spec can fix it.
+		conditions.MarkStalled(obj, InvalidDriftDetectionReason, "%s", err)
+		conditions.Delete(obj, meta.ReconcilingCondition)
+		conditions.MarkFalse(obj, meta.ReadyCondition, InvalidDriftDetectionReason, "%s", err)
+		r.EventRecorder.Event(obj, corev1.EventTypeWarning, InvalidDriftDetectionReason, err.Error())
+		return ctrl.Result{}, nil
+	}
+
 	if obj.Spec.Chart != nil {
 		if err := r.reconcileChartTemplate(ctx, obj); err != nil {
 			return r.fail(obj, helmv2.ArtifactFailedReason, err)
@@ -132,7 +142,8 @@ func (r *HelmReleaseReconciler) newHelmRunner(ctx context.Context, obj *v2.HelmR
 		return nil, fmt.Errorf("could not build the Helm configuration: %w", err)
 	}
 	return &helmRunner{cfg: cfg, getter: factory.RESTClientGetter(), target: target, obj: obj, opts: r.ActionOptions,
-		defaultWait: r.DefaultWaitStrategy, recorder: r.EventRecorder, progress: progress}, nil
+		defaultWait: r.DefaultWaitStrategy, recorder: r.EventRecorder, progress: progress,
+		fieldManager: factory.FieldManager(), overrideManagers: r.OverrideManagers}, nil
 }
 
 // uninstallRunner returns the runner that uninstalls the release of a

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/fluxcd/pkg/ssa"
+	"github.com/fluxcd/pkg/ssa/jsondiff"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
@@ -22,6 +24,11 @@ type fakeHelm struct {
 	renderFails     bool // the next install/upgrade fails before storage is written
 	calls           []string
 	now             time.Time
+	// drift is what DetectDrift reports, one set per call (the last one
+	// repeats); detectErr and correctErr fail those calls.
+	drift      []jsondiff.DiffSet
+	detectErr  error
+	correctErr error
 }
 
 func newFakeHelm() *fakeHelm {
@@ -168,4 +175,32 @@ type fakeRecorder struct{ events []recordedEvent }
 
 func (r *fakeRecorder) AnnotatedEventf(_ runtime.Object, _ map[string]string, eventtype, reason, messageFmt string, args ...any) {
 	r.events = append(r.events, recordedEvent{eventtype, reason, sprintf(messageFmt, args...)})
+}
+
+// DetectDrift reports the next prepared drift set.
+func (f *fakeHelm) DetectDrift(_ context.Context, rel *releasev1.Release) (jsondiff.DiffSet, error) {
+	f.calls = append(f.calls, "detect")
+	var set jsondiff.DiffSet
+	if len(f.drift) > 0 {
+		set = f.drift[0]
+		if len(f.drift) > 1 {
+			f.drift = f.drift[1:]
+		}
+	}
+	return set, f.detectErr
+}
+
+// CorrectDrift "applies" every drifted object of set.
+func (f *fakeHelm) CorrectDrift(_ context.Context, set jsondiff.DiffSet) (*ssa.ChangeSet, error) {
+	f.calls = append(f.calls, "correct")
+	changes := ssa.NewChangeSet()
+	for _, d := range set {
+		if d.Type == jsondiff.DiffTypeCreate || d.Type == jsondiff.DiffTypeUpdate {
+			changes.Add(ssa.ChangeSetEntry{Subject: d.GroupVersionKind().Kind + "/" + d.GetNamespace() + "/" + d.GetName(), Action: ssa.ConfiguredAction})
+		}
+	}
+	if f.correctErr != nil {
+		return ssa.NewChangeSet(), f.correctErr
+	}
+	return changes, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/ssa/jsondiff"
 	"helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
@@ -52,12 +53,32 @@ func (m *Machine) now() time.Time {
 func (m *Machine) Run(ctx context.Context, req *Request) error {
 	m.trackAttempt(req)
 	defer summarize(req)
+	// A reconcile corrects drift once; drift that survives the correction
+	// is reported instead of corrected again in a loop.
+	correctedDrift := false
 	for step := 0; step < maxSteps; step++ {
 		cur, err := m.lastRelease(ctx)
 		if err != nil {
 			return err
 		}
 		obs := Observe(req, cur)
+		if obs.State == StateInSync {
+			var set jsondiff.DiffSet
+			if obs, set, err = m.observeDrift(ctx, req, cur, obs); err != nil {
+				return err
+			}
+			if obs.State == StateDrifted {
+				if correctedDrift {
+					return m.driftPersists(req, cur, set)
+				}
+				correctedDrift = true
+				done, err := m.drifted(ctx, req, cur, set)
+				if err != nil || done {
+					return err
+				}
+				continue
+			}
+		}
 		done, err := m.step(ctx, req, cur, obs)
 		if obs.State == StateInSync {
 			// In sync, so the release matches the spec's post renderers;

@@ -3,6 +3,9 @@ package reconcile
 import (
 	"context"
 
+	"github.com/fluxcd/pkg/ssa"
+	"github.com/fluxcd/pkg/ssa/jsondiff"
+
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
@@ -27,6 +30,13 @@ type Helm interface {
 	// left pending by an earlier run (see internal/afterhooks). It returns
 	// the revision as stored at the end (deployed or failed).
 	ResumeWait(ctx context.Context, rel *releasev1.Release) (*releasev1.Release, error)
+	// DetectDrift compares the objects of rel's manifest with the cluster
+	// as spec.driftDetection configures it. With an error the set holds
+	// the objects that could be compared.
+	DetectDrift(ctx context.Context, rel *releasev1.Release) (jsondiff.DiffSet, error)
+	// CorrectDrift restores the deleted and changed objects of set and
+	// returns what it applied, also when it fails part-way.
+	CorrectDrift(ctx context.Context, set jsondiff.DiffSet) (*ssa.ChangeSet, error)
 }
 
 // Chart is the desired chart: its metadata is always at hand; Load parses

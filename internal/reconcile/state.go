@@ -36,6 +36,10 @@ const (
 	StateUntested State = "Untested"
 	// StateInSync: nothing to do.
 	StateInSync State = "InSync"
+	// StateDrifted: in sync, but objects of the release differ from its
+	// manifest in the cluster. Only drift detection (drift.go) reports it,
+	// refining StateInSync.
+	StateDrifted State = "Drifted"
 )
 
 // Observation is a State with the reason for it, in words for a user.

@@ -6,10 +6,21 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 )
 
-// summarize sets Ready from the release conditions once the release is in
+// summarize sets Ready from the release and drift conditions once the release is in
 // sync: a remediation in place or failed tests (not ignored) keep it
 // False; otherwise the latest of test and release outcome speaks for it.
 func summarize(req *Request) {
+	summarizeRelease(req)
+	// Drift that could not be checked or corrected keeps a release that
+	// is otherwise Ready from being Ready; failures of the release itself
+	// speak first.
+	if reason, msg, found := uncorrectedDrift(req); found && conditions.IsReady(req.Object) {
+		conditions.MarkFalse(req.Object, meta.ReadyCondition, reason, "%s", msg)
+	}
+}
+
+// summarizeRelease sets Ready from the outcome of the release actions.
+func summarizeRelease(req *Request) {
 	obj := req.Object
 	if rem := conditions.Get(obj, helmv2.RemediatedCondition); rem != nil {
 		conditions.MarkFalse(obj, meta.ReadyCondition, rem.Reason, "%s", rem.Message)

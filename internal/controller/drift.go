@@ -1,0 +1,88 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/runtime/logger"
+	"github.com/fluxcd/pkg/ssa"
+	"github.com/fluxcd/pkg/ssa/jsondiff"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/drift"
+)
+
+// InvalidDriftDetectionReason: spec.driftDetection cannot be used (an ignore
+// rule with a malformed JSON pointer or target selector).
+const InvalidDriftDetectionReason = "InvalidDriftDetection"
+
+// checkDriftDetection rejects ignore rules that drift detection could not
+// apply, before anything is deployed. Rules of a HelmRelease that does not
+// detect drift are not looked at, as they are not used.
+func checkDriftDetection(obj *v2.HelmRelease) error {
+	dd := obj.Upstream().GetDriftDetection()
+	if !dd.MustDetectChanges() {
+		return nil
+	}
+	_, err := drift.IgnoreRules(dd.Ignore)
+	return err
+}
+
+// DetectDrift compares the release's objects with the cluster the Helm
+// configuration deploys to.
+func (h *helmRunner) DetectDrift(ctx context.Context, rel *releasev1.Release) (jsondiff.DiffSet, error) {
+	checker, err := h.driftChecker()
+	if err != nil {
+		return nil, err
+	}
+	set, err := checker.Detect(ctx, rel)
+	// Events and conditions only name the drifted objects; the changes
+	// themselves (Secret values masked) are for the debug log.
+	log := ctrl.LoggerFrom(ctx).V(logger.DebugLevel)
+	for _, d := range drift.Drifted(set) {
+		log.Info("drift detected", "object", fmt.Sprintf("%s/%s/%s", d.GroupVersionKind().Kind, d.GetNamespace(), d.GetName()),
+			"type", d.Type, "patch", d.Patch)
+	}
+	return set, err
+}
+
+// CorrectDrift applies the drifted objects of set again.
+func (h *helmRunner) CorrectDrift(ctx context.Context, set jsondiff.DiffSet) (*ssa.ChangeSet, error) {
+	checker, err := h.driftChecker()
+	if err != nil {
+		return nil, err
+	}
+	return checker.Correct(ctx, set)
+}
+
+// driftChecker builds (once per runner) the drift checker from the Helm
+// configuration's REST client getter: whatever cluster and identity Helm
+// deploys with (a remote kubeconfig, an impersonated ServiceAccount) is the
+// one drift is detected and corrected with.
+func (h *helmRunner) driftChecker() (*drift.Checker, error) {
+	if h.drift != nil {
+		return h.drift, nil
+	}
+	dd := h.obj.Upstream().GetDriftDetection()
+	rules, err := drift.IgnoreRules(dd.Ignore)
+	if err != nil {
+		return nil, err
+	}
+	if h.cfg.RESTClientGetter == nil {
+		return nil, fmt.Errorf("the Helm configuration has no REST client getter")
+	}
+	opts := drift.Options{FieldManager: h.fieldManager, Ignore: rules}
+	// Taking fields over writes managedFields; warn mode must only report.
+	if dd.GetMode() == helmv2.DriftDetectionEnabled {
+		opts.OverrideManagers = h.overrideManagers
+	}
+	checker, err := drift.NewChecker(h.cfg.RESTClientGetter, opts)
+	if err != nil {
+		return nil, err
+	}
+	h.drift = checker
+	return checker, nil
+}
