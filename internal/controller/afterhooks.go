@@ -125,7 +125,8 @@ func (h *helmRunner) finishWait(ctx context.Context, cfg *helmaction.Configurati
 	target := held.Release()
 	h.progress.report(waitingFor(target))
 	started := time.Now()
-	waitErr := afterhooks.WaitReady(ctx, cfg.KubeClient, target, wait.Strategy, wait.WaitForJobs, timeout)
+	waitErr := afterhooks.WaitReady(ctx, cfg.KubeClient, target, wait.Strategy, wait.WaitForJobs, timeout,
+		afterhooks.WithStatusReaders(h.opts.StatusReaders...))
 	observePhase(verb, v2.AfterHooks, "readiness", started)
 	if waitErr == nil {
 		committed, err := held.Commit(ctx, raw)

@@ -20,6 +20,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
+	"github.com/afterhooks/helm-controller/internal/healthcheck"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 )
 
@@ -48,6 +49,13 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		return ctrl.Result{}, nil
 	}
 
+	// Expressions are checked before anything else happens: a typo must
+	// not cost a chart download, let alone a Helm action.
+	healthChecks, err := healthcheck.Compile(obj.Spec.HealthCheckExprs)
+	if err != nil {
+		return r.stallOnInvalidHealthChecks(obj, err)
+	}
+
 	if obj.Spec.Chart != nil {
 		if err := r.reconcileChartTemplate(ctx, obj); err != nil {
 			return r.fail(obj, helmv2.ArtifactFailedReason, err)
@@ -73,6 +81,9 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	progress := &progressReporter{ctx: ctx, obj: obj, patcher: patcher, owner: r.FieldManager}
 	runner, err := r.newHelmRunner(ctx, obj, progress)
 	if err != nil {
+		return r.fail(obj, InitFailedReason, err)
+	}
+	if runner.opts.StatusReaders, err = r.healthCheckReaders(healthChecks); err != nil {
 		return r.fail(obj, InitFailedReason, err)
 	}
 	obj.Status.StorageNamespace = obj.Upstream().GetStorageNamespace()
