@@ -30,6 +30,10 @@ type helmRunner struct {
 	// progress reports afterHooks phases in the Reconciling condition; may
 	// be nil.
 	progress *progressReporter
+	// newRevision cancels readiness waits when a new reconcile is queued
+	// (CancelHealthCheckOnNewRevision); its context is opts.WaitContext.
+	// Nil when the gate is off.
+	newRevision *newRevisionWatch
 }
 
 func (h *helmRunner) releaseName() string { return action.ReleaseName(h.obj) }
@@ -56,7 +60,8 @@ func (h *helmRunner) Install(ctx context.Context, chart *chartv2.Chart, values m
 			})
 	}
 	defer observePhase("install", v2.BeforeHooks, "helm", time.Now())
-	return action.Install(ctx, h.cfg, obj, chart, values, h.opts)
+	rel, err := action.Install(ctx, h.cfg, obj, chart, values, h.opts)
+	return rel, h.newRevision.canceled(err)
 }
 
 func (h *helmRunner) Upgrade(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
@@ -67,7 +72,8 @@ func (h *helmRunner) Upgrade(ctx context.Context, chart *chartv2.Chart, values m
 			})
 	}
 	defer observePhase("upgrade", v2.BeforeHooks, "helm", time.Now())
-	return action.Upgrade(ctx, h.cfg, h.obj, chart, values, h.opts)
+	rel, err := action.Upgrade(ctx, h.cfg, h.obj, chart, values, h.opts)
+	return rel, h.newRevision.canceled(err)
 }
 
 func (h *helmRunner) Test(ctx context.Context) (*releasev1.Release, error) {
@@ -83,7 +89,7 @@ func (h *helmRunner) Rollback(ctx context.Context, toVersion int) error {
 		return err
 	}
 	defer observePhase("rollback", v2.BeforeHooks, "helm", time.Now())
-	return action.Rollback(ctx, h.cfg, h.obj, toVersion, h.opts)
+	return h.newRevision.canceled(action.Rollback(ctx, h.cfg, h.obj, toVersion, h.opts))
 }
 
 func (h *helmRunner) Uninstall(ctx context.Context) error {

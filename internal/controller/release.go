@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
@@ -86,6 +87,9 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	if runner.opts.StatusReaders, err = r.healthCheckReaders(healthChecks); err != nil {
 		return r.fail(obj, InitFailedReason, err)
 	}
+	runner.newRevision = r.watchForNewRevision(ctx, obj, artifact)
+	defer runner.newRevision.Stop()
+	runner.opts.WaitContext = runner.newRevision.Context()
 	obj.Status.StorageNamespace = obj.Upstream().GetStorageNamespace()
 
 	req := &reconcile.Request{
@@ -166,6 +170,7 @@ func (r *HelmReleaseReconciler) handleAnnotations(obj *v2.HelmRelease, req *reco
 // outcome turns the state machine's result into conditions and a requeue.
 func (r *HelmReleaseReconciler) outcome(obj *v2.HelmRelease, err error) (ctrl.Result, error) {
 	var retry *reconcile.RetryAfterError
+	var canceled *reconcile.HealthCheckCanceledError
 	switch {
 	case err == nil:
 		conditions.Delete(obj, meta.StalledCondition)
@@ -179,6 +184,10 @@ func (r *HelmReleaseReconciler) outcome(obj *v2.HelmRelease, err error) (ctrl.Re
 		return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
 	case errors.As(err, &retry):
 		return ctrl.Result{RequeueAfter: retry.After}, nil
+	case errors.As(err, &canceled):
+		// The change that cancelled the wait has queued a new reconcile
+		// already; the short requeue only guards against missing it.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
 	default:
 		return ctrl.Result{}, err
 	}
