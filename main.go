@@ -362,6 +362,8 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log l
 		RequeueDependency:          opts.requeueDependency,
 		DirectSourceFetch:          features.Enabled(helper.FeatureGateDirectSourceFetch),
 		AdditiveCELDependencyCheck: features.Enabled(helper.FeatureGateAdditiveCELDependencyCheck),
+
+		CancelHealthCheckOnNewRevision: features.Enabled(features.CancelHealthCheckOnNewRevision),
 		// newManager has already rejected a bad selector.
 		ConfigWatch: controller.MustConfigWatchOptions(opts.watch.ConfigsLabelSelector, features.Enabled(helper.FeatureGateDisableConfigWatchers)),
 		Charts:      charts,

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluxcd/cli-utils/pkg/kstatus/polling/engine"
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	helmaction "helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/kube"
@@ -170,7 +171,10 @@ func TestNewInstall(t *testing.T) {
 		{name: "unknown post render strategy", obj: newHR(func(o *v2.HelmRelease) { o.Spec.PostRenderStrategy = "bogus" }),
 			wantErr: "postRenderStrategy"},
 		{name: "DNS lookups and wait context", opts: Options{AllowDNSLookups: true, WaitContext: context.Background()},
-			want: func(f *installFields) { f.EnableDNS, f.WaitOptions = true, 1 }},
+			want: func(f *installFields) { f.EnableDNS, f.WaitOptions = true, 2 }},
+		{name: "health check readers and wait context", opts: Options{WaitContext: context.Background(),
+			StatusReaders: []engine.StatusReader{nil}},
+			want: func(f *installFields) { f.WaitOptions = 3 }},
 		{name: "CRD policy never reaches Helm", obj: newHR(withInstall(helmv2.Install{CRDs: helmv2.CreateReplace}))},
 	}
 	for _, tt := range tests {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fluxcd/cli-utils/pkg/kstatus/polling/engine"
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	helmaction "helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/kube"
@@ -34,14 +35,16 @@ type Options struct {
 	// nil means none.
 	PostRenderer postrenderer.PostRenderer
 
-	// WaitContext, when set, bounds Helm's readiness waits and hook watches
-	// in addition to their timeouts, so a caller can abandon a wait (the
-	// CancelHealthCheckOnNewRevision feature gate). When it is nil only the
-	// action's timeout bounds them. Helm passes it to its kstatus-based
-	// waiters (poller and hookOnly); its legacy waiter ignores it. The ctx
-	// passed to each function is not used for this: cancelling it makes
-	// Install and Upgrade return early while Helm finishes the action in the
-	// background, as Helm does.
+	// WaitContext, when set, bounds Helm's readiness waits (Wait and
+	// WaitWithJobs: the wait for the release's resources) in addition to
+	// their timeouts, so a caller can abandon a wait (the
+	// CancelHealthCheckOnNewRevision feature gate). Hook watches and the
+	// wait for deletions are not bound by it: interrupting a running hook
+	// would leave its side effects half done. When it is nil only the
+	// action's timeout bounds the waits. Helm passes it to its kstatus-based
+	// waiter; its legacy waiter ignores it. The ctx passed to each function
+	// is not used for this: cancelling it makes Install and Upgrade return
+	// early while Helm finishes the action in the background, as Helm does.
 	WaitContext context.Context
 
 	// HookOnlyWait runs install, upgrade and rollback with Helm's hookOnly
@@ -51,6 +54,14 @@ type Options struct {
 	// disableWaitForJobs still apply to the hooks as usual. RollbackOnFailure
 	// is never set, so Helm cannot turn hookOnly back into a resource wait.
 	HookOnlyWait bool
+
+	// StatusReaders judge the readiness of the kinds they support before
+	// kstatus' built-in rules do: spec.healthCheckExprs, compiled by
+	// internal/healthcheck. Helm's kstatus-based waiter uses them for the
+	// release's resources and for hooks of those kinds; the legacy waiter
+	// ignores them, as upstream documents (health check expressions need
+	// the poller strategy).
+	StatusReaders []engine.StatusReader
 }
 
 // Wait is the readiness wait an action would run when it waits for the
@@ -153,12 +164,17 @@ func readinessStrategy(up *helmv2.HelmRelease, o Options) kube.WaitStrategy {
 	return kube.StatusWatcherStrategy
 }
 
-// waitOptions passes Options.WaitContext to Helm's waiters.
+// waitOptions passes Options.WaitContext and Options.StatusReaders to
+// Helm's waiters.
 func waitOptions(o Options) []kube.WaitOption {
-	if o.WaitContext == nil {
-		return nil
+	var opts []kube.WaitOption
+	if o.WaitContext != nil {
+		opts = append(opts, kube.WithWaitMethodContext(o.WaitContext), kube.WithWaitWithJobsMethodContext(o.WaitContext))
 	}
-	return []kube.WaitOption{kube.WithWaitContext(o.WaitContext)}
+	if len(o.StatusReaders) > 0 {
+		opts = append(opts, kube.WithKStatusReaders(o.StatusReaders...))
+	}
+	return opts
 }
 
 // postRenderStrategy maps spec.postRenderStrategy.

@@ -16,6 +16,7 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/afterhooks"
+	"github.com/afterhooks/helm-controller/internal/reconcile"
 )
 
 // AfterHooksWaitingReason is the reason of the Normal event emitted when an
@@ -125,7 +126,17 @@ func (h *helmRunner) finishWait(ctx context.Context, cfg *helmaction.Configurati
 	target := held.Release()
 	h.progress.report(waitingFor(target))
 	started := time.Now()
-	waitErr := afterhooks.WaitReady(ctx, cfg.KubeClient, target, wait.Strategy, wait.WaitForJobs, timeout)
+	// The wait also ends when a new reconcile is queued
+	// (CancelHealthCheckOnNewRevision); ctx ending means the controller
+	// stops, which leaves the revision pending instead.
+	waitCtx, cancelWait := context.WithCancel(ctx)
+	defer cancelWait()
+	if h.opts.WaitContext != nil {
+		stop := context.AfterFunc(h.opts.WaitContext, cancelWait)
+		defer stop()
+	}
+	waitErr := afterhooks.WaitReady(waitCtx, cfg.KubeClient, target, wait.Strategy, wait.WaitForJobs, timeout,
+		afterhooks.WithStatusReaders(h.opts.StatusReaders...))
 	observePhase(verb, v2.AfterHooks, "readiness", started)
 	if waitErr == nil {
 		committed, err := held.Commit(ctx, raw)
@@ -138,6 +149,16 @@ func (h *helmRunner) finishWait(ctx context.Context, cfg *helmaction.Configurati
 		// Interrupted, not failed: the revision stays pending with its
 		// deadline in storage.
 		return nil, waitErr
+	}
+	var canceled *reconcile.HealthCheckCanceledError
+	if errors.As(h.newRevision.canceled(waitErr), &canceled) {
+		// Abandoned for a new reconcile: failed, as Helm fails a revision
+		// whose own wait is cancelled.
+		failed, err := held.Fail(ctx, raw, fmt.Sprintf("readiness wait canceled: %s", canceled))
+		if err != nil {
+			return nil, errors.Join(canceled, fmt.Errorf("afterHooks: recording the failure of %s.v%d: %w", target.Name, target.Version, err))
+		}
+		return failed, canceled
 	}
 	failed, err := held.Fail(ctx, raw, waitErr.Error())
 	if err != nil {

@@ -50,6 +50,10 @@ type helmRunner struct {
 	overrideManagers []string
 	// drift is built on first use by driftChecker.
 	drift *drift.Checker
+	// newRevision cancels readiness waits when a new reconcile is queued
+	// (CancelHealthCheckOnNewRevision); its context is opts.WaitContext.
+	// Nil when the gate is off.
+	newRevision *newRevisionWatch
 }
 
 func (h *helmRunner) releaseName() string { return action.ReleaseName(h.obj) }
@@ -94,7 +98,8 @@ func (h *helmRunner) Install(ctx context.Context, chart *chartv2.Chart, values m
 	defer observePhase("install", v2.BeforeHooks, "helm", time.Now())
 	opts := h.opts
 	opts.PostRenderer = pr
-	return action.Install(ctx, h.cfg, obj, chart, values, opts)
+	rel, err := action.Install(ctx, h.cfg, obj, chart, values, opts)
+	return rel, h.newRevision.canceled(err)
 }
 
 func (h *helmRunner) Upgrade(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
@@ -112,7 +117,8 @@ func (h *helmRunner) Upgrade(ctx context.Context, chart *chartv2.Chart, values m
 	defer observePhase("upgrade", v2.BeforeHooks, "helm", time.Now())
 	opts := h.opts
 	opts.PostRenderer = pr
-	return action.Upgrade(ctx, h.cfg, h.obj, chart, values, opts)
+	rel, err := action.Upgrade(ctx, h.cfg, h.obj, chart, values, opts)
+	return rel, h.newRevision.canceled(err)
 }
 
 // postRenderer builds the post renderer install and upgrade run on the
@@ -137,7 +143,7 @@ func (h *helmRunner) Rollback(ctx context.Context, toVersion int) error {
 		return err
 	}
 	defer observePhase("rollback", v2.BeforeHooks, "helm", time.Now())
-	return action.Rollback(ctx, h.cfg, h.obj, toVersion, h.opts)
+	return h.newRevision.canceled(action.Rollback(ctx, h.cfg, h.obj, toVersion, h.opts))
 }
 
 func (h *helmRunner) Uninstall(ctx context.Context) error {

@@ -66,6 +66,11 @@ type HelmReleaseReconciler struct {
 	// ConfigWatch selects the ConfigMaps and Secrets whose changes
 	// reconcile the HelmReleases that use them in valuesFrom.
 	ConfigWatch ConfigWatchOptions
+	// CancelHealthCheckOnNewRevision is the feature gate of the same name:
+	// a readiness wait is abandoned, and its revision failed, as soon as a
+	// change queues a new reconcile of the HelmRelease (see
+	// newRevisionWatch).
+	CancelHealthCheckOnNewRevision bool
 
 	// Charts downloads and caches chart artifacts.
 	Charts *chartsource.Source

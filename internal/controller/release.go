@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
@@ -21,6 +22,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
+	"github.com/afterhooks/helm-controller/internal/healthcheck"
 	"github.com/afterhooks/helm-controller/internal/kube"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 )
@@ -42,14 +44,15 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		return ctrl.Result{}, fmt.Errorf("failed to mark reconciliation in progress: %w", err)
 	}
 
+	// Settings that cannot be honoured are refused before anything else
+	// happens: a typo must not cost a chart download, let alone a Helm
+	// action.
 	if err := checkDriftDetection(obj); err != nil {
-		// Nothing is deployed with a configuration that cannot be honoured;
-		// only a change of the spec can fix it.
-		conditions.MarkStalled(obj, InvalidDriftDetectionReason, "%s", err)
-		conditions.Delete(obj, meta.ReconcilingCondition)
-		conditions.MarkFalse(obj, meta.ReadyCondition, InvalidDriftDetectionReason, "%s", err)
-		r.EventRecorder.Event(obj, corev1.EventTypeWarning, InvalidDriftDetectionReason, err.Error())
-		return ctrl.Result{}, nil
+		return r.stallOnInvalidSpec(obj, InvalidDriftDetectionReason, err)
+	}
+	healthChecks, err := healthcheck.Compile(obj.Spec.HealthCheckExprs)
+	if err != nil {
+		return r.stallOnInvalidSpec(obj, meta.InvalidCELExpressionReason, err)
 	}
 
 	if obj.Spec.Chart != nil {
@@ -83,6 +86,12 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		}
 		return r.fail(obj, reason, err)
 	}
+	if runner.opts.StatusReaders, err = runner.healthCheckReaders(healthChecks); err != nil {
+		return r.fail(obj, InitFailedReason, err)
+	}
+	runner.newRevision = r.watchForNewRevision(ctx, obj, artifact)
+	defer runner.newRevision.Stop()
+	runner.opts.WaitContext = runner.newRevision.Context()
 	obj.Status.StorageNamespace = obj.Upstream().GetStorageNamespace()
 
 	req := &reconcile.Request{
@@ -243,6 +252,7 @@ func (r *HelmReleaseReconciler) handleAnnotations(obj *v2.HelmRelease, req *reco
 // outcome turns the state machine's result into conditions and a requeue.
 func (r *HelmReleaseReconciler) outcome(obj *v2.HelmRelease, err error) (ctrl.Result, error) {
 	var retry *reconcile.RetryAfterError
+	var canceled *reconcile.HealthCheckCanceledError
 	switch {
 	case err == nil:
 		conditions.Delete(obj, meta.StalledCondition)
@@ -256,9 +266,25 @@ func (r *HelmReleaseReconciler) outcome(obj *v2.HelmRelease, err error) (ctrl.Re
 		return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
 	case errors.As(err, &retry):
 		return ctrl.Result{RequeueAfter: retry.After}, nil
+	case errors.As(err, &canceled):
+		// The change that cancelled the wait has queued a new reconcile
+		// already; the short requeue only guards against missing it.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
 	default:
 		return ctrl.Result{}, err
 	}
+}
+
+// stallOnInvalidSpec reports a spec setting that cannot be honoured. No
+// Helm action has run: the release stays as it is until the spec changes,
+// so retrying would only repeat the message.
+func (r *HelmReleaseReconciler) stallOnInvalidSpec(obj *v2.HelmRelease, reason string, err error) (ctrl.Result, error) {
+	msg := fmt.Sprintf("Reconciliation stopped until the spec changes: %s; the release is left untouched", err)
+	conditions.MarkStalled(obj, reason, "%s", msg)
+	conditions.Delete(obj, meta.ReconcilingCondition)
+	conditions.MarkFalse(obj, meta.ReadyCondition, reason, "%s", msg)
+	r.EventRecorder.Event(obj, corev1.EventTypeWarning, reason, msg)
+	return ctrl.Result{}, nil
 }
 
 // fail reports a problem found before any Helm action: the release is left

@@ -2,9 +2,11 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,6 +55,17 @@ func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2
 		}
 	}
 	latest := req.Object.Status.History.Latest()
+	var canceled *HealthCheckCanceledError
+	if errors.As(err, &canceled) {
+		// Counted like any failure: when nothing changes the next
+		// reconcile remediates it (see canceledWaitFailure).
+		incrementFailures(req, action)
+		conditions.MarkFalse(req.Object, helmv2.ReleasedCondition, meta.HealthCheckCanceledReason, "%s", canceled.Error())
+		m.normal(req, latest, meta.HealthCheckCanceledReason, fmt.Sprintf(
+			"Health checks canceled due to new reconciliation triggered by %s; Helm %s of release %s stopped waiting and the revision is failed",
+			canceled.Trigger, verb, target))
+		return err
+	}
 	if err != nil {
 		incrementFailures(req, action)
 		msg := fmt.Sprintf("Helm %s failed for release %s: %s", verb, target, trimError(err))

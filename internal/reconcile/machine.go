@@ -7,10 +7,13 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/ssa/jsondiff"
 	"helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // maxSteps bounds the actions of one reconcile. A full path is unlock,
@@ -123,6 +126,12 @@ func (m *Machine) step(ctx context.Context, req *Request, cur *releasev1.Release
 	case StateUntested:
 		return false, m.failed(ctx, req, m.test(ctx, req))
 	case StateFailed:
+		if err := canceledWaitFailure(req); err != nil {
+			// The reconcile that failed the revision by cancelling its
+			// wait left its remediation to this one, and the desired state
+			// did not change since (that would have reset the counters).
+			return true, m.failed(ctx, req, err)
+		}
 		// A failure that is not remediated (RetryOnFailure, or counters
 		// reset by a new attempt) is retried with the action that failed;
 		// Helm replaces a failed install in place.
@@ -191,6 +200,12 @@ func (m *Machine) failed(ctx context.Context, req *Request, actionErr error) err
 	if actionErr == nil {
 		return nil
 	}
+	var canceled *HealthCheckCanceledError
+	if errors.As(actionErr, &canceled) {
+		// The next reconcile is already queued and knows the new desired
+		// state: remediating now would only undo what it will replace.
+		return actionErr
+	}
 	up := req.Object.Upstream()
 	if retry := up.GetActiveRetry(req.DefaultToRetryOnFailure); retry != nil {
 		return &RetryAfterError{Err: actionErr, After: retry.GetRetryInterval()}
@@ -208,4 +223,19 @@ func incrementFailures(req *Request, action helmv2.ReleaseAction) {
 	case helmv2.ReleaseActionUpgrade:
 		st.UpgradeFailures++
 	}
+}
+
+// canceledWaitFailure returns the failure of a revision whose readiness
+// wait a previous reconcile cancelled, when that failure still counts: the
+// Released condition says so and the failure counters were not reset by a
+// new chart, values or generation. Otherwise it returns nil.
+func canceledWaitFailure(req *Request) error {
+	released := conditions.Get(req.Object, helmv2.ReleasedCondition)
+	if released == nil || released.Status != metav1.ConditionFalse || released.Reason != meta.HealthCheckCanceledReason {
+		return nil
+	}
+	if req.Object.Status.Failures == 0 {
+		return nil
+	}
+	return fmt.Errorf("the readiness wait of the last release was canceled (%s) and nothing changed since", released.Message)
 }
