@@ -5,22 +5,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 
 	"github.com/go-logr/logr"
 	helmaction "helm.sh/helm/v4/pkg/action"
-	"helm.sh/helm/v4/pkg/kube"
+	helmkube "helm.sh/helm/v4/pkg/kube"
 	"helm.sh/helm/v4/pkg/storage"
 	"helm.sh/helm/v4/pkg/storage/driver"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/afterhooks/helm-controller/internal/kube"
 )
 
 // DefaultFieldManager is the field manager Helm applies objects with.
@@ -70,7 +65,7 @@ func NewConfigFactory(getter genericclioptions.RESTClientGetter, opts ...Factory
 		return nil, fmt.Errorf("action: Kubernetes client: %w", err)
 	}
 	f.clientSet = cs
-	kube.ManagedFieldsManager = f.fieldManager
+	helmkube.ManagedFieldsManager = f.fieldManager
 	return f, nil
 }
 
@@ -164,7 +159,7 @@ func (f *ConfigFactory) Build(storageNamespace, releaseNamespace string, opts ..
 		opt(&o)
 	}
 
-	kc := kube.New(f.getter)
+	kc := helmkube.New(f.getter)
 	kc.Namespace = releaseNamespace
 	kc.SetLogger(o.handler)
 
@@ -191,53 +186,7 @@ func (f *ConfigFactory) Build(storageNamespace, releaseNamespace string, opts ..
 // client and REST mapper cache in memory; Helm invalidates and resets them
 // when it installs CRDs.
 func NewRESTClientGetter(cfg *rest.Config) genericclioptions.RESTClientGetter {
-	return &restClientGetter{cfg: rest.CopyConfig(cfg)}
-}
-
-type restClientGetter struct {
-	cfg *rest.Config
-
-	discoveryOnce sync.Once
-	discovery     discovery.CachedDiscoveryInterface
-	discoveryErr  error
-
-	mapperOnce sync.Once
-	mapper     meta.RESTMapper
-	mapperErr  error
-}
-
-func (g *restClientGetter) ToRESTConfig() (*rest.Config, error) {
-	return rest.CopyConfig(g.cfg), nil
-}
-
-func (g *restClientGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
-	g.discoveryOnce.Do(func() {
-		dc, err := discovery.NewDiscoveryClientForConfig(rest.CopyConfig(g.cfg))
-		if err != nil {
-			g.discoveryErr = err
-			return
-		}
-		g.discovery = memory.NewMemCacheClient(dc)
-	})
-	return g.discovery, g.discoveryErr
-}
-
-func (g *restClientGetter) ToRESTMapper() (meta.RESTMapper, error) {
-	g.mapperOnce.Do(func() {
-		dc, err := g.ToDiscoveryClient()
-		if err != nil {
-			g.mapperErr = err
-			return
-		}
-		g.mapper = restmapper.NewDeferredDiscoveryRESTMapper(dc)
-	})
-	return g.mapper, g.mapperErr
-}
-
-// ToRawKubeConfigLoader only serves the default namespace; every kube client
-// this package builds has its namespace set explicitly.
-func (g *restClientGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
-	return clientcmd.NewDefaultClientConfig(*clientcmdapi.NewConfig(), &clientcmd.ConfigOverrides{})
+	return kube.NewGetter(cfg, "", true)
 }
 
 // WithDriver returns a copy of cfg whose release storage is d, with cfg's

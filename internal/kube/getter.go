@@ -8,7 +8,6 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
@@ -110,5 +109,5 @@ func (g *Getter) newDiscovery() (discovery.CachedDiscoveryInterface, error) {
 }
 
 func newMapper(d discovery.CachedDiscoveryInterface) meta.RESTMapper {
-	return restmapper.NewDeferredDiscoveryRESTMapper(d)
+	return NewMapper(d)
 }

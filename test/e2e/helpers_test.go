@@ -55,17 +55,20 @@ func eventually(t *testing.T, timeout time.Duration, what string, check func(ctx
 // consistently fails the test if check returns an error at any poll during d.
 func consistently(t *testing.T, d time.Duration, what string, check func(ctx context.Context) error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
+	// The window's end must not cut short a check in flight: each check
+	// gets its own time limit, independent of the window.
+	end := time.Now().Add(d)
 	for {
-		if err := check(ctx); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := check(ctx)
+		cancel()
+		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		select {
-		case <-ctx.Done():
+		if time.Now().After(end) {
 			return
-		case <-time.After(pollInterval):
 		}
+		time.Sleep(pollInterval)
 	}
 }
 

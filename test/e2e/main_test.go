@@ -106,6 +106,13 @@ func run(m *testing.M) (int, error) {
 	if code != 0 {
 		env.controller.dumpLog(os.Stderr, 80)
 	}
+	// The work directory goes away with the run; E2E_CONTROLLER_LOG keeps
+	// the whole log of the shared controller for a post-mortem.
+	if keep := os.Getenv("E2E_CONTROLLER_LOG"); keep != "" {
+		if data, err := os.ReadFile(env.controller.logPath); err == nil {
+			_ = os.WriteFile(keep, data, 0o644)
+		}
+	}
 	return code, nil
 }
 

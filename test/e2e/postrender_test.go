@@ -241,6 +241,9 @@ func TestPostRenderersWithAfterHooks(t *testing.T) {
 		t.Fatalf("creating HelmRelease: %v", err)
 	}
 	waitReady(t, hr, helmv2.InstallSucceededReason, 3*time.Minute)
+	// Ready is written before the rest of the status; the digests come
+	// with the inventory.
+	waitObservedDigests(t, hr)
 	remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, "AfterHooksStarted", "Helm install of podinfo started with waitStrategy afterHooks")
 	wantPodinfoPostRendered(t, ns, "registry.e2e.local/podinfo:6.9.1")
 	wantMetadataOnInventory(t, hr, "blue", "platform")
