@@ -26,6 +26,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/probes"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/go-logr/logr"
+	"github.com/opencontainers/go-digest"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -130,11 +131,10 @@ func (o *options) bindFlags(fs *pflag.FlagSet) {
 // whose behaviour arrives in later work; docs/flags.md says the same.
 var notYetImplemented = []string{
 	"default-service-account",
-	"default-kubeconfig-service-account", "snapshot-digest-algo", "override-manager",
+	"default-kubeconfig-service-account", "override-manager",
 	"oom-watch-interval", "oom-watch-memory-threshold", "oom-watch-max-memory-path",
 	"oom-watch-current-memory-path", "token-cache-max-size", "token-cache-max-duration",
 	"insecure-kubeconfig-exec", "insecure-kubeconfig-tls",
-	"interval-jitter-percentage",
 }
 
 // gatesNotYetImplemented lists feature gates that are accepted but have no
@@ -356,6 +356,8 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log l
 		RequeueDependency:          opts.requeueDependency,
 		DirectSourceFetch:          features.Enabled(helper.FeatureGateDirectSourceFetch),
 		AdditiveCELDependencyCheck: features.Enabled(helper.FeatureGateAdditiveCELDependencyCheck),
+		// validate has accepted only sha256, sha384 and sha512.
+		SnapshotDigestAlgorithm: digest.Algorithm(opts.snapshotDigestAlgo),
 		// newManager has already rejected a bad selector.
 		ConfigWatch: controller.MustConfigWatchOptions(opts.watch.ConfigsLabelSelector, features.Enabled(helper.FeatureGateDisableConfigWatchers)),
 		Charts:      charts,
