@@ -46,6 +46,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/chartsource"
 	"github.com/afterhooks/helm-controller/internal/controller"
 	"github.com/afterhooks/helm-controller/internal/features"
+	"github.com/afterhooks/helm-controller/internal/oomwatch"
 )
 
 // options holds every command-line setting.
@@ -132,8 +133,7 @@ func (o *options) bindFlags(fs *pflag.FlagSet) {
 var notYetImplemented = []string{
 	"default-service-account",
 	"default-kubeconfig-service-account", "override-manager",
-	"oom-watch-interval", "oom-watch-memory-threshold", "oom-watch-max-memory-path",
-	"oom-watch-current-memory-path", "token-cache-max-size", "token-cache-max-duration",
+	"token-cache-max-size", "token-cache-max-duration",
 	"insecure-kubeconfig-exec", "insecure-kubeconfig-tls",
 }
 
@@ -141,7 +141,7 @@ var notYetImplemented = []string{
 // effect yet when changed from their default.
 var gatesNotYetImplemented = []string{
 	features.DetectDrift, features.CorrectDrift,
-	features.OOMWatch, features.CancelHealthCheckOnNewRevision, features.ObjectLevelWorkloadIdentity,
+	features.CancelHealthCheckOnNewRevision, features.ObjectLevelWorkloadIdentity,
 }
 
 func main() {
@@ -174,7 +174,10 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx := ctrl.SetupSignalHandler()
+	ctx, err := watchMemory(ctrl.SetupSignalHandler(), &opts, log)
+	if err != nil {
+		return err
+	}
 	if err := setupReconciler(ctx, mgr, &opts, log); err != nil {
 		return err
 	}
@@ -184,7 +187,38 @@ func run(args []string) error {
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}
+	if cause := context.Cause(ctx); errors.Is(cause, oomwatch.ErrNearOOM) {
+		log.Info("stopped before running out of memory", "cause", cause.Error())
+	}
 	return nil
+}
+
+// watchMemory returns the context the manager runs under. With the OOMWatch
+// feature gate it is also cancelled when memory usage nears the cgroup
+// limit, which shuts the manager down exactly as SIGTERM does (see
+// docs/operations.md). Without a memory limit there is nothing to guard
+// against and ctx is returned as it is.
+func watchMemory(ctx context.Context, opts *options, log logr.Logger) (context.Context, error) {
+	if !features.Enabled(features.OOMWatch) {
+		return ctx, nil
+	}
+	w, err := oomwatch.New(oomwatch.Options{
+		LimitPath:        opts.oomWatchMaxMemoryPath,
+		UsagePath:        opts.oomWatchCurrentMemoryPath,
+		ThresholdPercent: opts.oomWatchMemoryThreshold,
+		Interval:         opts.oomWatchInterval,
+		Log:              ctrl.Log.WithName("oom-watch"),
+	})
+	if errors.Is(err, oomwatch.ErrNoLimit) {
+		log.Info("OOMWatch is enabled but the memory cgroup sets no limit: nothing to watch", "reason", err.Error())
+		return ctx, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("setting up the OOM watch: %w", err)
+	}
+	log.Info("watching memory usage", "limitFile", w.LimitPath(), "usageFile", w.UsagePath(),
+		"thresholdPercent", opts.oomWatchMemoryThreshold, "interval", opts.oomWatchInterval.String())
+	return w.Watch(ctx), nil
 }
 
 // validate checks option values that flag parsing cannot.
@@ -249,9 +283,25 @@ func newScheme() *runtime.Scheme {
 }
 
 func newManager(opts *options) (ctrl.Manager, error) {
+	mgrOpts, err := managerOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	restConfig := runtimeclient.GetConfigOrDie(opts.client)
+	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	return mgr, nil
+}
+
+// managerOptions is what flags and feature gates make of the manager: its
+// caches, leader election and shutdown. It needs no cluster, so tests can
+// inspect it.
+func managerOptions(opts *options) (ctrl.Options, error) {
 	watchSelector, err := helper.GetWatchSelector(opts.watch)
 	if err != nil {
-		return nil, fmt.Errorf("invalid --watch-label-selector: %w", err)
+		return ctrl.Options{}, fmt.Errorf("invalid --watch-label-selector: %w", err)
 	}
 
 	cacheOpts := ctrlcache.Options{
@@ -262,7 +312,7 @@ func newManager(opts *options) (ctrl.Manager, error) {
 	if !opts.watch.AllNamespaces {
 		namespace := os.Getenv("RUNTIME_NAMESPACE")
 		if namespace == "" {
-			return nil, fmt.Errorf("--watch-all-namespaces=false needs the RUNTIME_NAMESPACE environment variable")
+			return ctrl.Options{}, fmt.Errorf("--watch-all-namespaces=false needs the RUNTIME_NAMESPACE environment variable")
 		}
 		cacheOpts.DefaultNamespaces = map[string]ctrlcache.Config{namespace: {}}
 	}
@@ -285,7 +335,7 @@ func newManager(opts *options) (ctrl.Manager, error) {
 	configWatch, err := controller.NewConfigWatchOptions(opts.watch.ConfigsLabelSelector,
 		features.Enabled(helper.FeatureGateDisableConfigWatchers))
 	if err != nil {
-		return nil, err
+		return ctrl.Options{}, err
 	}
 	if configWatch.Enabled() && !configWatch.Selector.Empty() && !cacheConfigs {
 		for _, kind := range []string{"ConfigMap", "Secret"} {
@@ -294,8 +344,7 @@ func newManager(opts *options) (ctrl.Manager, error) {
 		}
 	}
 
-	restConfig := runtimeclient.GetConfigOrDie(opts.client)
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+	return ctrl.Options{
 		Scheme:                        newScheme(),
 		Metrics:                       metricsserver.Options{BindAddress: opts.metricsAddr, ExtraHandlers: pprof.GetHandlers()},
 		HealthProbeBindAddress:        opts.healthAddr,
@@ -313,11 +362,7 @@ func newManager(opts *options) (ctrl.Manager, error) {
 		Cache:                   cacheOpts,
 		Client:                  ctrlclient.Options{Cache: &ctrlclient.CacheOptions{DisableFor: disableCacheFor}},
 		Controller:              ctrlcfg.Controller{RecoverPanic: ptr.To(true)},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("creating manager: %w", err)
-	}
-	return mgr, nil
+	}, nil
 }
 
 func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log logr.Logger) error {
@@ -341,11 +386,29 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log l
 		return fmt.Errorf("setting up Helm: %w", err)
 	}
 
-	reconciler := &controller.HelmReleaseReconciler{
-		Client:                     mgr.GetClient(),
-		APIReader:                  mgr.GetAPIReader(),
-		EventRecorder:              recorder,
-		Metrics:                    helper.NewMetrics(mgr, metricsRecorder, helmv2.HelmReleaseFinalizer),
+	reconciler := newReconciler(opts)
+	reconciler.Client = mgr.GetClient()
+	reconciler.APIReader = mgr.GetAPIReader()
+	reconciler.EventRecorder = recorder
+	reconciler.Metrics = helper.NewMetrics(mgr, metricsRecorder, helmv2.HelmReleaseFinalizer)
+	reconciler.Charts = charts
+	reconciler.Helm = helmFactory
+	err = reconciler.SetupWithManager(ctx, mgr, controller.HelmReleaseReconcilerOptions{
+		RateLimiter:             helper.GetRateLimiter(opts.rateLimiter),
+		MaxConcurrentReconciles: opts.concurrent,
+	})
+	if err != nil {
+		return fmt.Errorf("setting up the HelmRelease controller: %w", err)
+	}
+	log.Info("HelmRelease controller set up", "concurrent", opts.concurrent)
+	return nil
+}
+
+// newReconciler is what flags and feature gates make of the reconciler;
+// setupReconciler adds the clients. It needs no cluster, so tests can
+// inspect it.
+func newReconciler(opts *options) *controller.HelmReleaseReconciler {
+	return &controller.HelmReleaseReconciler{
 		FieldManager:               controller.ControllerName,
 		DefaultServiceAccount:      opts.defaultServiceAccount,
 		DisableChartDigestTracking: features.Enabled(features.DisableChartDigestTracking),
@@ -360,20 +423,9 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log l
 		SnapshotDigestAlgorithm: digest.Algorithm(opts.snapshotDigestAlgo),
 		// newManager has already rejected a bad selector.
 		ConfigWatch: controller.MustConfigWatchOptions(opts.watch.ConfigsLabelSelector, features.Enabled(helper.FeatureGateDisableConfigWatchers)),
-		Charts:      charts,
-		Helm:        helmFactory,
 		ActionOptions: action.Options{
 			UseHelm3Defaults: features.Enabled(features.UseHelm3Defaults),
 			AllowDNSLookups:  features.Enabled(features.AllowDNSLookups),
 		},
 	}
-	err = reconciler.SetupWithManager(ctx, mgr, controller.HelmReleaseReconcilerOptions{
-		RateLimiter:             helper.GetRateLimiter(opts.rateLimiter),
-		MaxConcurrentReconciles: opts.concurrent,
-	})
-	if err != nil {
-		return fmt.Errorf("setting up the HelmRelease controller: %w", err)
-	}
-	log.Info("HelmRelease controller set up", "concurrent", opts.concurrent)
-	return nil
 }
