@@ -353,7 +353,7 @@ func managerOptions(opts *options) (ctrl.Options, error) {
 		LeaseDuration:                 &opts.leaderElection.LeaseDuration,
 		RenewDeadline:                 &opts.leaderElection.RenewDeadline,
 		RetryPeriod:                   &opts.leaderElection.RetryPeriod,
-		LeaderElectionID:              leaderelection.GenerateID(controller.ControllerName, opts.watch.LabelSelector),
+		LeaderElectionID:              leaderElectionID(opts.watch.LabelSelector),
 		// In a pod the namespace is detected; outside one (make run, tests)
 		// the lease lives in RUNTIME_NAMESPACE.
 		LeaderElectionNamespace: os.Getenv("RUNTIME_NAMESPACE"),
@@ -363,6 +363,18 @@ func managerOptions(opts *options) (ctrl.Options, error) {
 		Client:                  ctrlclient.Options{Cache: &ctrlclient.CacheOptions{DisableFor: disableCacheFor}},
 		Controller:              ctrlcfg.Controller{RecoverPanic: ptr.To(true)},
 	}, nil
+}
+
+// leaderElectionID names the Lease exactly as upstream helm-controller
+// does: while one replaces the other (an image swap rolls pods), old and new
+// replicas then compete for the same Lease and never run side by side. Each
+// shard (--watch-label-selector) gets a Lease of its own.
+func leaderElectionID(watchLabelSelector string) string {
+	id := controller.ControllerName + "-leader-election"
+	if watchLabelSelector == "" {
+		return id
+	}
+	return leaderelection.GenerateID(id, watchLabelSelector)
 }
 
 func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log logr.Logger) error {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -204,4 +206,26 @@ func TestOOMWatchWithoutLimit(t *testing.T) {
 	if c.ctx != context.Background() {
 		t.Error("without a memory limit the manager context was wrapped")
 	}
+}
+
+// The Lease names must be upstream's, so upstream and this controller never
+// lead at the same time during an image swap; shards get their own.
+func TestLeaderElectionID(t *testing.T) {
+	tests := map[string]string{
+		"": "helm-controller-leader-election",
+		// leaderelection.GenerateID: the first 8 hex digits of sha256(selector).
+		"sharding.fluxcd.io/key=shard1": "helm-controller-leader-election-" + shortSHA256("sharding.fluxcd.io/key=shard1"),
+	}
+	for selector, want := range tests {
+		if got := leaderElectionID(selector); got != want {
+			t.Errorf("leaderElectionID(%q) = %q, want %q", selector, got, want)
+		}
+	}
+	if leaderElectionID("sharding.fluxcd.io/key=shard1") == leaderElectionID("sharding.fluxcd.io/key=shard2") {
+		t.Error("two shards share a Lease")
+	}
+}
+
+func shortSHA256(s string) string {
+	return fmt.Sprintf("%x", sha256.Sum256([]byte(s)))[:8]
 }
