@@ -26,13 +26,20 @@ const leaseNamespace = "flux-system"
 // shardController is a controller process reconciling one shard.
 type shardController struct {
 	shard string
-	proc  *controllerProcess
-	log   string
+	// args are extra controller flags.
+	args []string
+	proc *controllerProcess
+	log  string
 }
 
-func startShard(t *testing.T, shard string) *shardController {
+func startShard(t *testing.T, shard string, args ...string) *shardController {
 	t.Helper()
-	c := &shardController{shard: shard, log: filepath.Join(t.TempDir(), shard+".log")}
+	// Leader election needs the Lease namespace.
+	err := env.client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: leaseNamespace}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating the lease namespace: %v", err)
+	}
+	c := &shardController{shard: shard, args: args, log: filepath.Join(t.TempDir(), shard+".log")}
 	c.start(t)
 	return c
 }
@@ -41,9 +48,9 @@ func startShard(t *testing.T, shard string) *shardController {
 // deployment would, so the test can see each shard's Lease.
 func (c *shardController) start(t *testing.T) {
 	t.Helper()
-	p, err := startController(env.binary, env.cluster.Kubeconfig(), c.log,
-		"--watch-label-selector="+crashShardLabel+"="+c.shard,
-		"--enable-leader-election=true")
+	p, err := startController(env.binary, env.cluster.Kubeconfig(), c.log, append([]string{
+		"--watch-label-selector=" + crashShardLabel + "=" + c.shard,
+		"--enable-leader-election=true"}, c.args...)...)
 	if err != nil {
 		t.Fatalf("starting the %s controller: %v", c.shard, err)
 	}
@@ -66,9 +73,6 @@ func TestSharding(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	repo := createHelmRepository(t, ns)
-	if err := env.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: leaseNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("creating the lease namespace: %v", err)
-	}
 
 	shards := map[string]*shardController{}
 	releases := map[string]*v2.HelmRelease{}
