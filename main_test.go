@@ -319,6 +319,21 @@ func TestEveryFlagIsDocumented(t *testing.T) {
 			t.Errorf("flag %s is not documented in docs/flags.md", m[1])
 		}
 	}
+	// And the other way round: no row documents a flag the binary lacks.
+	offered := map[string]bool{}
+	for _, m := range flags {
+		offered[m[1]] = true
+	}
+	for _, m := range regexp.MustCompile("(?m)^\\| `(--[a-z0-9-]+)` \\|").FindAllStringSubmatch(string(docs), -1) {
+		if !offered[m[1]] {
+			t.Errorf("docs/flags.md documents %s, which --help does not offer", m[1])
+		}
+	}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([A-Z][A-Za-z0-9]+)` \\|").FindAllStringSubmatch(string(docs), -1) {
+		if _, ok := features.Defaults()[m[1]]; !ok {
+			t.Errorf("docs/flags.md documents feature gate %s, which the controller does not accept", m[1])
+		}
+	}
 	gates := make([]string, 0)
 	for gate := range features.Defaults() {
 		gates = append(gates, gate)
