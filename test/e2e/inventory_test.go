@@ -14,8 +14,9 @@ import (
 
 // TestInventory checks status.inventory lists every object of the release
 // in storage plus the chart's CRDs, in upstream's ID format
-// (<namespace>_<name>_<group>_<kind>) sorted by ID, and follows upgrades
-// that add and remove objects.
+// (<namespace>_<name>_<group>_<kind>) and order (the manifest as Helm
+// rendered it, then the CRDs), and follows upgrades that add and remove
+// objects.
 func TestInventory(t *testing.T) {
 	ns := newNamespace(t)
 	t.Cleanup(func() {
@@ -50,19 +51,19 @@ func TestInventory(t *testing.T) {
 	hr.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{CRDs: helmv2.CreateReplace}}
 	remCreate(t, hr)
 	remWaitReady(t, hr, helmv2.InstallSucceededReason, 1)
-	wantExactInventory(t, hr, []helmv2.ResourceRef{{ID: crdID, Version: crdVersion}, {ID: configMapID, Version: "v1"}})
+	wantExactInventory(t, hr, []helmv2.ResourceRef{{ID: configMapID, Version: "v1"}, {ID: crdID, Version: crdVersion}})
 
 	remStep(t, "upgrade adds an object", func(t *testing.T) {
 		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"widget":{"enabled":true}}`) })
 		remWaitReady(t, hr, helmv2.UpgradeSucceededReason, 2)
 		wantExactInventory(t, hr, []helmv2.ResourceRef{
-			{ID: crdID, Version: crdVersion}, {ID: configMapID, Version: "v1"}, {ID: widgetID, Version: "v1"}})
+			{ID: configMapID, Version: "v1"}, {ID: widgetID, Version: "v1"}, {ID: crdID, Version: crdVersion}})
 	})
 
 	remStep(t, "upgrade removes an object", func(t *testing.T) {
 		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"widget":{"enabled":false}}`) })
 		remWaitReady(t, hr, helmv2.UpgradeSucceededReason, 3)
-		wantExactInventory(t, hr, []helmv2.ResourceRef{{ID: crdID, Version: crdVersion}, {ID: configMapID, Version: "v1"}})
+		wantExactInventory(t, hr, []helmv2.ResourceRef{{ID: configMapID, Version: "v1"}, {ID: crdID, Version: crdVersion}})
 	})
 }
 
