@@ -170,11 +170,13 @@ func run(args []string) error {
 	}
 	warnNotYetImplemented(log, fs)
 
-	mgr, err := newManager(&opts)
+	// Before connecting to a cluster, so a bad cgroup path is reported as
+	// an argument error.
+	ctx, err := watchMemory(ctrl.SetupSignalHandler(), &opts, log)
 	if err != nil {
 		return err
 	}
-	ctx, err := watchMemory(ctrl.SetupSignalHandler(), &opts, log)
+	mgr, err := newManager(&opts)
 	if err != nil {
 		return err
 	}

@@ -278,6 +278,10 @@ func TestRejectsBadArguments(t *testing.T) {
 		{"zero concurrency", []string{"--concurrent=0"}, "--concurrent must be at least 1"},
 		{"bad label selector", []string{"--watch-label-selector=a b c"}, "invalid --watch-label-selector"},
 		{"bad jitter", []string{"--interval-jitter-percentage=100"}, "invalid --interval-jitter-percentage"},
+		{"OOM threshold 0", []string{"--oom-watch-memory-threshold=0"}, "--oom-watch-memory-threshold must be between 1 and 100"},
+		{"OOM watch without a cgroup", []string{"--feature-gates=OOMWatch=true",
+			"--oom-watch-max-memory-path=/nonexistent/memory.max", "--oom-watch-current-memory-path=/nonexistent/memory.current"},
+			"setting up the OOM watch"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
