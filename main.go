@@ -28,6 +28,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/probes"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/go-logr/logr"
+	"github.com/opencontainers/go-digest"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,6 +49,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/controller"
 	"github.com/afterhooks/helm-controller/internal/features"
 	"github.com/afterhooks/helm-controller/internal/kube"
+	"github.com/afterhooks/helm-controller/internal/oomwatch"
 )
 
 // options holds every command-line setting.
@@ -129,24 +131,6 @@ func (o *options) bindFlags(fs *pflag.FlagSet) {
 	}
 }
 
-// notYetImplemented lists flags that are accepted for compatibility but
-// whose behaviour arrives in later work; docs/flags.md says the same.
-var notYetImplemented = []string{
-	"default-service-account",
-	"default-kubeconfig-service-account", "snapshot-digest-algo", "override-manager",
-	"oom-watch-interval", "oom-watch-memory-threshold", "oom-watch-max-memory-path",
-	"oom-watch-current-memory-path", "token-cache-max-size", "token-cache-max-duration",
-	"insecure-kubeconfig-exec", "insecure-kubeconfig-tls",
-	"interval-jitter-percentage",
-}
-
-// gatesNotYetImplemented lists feature gates that are accepted but have no
-// effect yet when changed from their default.
-var gatesNotYetImplemented = []string{
-	features.DetectDrift, features.CorrectDrift,
-	features.OOMWatch, features.CancelHealthCheckOnNewRevision, features.ObjectLevelWorkloadIdentity,
-}
-
 func main() {
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintf(os.Stderr, "helm-controller: %v\n", err)
@@ -171,13 +155,17 @@ func run(args []string) error {
 	if err := validate(&opts); err != nil {
 		return err
 	}
-	warnNotYetImplemented(log, fs)
 
+	// Before connecting to a cluster, so a bad cgroup path is reported as
+	// an argument error.
+	ctx, err := watchMemory(ctrl.SetupSignalHandler(), &opts, log)
+	if err != nil {
+		return err
+	}
 	mgr, err := newManager(&opts)
 	if err != nil {
 		return err
 	}
-	ctx := ctrl.SetupSignalHandler()
 	if err := setupReconciler(ctx, mgr, &opts, log); err != nil {
 		return err
 	}
@@ -187,7 +175,38 @@ func run(args []string) error {
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}
+	if cause := context.Cause(ctx); errors.Is(cause, oomwatch.ErrNearOOM) {
+		log.Info("stopped before running out of memory", "cause", cause.Error())
+	}
 	return nil
+}
+
+// watchMemory returns the context the manager runs under. With the OOMWatch
+// feature gate it is also cancelled when memory usage nears the cgroup
+// limit, which shuts the manager down exactly as SIGTERM does (see
+// docs/operations.md). Without a memory limit there is nothing to guard
+// against and ctx is returned as it is.
+func watchMemory(ctx context.Context, opts *options, log logr.Logger) (context.Context, error) {
+	if !features.Enabled(features.OOMWatch) {
+		return ctx, nil
+	}
+	w, err := oomwatch.New(oomwatch.Options{
+		LimitPath:        opts.oomWatchMaxMemoryPath,
+		UsagePath:        opts.oomWatchCurrentMemoryPath,
+		ThresholdPercent: opts.oomWatchMemoryThreshold,
+		Interval:         opts.oomWatchInterval,
+		Log:              ctrl.Log.WithName("oom-watch"),
+	})
+	if errors.Is(err, oomwatch.ErrNoLimit) {
+		log.Info("OOMWatch is enabled but the memory cgroup sets no limit: nothing to watch", "reason", err.Error())
+		return ctx, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("setting up the OOM watch: %w", err)
+	}
+	log.Info("watching memory usage", "limitFile", w.LimitPath(), "usageFile", w.UsagePath(),
+		"thresholdPercent", opts.oomWatchMemoryThreshold, "interval", opts.oomWatchInterval.String())
+	return w.Watch(ctx), nil
 }
 
 // validate checks option values that flag parsing cannot.
@@ -216,23 +235,6 @@ func validate(opts *options) error {
 	return nil
 }
 
-// warnNotYetImplemented logs every flag and feature gate that was given a
-// non-default value but has no effect yet, so nobody relies on it silently.
-func warnNotYetImplemented(log logr.Logger, fs *pflag.FlagSet) {
-	for _, name := range notYetImplemented {
-		f := fs.Lookup(name)
-		if f != nil && f.Changed && f.Value.String() != f.DefValue {
-			log.Info("WARNING: flag is accepted but not implemented yet; it has no effect", "flag", "--"+name, "value", f.Value.String())
-		}
-	}
-	defaults := features.Defaults()
-	for _, gate := range gatesNotYetImplemented {
-		if features.Enabled(gate) != defaults[gate] {
-			log.Info("WARNING: feature gate is accepted but not implemented yet; it has no effect", "gate", gate, "enabled", features.Enabled(gate))
-		}
-	}
-}
-
 // defaultWaitStrategy is the waitStrategy of install, upgrade and rollback
 // for HelmReleases that leave it unset: afterHooks with the
 // DefaultToAfterHooks feature gate, else Helm's order.
@@ -252,9 +254,25 @@ func newScheme() *runtime.Scheme {
 }
 
 func newManager(opts *options) (ctrl.Manager, error) {
+	mgrOpts, err := managerOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	restConfig := runtimeclient.GetConfigOrDie(opts.client)
+	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	return mgr, nil
+}
+
+// managerOptions is what flags and feature gates make of the manager: its
+// caches, leader election and shutdown. It needs no cluster, so tests can
+// inspect it.
+func managerOptions(opts *options) (ctrl.Options, error) {
 	watchSelector, err := helper.GetWatchSelector(opts.watch)
 	if err != nil {
-		return nil, fmt.Errorf("invalid --watch-label-selector: %w", err)
+		return ctrl.Options{}, fmt.Errorf("invalid --watch-label-selector: %w", err)
 	}
 
 	cacheOpts := ctrlcache.Options{
@@ -265,7 +283,7 @@ func newManager(opts *options) (ctrl.Manager, error) {
 	if !opts.watch.AllNamespaces {
 		namespace := os.Getenv("RUNTIME_NAMESPACE")
 		if namespace == "" {
-			return nil, fmt.Errorf("--watch-all-namespaces=false needs the RUNTIME_NAMESPACE environment variable")
+			return ctrl.Options{}, fmt.Errorf("--watch-all-namespaces=false needs the RUNTIME_NAMESPACE environment variable")
 		}
 		cacheOpts.DefaultNamespaces = map[string]ctrlcache.Config{namespace: {}}
 	}
@@ -288,7 +306,7 @@ func newManager(opts *options) (ctrl.Manager, error) {
 	configWatch, err := controller.NewConfigWatchOptions(opts.watch.ConfigsLabelSelector,
 		features.Enabled(helper.FeatureGateDisableConfigWatchers))
 	if err != nil {
-		return nil, err
+		return ctrl.Options{}, err
 	}
 	if configWatch.Enabled() && !configWatch.Selector.Empty() && !cacheConfigs {
 		for _, kind := range []string{"ConfigMap", "Secret"} {
@@ -297,8 +315,7 @@ func newManager(opts *options) (ctrl.Manager, error) {
 		}
 	}
 
-	restConfig := runtimeclient.GetConfigOrDie(opts.client)
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+	return ctrl.Options{
 		Scheme:                        newScheme(),
 		Metrics:                       metricsserver.Options{BindAddress: opts.metricsAddr, ExtraHandlers: pprof.GetHandlers()},
 		HealthProbeBindAddress:        opts.healthAddr,
@@ -307,7 +324,7 @@ func newManager(opts *options) (ctrl.Manager, error) {
 		LeaseDuration:                 &opts.leaderElection.LeaseDuration,
 		RenewDeadline:                 &opts.leaderElection.RenewDeadline,
 		RetryPeriod:                   &opts.leaderElection.RetryPeriod,
-		LeaderElectionID:              leaderelection.GenerateID(controller.ControllerName, opts.watch.LabelSelector),
+		LeaderElectionID:              leaderElectionID(opts.watch.LabelSelector),
 		// In a pod the namespace is detected; outside one (make run, tests)
 		// the lease lives in RUNTIME_NAMESPACE.
 		LeaderElectionNamespace: os.Getenv("RUNTIME_NAMESPACE"),
@@ -316,11 +333,19 @@ func newManager(opts *options) (ctrl.Manager, error) {
 		Cache:                   cacheOpts,
 		Client:                  ctrlclient.Options{Cache: &ctrlclient.CacheOptions{DisableFor: disableCacheFor}},
 		Controller:              ctrlcfg.Controller{RecoverPanic: ptr.To(true)},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("creating manager: %w", err)
+	}, nil
+}
+
+// leaderElectionID names the Lease exactly as upstream helm-controller
+// does: while one replaces the other (an image swap rolls pods), old and new
+// replicas then compete for the same Lease and never run side by side. Each
+// shard (--watch-label-selector) gets a Lease of its own.
+func leaderElectionID(watchLabelSelector string) string {
+	id := controller.ControllerName + "-leader-election"
+	if watchLabelSelector == "" {
+		return id
 	}
-	return mgr, nil
+	return leaderelection.GenerateID(id, watchLabelSelector)
 }
 
 func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log logr.Logger) error {
@@ -348,33 +373,14 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log l
 		return err
 	}
 
-	reconciler := &controller.HelmReleaseReconciler{
-		Client:                     mgr.GetClient(),
-		APIReader:                  mgr.GetAPIReader(),
-		EventRecorder:              recorder,
-		Metrics:                    helper.NewMetrics(mgr, metricsRecorder, helmv2.HelmReleaseFinalizer),
-		FieldManager:               controller.ControllerName,
-		DisableChartDigestTracking: features.Enabled(features.DisableChartDigestTracking),
-		DefaultToRetryOnFailure:    features.Enabled(features.DefaultToRetryOnFailure),
-		DefaultWaitStrategy:        defaultWaitStrategy(features.Enabled(features.DefaultToAfterHooks)),
-		NoCrossNamespaceRef:        opts.acl.NoCrossNamespaceRefs,
-		WatchExternalArtifacts:     features.Enabled(helper.FeatureGateExternalArtifact),
-		RequeueDependency:          opts.requeueDependency,
-		DirectSourceFetch:          features.Enabled(helper.FeatureGateDirectSourceFetch),
-		AdditiveCELDependencyCheck: features.Enabled(helper.FeatureGateAdditiveCELDependencyCheck),
-
-		CancelHealthCheckOnNewRevision: features.Enabled(features.CancelHealthCheckOnNewRevision),
-		// newManager has already rejected a bad selector.
-		ConfigWatch: controller.MustConfigWatchOptions(opts.watch.ConfigsLabelSelector, features.Enabled(helper.FeatureGateDisableConfigWatchers)),
-		Charts:      charts,
-		Helm:        helmFactory,
-		Targets:     targets,
-		ActionOptions: action.Options{
-			UseHelm3Defaults: features.Enabled(features.UseHelm3Defaults),
-			AllowDNSLookups:  features.Enabled(features.AllowDNSLookups),
-		},
-		OverrideManagers: opts.overrideManagers,
-	}
+	reconciler := newReconciler(opts)
+	reconciler.Client = mgr.GetClient()
+	reconciler.APIReader = mgr.GetAPIReader()
+	reconciler.EventRecorder = recorder
+	reconciler.Metrics = helper.NewMetrics(mgr, metricsRecorder, helmv2.HelmReleaseFinalizer)
+	reconciler.Charts = charts
+	reconciler.Helm = helmFactory
+	reconciler.Targets = targets
 	if features.Enabled(features.DetectDrift) || features.Enabled(features.CorrectDrift) {
 		// As upstream v1.x: the gates are accepted and do nothing.
 		log.Info("the DetectDrift and CorrectDrift feature gates have no effect; set spec.driftDetection.mode on the HelmRelease instead")
@@ -390,15 +396,23 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log l
 	return nil
 }
 
+// configureProviderAuth hands the ObjectLevelWorkloadIdentity gate to the
+// provider authentication library, which keeps it process-wide.
+func configureProviderAuth(_ *options) {
+	if features.Enabled(features.ObjectLevelWorkloadIdentity) {
+		auth.EnableObjectLevelWorkloadIdentity()
+	} else {
+		auth.DisableObjectLevelWorkloadIdentity()
+	}
+}
+
 // newTargetBuilder sets up the per-release cluster connections: remote
 // kubeconfigs (--insecure-kubeconfig-*), impersonation
 // (--default-service-account) and provider authentication of
 // kubeConfig.configMapRef (--default-kubeconfig-service-account, the
 // ObjectLevelWorkloadIdentity gate, the token cache).
 func newTargetBuilder(mgr ctrl.Manager, opts *options) (*kube.Builder, error) {
-	if features.Enabled(features.ObjectLevelWorkloadIdentity) {
-		auth.EnableObjectLevelWorkloadIdentity()
-	}
+	configureProviderAuth(opts)
 	// The provider library's own default account is for workload identity;
 	// --default-service-account here means impersonation, so only the
 	// kubeconfig default is handed over. Without the gate the library
@@ -438,4 +452,32 @@ func newTargetBuilder(mgr ctrl.Manager, opts *options) (*kube.Builder, error) {
 		DefaultServiceAccount: opts.defaultServiceAccount,
 		TokenCache:            tokenCache,
 	})
+}
+
+// newReconciler is what flags and feature gates make of the reconciler;
+// setupReconciler adds the clients. It needs no cluster, so tests can
+// inspect it.
+func newReconciler(opts *options) *controller.HelmReleaseReconciler {
+	return &controller.HelmReleaseReconciler{
+		FieldManager:               controller.ControllerName,
+		DisableChartDigestTracking: features.Enabled(features.DisableChartDigestTracking),
+		DefaultToRetryOnFailure:    features.Enabled(features.DefaultToRetryOnFailure),
+		DefaultWaitStrategy:        defaultWaitStrategy(features.Enabled(features.DefaultToAfterHooks)),
+		NoCrossNamespaceRef:        opts.acl.NoCrossNamespaceRefs,
+		WatchExternalArtifacts:     features.Enabled(helper.FeatureGateExternalArtifact),
+		RequeueDependency:          opts.requeueDependency,
+		DirectSourceFetch:          features.Enabled(helper.FeatureGateDirectSourceFetch),
+		AdditiveCELDependencyCheck: features.Enabled(helper.FeatureGateAdditiveCELDependencyCheck),
+
+		CancelHealthCheckOnNewRevision: features.Enabled(features.CancelHealthCheckOnNewRevision),
+		// validate has accepted only sha256, sha384 and sha512.
+		SnapshotDigestAlgorithm: digest.Algorithm(opts.snapshotDigestAlgo),
+		// newManager has already rejected a bad selector.
+		ConfigWatch: controller.MustConfigWatchOptions(opts.watch.ConfigsLabelSelector, features.Enabled(helper.FeatureGateDisableConfigWatchers)),
+		ActionOptions: action.Options{
+			UseHelm3Defaults: features.Enabled(features.UseHelm3Defaults),
+			AllowDNSLookups:  features.Enabled(features.AllowDNSLookups),
+		},
+		OverrideManagers: opts.overrideManagers,
+	}
 }

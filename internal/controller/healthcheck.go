@@ -3,8 +3,8 @@ package controller
 import (
 	"fmt"
 
-	"github.com/fluxcd/cli-utils/pkg/kstatus/polling/engine"
 	"github.com/afterhooks/helm-controller/internal/healthcheck"
+	"github.com/fluxcd/cli-utils/pkg/kstatus/polling/engine"
 )
 
 // healthCheckReaders builds the status readers of compiled

@@ -16,6 +16,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/patch"
 	"github.com/fluxcd/pkg/runtime/predicates"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"github.com/opencontainers/go-digest"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kuberecorder "k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -71,6 +72,10 @@ type HelmReleaseReconciler struct {
 	// change queues a new reconcile of the HelmRelease (see
 	// newRevisionWatch).
 	CancelHealthCheckOnNewRevision bool
+	// SnapshotDigestAlgorithm hashes the digests of status.history and
+	// status.lastAttemptedConfigDigest (--snapshot-digest-algo); empty
+	// means sha256.
+	SnapshotDigestAlgorithm digest.Algorithm
 
 	// Charts downloads and caches chart artifacts.
 	Charts *chartsource.Source

@@ -2,7 +2,7 @@ package controller
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
@@ -13,16 +13,24 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// releaseInventory lists the objects a release manages: everything in its
-// manifest plus the CRDs of its chart, each with the namespace it lives in.
-// Objects whose kind the mapper does not know (a CRD installed by the same
-// release, say) are taken as namespaced when the manifest gives them a
-// namespace, and as cluster-scoped otherwise.
+// releaseInventory lists the objects a release manages, in upstream's order:
+// the objects of its manifest as Helm rendered them (hooks excluded), then
+// the CRDs of its chart's crds/ directory, each with the namespace it lives
+// in. Objects whose kind the mapper does not know (a CRD installed by the
+// same release, say) keep the namespace the manifest gives them, if any, as
+// upstream does. An object listed twice (a CRD both templated and in crds/)
+// is listed once.
 func releaseInventory(rel *releasev1.Release, mapper apimeta.RESTMapper) (*helmv2.ResourceInventory, error) {
 	objects, err := ssautil.ReadObjects(strings.NewReader(rel.Manifest))
 	if err != nil {
 		return nil, fmt.Errorf("reading the manifest of release %s/%s.v%d: %w", rel.Namespace, rel.Name, rel.Version, err)
 	}
+	// Helm keeps hooks out of the manifest; an object annotated as one
+	// anyway is not part of the release's steady state.
+	objects = slices.DeleteFunc(objects, func(obj *unstructured.Unstructured) bool {
+		_, hook := obj.GetAnnotations()[releasev1.HookAnnotation]
+		return hook
+	})
 	if rel.Chart != nil {
 		for _, crd := range rel.Chart.CRDObjects() {
 			crdObjects, err := ssautil.ReadObjects(strings.NewReader(string(crd.File.Data)))
@@ -46,7 +54,6 @@ func releaseInventory(rel *releasev1.Release, mapper apimeta.RESTMapper) (*helmv
 		seen[id] = true
 		inv.Entries = append(inv.Entries, helmv2.ResourceRef{ID: id, Version: obj.GroupVersionKind().Version})
 	}
-	sort.Slice(inv.Entries, func(i, j int) bool { return inv.Entries[i].ID < inv.Entries[j].ID })
 	return inv, nil
 }
 

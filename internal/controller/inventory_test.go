@@ -40,6 +40,13 @@ apiVersion: v1
 kind: Service
 metadata:
   name: web
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: migrate
+  annotations:
+    helm.sh/hook: post-install
 `,
 		Chart: &chartv2.Chart{Metadata: &chartv2.Metadata{Name: "app"}, Files: []*common.File{{
 			Name: "crds/widgets.yaml",
@@ -50,12 +57,14 @@ metadata:
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Upstream's order: the manifest as rendered, then the chart's CRDs;
+	// the hook is left out.
 	want := []string{
-		"_reader_rbac.authorization.k8s.io_ClusterRole",
-		"_widgets.example.com_apiextensions.k8s.io_CustomResourceDefinition",
-		"apps_web__Service",
 		"apps_web_apps_Deployment",
 		"other_web__Service",
+		"_reader_rbac.authorization.k8s.io_ClusterRole",
+		"apps_web__Service",
+		"_widgets.example.com_apiextensions.k8s.io_CustomResourceDefinition",
 	}
 	if len(inv.Entries) != len(want) {
 		t.Fatalf("entries %+v, want %v", inv.Entries, want)
@@ -65,7 +74,7 @@ metadata:
 			t.Errorf("entry %d = %s, want %s", i, inv.Entries[i].ID, id)
 		}
 	}
-	if inv.Entries[3].Version != "v1" {
+	if inv.Entries[0].Version != "v1" {
 		t.Errorf("version %q", inv.Entries[3].Version)
 	}
 

@@ -10,9 +10,9 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/chartutil"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/fluxcd/pkg/runtime/jitter"
 	"github.com/fluxcd/pkg/runtime/patch"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
-	"github.com/opencontainers/go-digest"
 	"helm.sh/helm/v4/pkg/release/common"
 	"helm.sh/helm/v4/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
@@ -99,7 +99,8 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		ReleaseName:             action.ReleaseName(obj),
 		Chart:                   loadedChart{chart},
 		Values:                  values,
-		ConfigDigest:            chartutil.DigestValues(digest.Canonical, values).String(),
+		ConfigDigest:            chartutil.DigestValues(r.snapshotDigestAlgorithm(), values).String(),
+		DigestAlgorithm:         r.snapshotDigestAlgorithm(),
 		DefaultToRetryOnFailure: r.DefaultToRetryOnFailure,
 	}
 	if obj.Spec.ChartRef != nil && obj.Spec.ChartRef.Kind == sourcev1.OCIRepositoryKind && !r.DisableChartDigestTracking {
@@ -256,7 +257,9 @@ func (r *HelmReleaseReconciler) outcome(obj *v2.HelmRelease, err error) (ctrl.Re
 	switch {
 	case err == nil:
 		conditions.Delete(obj, meta.StalledCondition)
-		return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
+		// Spread the next runs (--interval-jitter-percentage), so releases
+		// created together do not reconcile in lockstep forever.
+		return jitter.JitteredRequeueInterval(ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}), nil
 	case errors.Is(err, reconcile.ErrRetriesExhausted):
 		// Nothing will change until the spec, the chart or the values do, or
 		// a reset is requested; retrying on a backoff would only add noise.

@@ -165,7 +165,7 @@ func (m *Machine) trackAttempt(req *Request) {
 	obj := req.Object
 	st := &obj.Status
 	revision := req.Chart.Metadata().Version
-	if st.LastAttemptedRevision != revision || st.LastAttemptedConfigDigest != req.ConfigDigest ||
+	if st.LastAttemptedRevision != revision || !req.valuesMatch(st.LastAttemptedConfigDigest) ||
 		st.LastAttemptedGeneration != obj.Generation || st.LastAttemptedRevisionDigest != req.OCIDigest {
 		st.ClearFailures()
 	}

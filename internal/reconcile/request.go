@@ -2,10 +2,14 @@ package reconcile
 
 import (
 	"context"
+	// sha384 and sha512 digests (--snapshot-digest-algo) need the hash
+	// registered with crypto.
+	_ "crypto/sha512"
 
+	"github.com/fluxcd/pkg/chartutil"
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/fluxcd/pkg/ssa/jsondiff"
-
+	"github.com/opencontainers/go-digest"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
@@ -66,4 +70,32 @@ type Request struct {
 	Force bool
 	// DefaultToRetryOnFailure is the feature gate of the same name.
 	DefaultToRetryOnFailure bool
+	// DigestAlgorithm hashes the release and values digests of new
+	// snapshots (--snapshot-digest-algo); empty means sha256, the
+	// algorithm upstream helm-controller uses by default.
+	DigestAlgorithm digest.Algorithm
+}
+
+// digestAlgorithm is the algorithm of new snapshot digests.
+func (r *Request) digestAlgorithm() digest.Algorithm {
+	if r.DigestAlgorithm == "" {
+		return digest.Canonical
+	}
+	return r.DigestAlgorithm
+}
+
+// valuesMatch tells whether recorded, a values digest of any supported
+// algorithm, identifies the values of this request. Comparing by content
+// rather than by string keeps a change of --snapshot-digest-algo from
+// looking like a change of values.
+func (r *Request) valuesMatch(recorded string) bool {
+	if recorded == r.ConfigDigest {
+		return true
+	}
+	d := digest.Digest(recorded)
+	if d.Validate() != nil || d.Algorithm() == digest.Digest(r.ConfigDigest).Algorithm() {
+		// Same algorithm, different digest: the values differ.
+		return false
+	}
+	return chartutil.VerifyValues(d, r.Values)
 }

@@ -15,13 +15,14 @@ import (
 // newSnapshot describes rel for status.history, the way upstream
 // helm-controller does, so either controller can read the other's history.
 func newSnapshot(req *Request, rel *releasev1.Release, action helmv2.ReleaseAction) *helmv2.Snapshot {
+	algo := req.digestAlgorithm()
 	s := &helmv2.Snapshot{
-		Digest:       releaseDigest(rel, req.OCIDigest).String(),
+		Digest:       releaseDigest(algo, rel, req.OCIDigest).String(),
 		Name:         rel.Name,
 		Namespace:    rel.Namespace,
 		Version:      rel.Version,
 		Action:       action,
-		ConfigDigest: chartutil.DigestValues(digest.Canonical, rel.Config).String(),
+		ConfigDigest: chartutil.DigestValues(algo, rel.Config).String(),
 		OCIDigest:    req.OCIDigest,
 	}
 	if rel.Chart != nil && rel.Chart.Metadata != nil {
@@ -61,8 +62,9 @@ type observedRelease struct {
 	OCIDigest     string           `json:"ociDigest,omitempty"`
 }
 
-// releaseDigest identifies the content and state of a release.
-func releaseDigest(rel *releasev1.Release, ociDigest string) digest.Digest {
+// releaseDigest identifies the content and state of a release, hashed with
+// algo.
+func releaseDigest(algo digest.Algorithm, rel *releasev1.Release, ociDigest string) digest.Digest {
 	o := observedRelease{Name: rel.Name, Version: rel.Version, Manifest: rel.Manifest, Namespace: rel.Namespace, OCIDigest: ociDigest}
 	if rel.Info != nil {
 		o.Info = *rel.Info
@@ -78,11 +80,11 @@ func releaseDigest(rel *releasev1.Release, ociDigest string) digest.Digest {
 			o.Hooks = append(o.Hooks, *h)
 		}
 	}
-	digester := digest.Canonical.Digester()
+	digester := algo.Digester()
 	if err := json.NewEncoder(digester.Hash()).Encode(o); err != nil {
 		// Release content always encodes (Helm stores it as JSON); fall back
 		// to the identity of the release rather than fail over a digest.
-		return digest.Canonical.FromString(releaseID(rel))
+		return algo.FromString(releaseID(rel))
 	}
 	return digester.Digest()
 }

@@ -105,7 +105,7 @@ func outOfSyncReason(req *Request, latest *helmv2.Snapshot) string {
 		return fmt.Sprintf("chart changed from %s to %s", latest.ChartName, md.Name)
 	case latest.ChartVersion != md.Version:
 		return fmt.Sprintf("chart version changed from %s to %s", latest.ChartVersion, md.Version)
-	case latest.ConfigDigest != req.ConfigDigest:
+	case !req.valuesMatch(latest.ConfigDigest):
 		return "values changed"
 	case req.OCIDigest != "" && latest.OCIDigest != "" && latest.OCIDigest != req.OCIDigest:
 		return "chart artifact digest changed"

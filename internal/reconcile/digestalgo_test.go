@@ -1,0 +1,53 @@
+package reconcile
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/fluxcd/pkg/chartutil"
+	"github.com/opencontainers/go-digest"
+)
+
+// runWithAlgorithm reconciles h as the controller would with
+// --snapshot-digest-algo=algo.
+func runWithAlgorithm(t *testing.T, h *harness, algo digest.Algorithm) {
+	t.Helper()
+	req := h.request()
+	req.DigestAlgorithm = algo
+	req.ConfigDigest = chartutil.DigestValues(algo, h.values).String()
+	m := &Machine{Helm: h.helm, Recorder: h.recorder}
+	if err := m.Run(context.Background(), req); err != nil {
+		t.Fatalf("reconcile with %s failed: %v", algo, err)
+	}
+}
+
+// Switching --snapshot-digest-algo on a running fleet must not upgrade
+// releases or reset their failure counts; new snapshots then use the new
+// algorithm.
+func TestSwitchingDigestAlgorithm(t *testing.T) {
+	h := newHarness()
+	runWithAlgorithm(t, h, digest.SHA256)
+	wantCalls(t, h, "install")
+
+	h.obj.Status.Failures = 2 // as if earlier attempts had failed
+	runWithAlgorithm(t, h, digest.SHA512)
+	wantCalls(t, h)
+	if h.obj.Status.Failures != 2 {
+		t.Errorf("failures %d after the switch, want 2: the same values were taken for new ones", h.obj.Status.Failures)
+	}
+	if got := h.obj.Status.History.Latest().Digest; !strings.HasPrefix(got, "sha256:") {
+		t.Errorf("in-sync reconcile rewrote the snapshot digest: %s", got)
+	}
+
+	h.values = map[string]any{"replicas": 3}
+	runWithAlgorithm(t, h, digest.SHA512)
+	wantCalls(t, h, "upgrade")
+	latest := h.obj.Status.History.Latest()
+	for field, d := range map[string]string{"digest": latest.Digest, "configDigest": latest.ConfigDigest,
+		"lastAttemptedConfigDigest": h.obj.Status.LastAttemptedConfigDigest} {
+		if !strings.HasPrefix(d, "sha512:") {
+			t.Errorf("%s %q after an upgrade with sha512, want a sha512 digest", field, d)
+		}
+	}
+}

@@ -1,0 +1,79 @@
+package e2e
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+)
+
+// TestInventory checks status.inventory lists every object of the release
+// in storage plus the chart's CRDs, in upstream's ID format
+// (<namespace>_<name>_<group>_<kind>) and order (the manifest as Helm
+// rendered it, then the CRDs), and follows upgrades that add and remove
+// objects.
+func TestInventory(t *testing.T) {
+	ns := newNamespace(t)
+	t.Cleanup(func() {
+		// Uninstall while the Widget kind exists, then remove the CRD, which
+		// Helm never deletes and TestCRDPolicies expects absent.
+		hr := &v2.HelmRelease{}
+		if err := get(context.Background(), hr, ns, "inv"); err == nil {
+			_ = env.client.Delete(context.Background(), hr)
+			deadline := time.Now().Add(time.Minute)
+			for time.Now().Before(deadline) && gone(context.Background(), hr) != nil {
+				time.Sleep(pollInterval)
+			}
+		}
+		crd := &unstructured.Unstructured{}
+		crd.SetGroupVersionKind(remCRDGVK)
+		crd.SetName(remWidgetCRD)
+		_ = env.client.Delete(context.Background(), crd)
+	})
+	chart := remPublish(t, "e2e-crds-v1", "1.0.0", ns)
+	repo := createHelmRepository(t, ns)
+
+	const (
+		crdID       = "_" + remWidgetCRD + "_apiextensions.k8s.io_CustomResourceDefinition"
+		crdVersion  = "v1"
+		widgetGroup = "e2e.afterhooks.io"
+	)
+	configMapID := ns + "_inv-settings__ConfigMap"
+	widgetID := ns + "_inv_" + widgetGroup + "_Widget"
+
+	hr := remRelease(ns, "inv", repo.Name, chart.Name, chart.Version, "")
+	hr.Spec.Install = &v2.Install{Install: helmv2.Install{CRDs: helmv2.Create}}
+	hr.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{CRDs: helmv2.CreateReplace}}
+	remCreate(t, hr)
+	remWaitReady(t, hr, helmv2.InstallSucceededReason, 1)
+	wantExactInventory(t, hr, []helmv2.ResourceRef{{ID: configMapID, Version: "v1"}, {ID: crdID, Version: crdVersion}})
+
+	remStep(t, "upgrade adds an object", func(t *testing.T) {
+		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"widget":{"enabled":true}}`) })
+		remWaitReady(t, hr, helmv2.UpgradeSucceededReason, 2)
+		wantExactInventory(t, hr, []helmv2.ResourceRef{
+			{ID: configMapID, Version: "v1"}, {ID: widgetID, Version: "v1"}, {ID: crdID, Version: crdVersion}})
+	})
+
+	remStep(t, "upgrade removes an object", func(t *testing.T) {
+		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"widget":{"enabled":false}}`) })
+		remWaitReady(t, hr, helmv2.UpgradeSucceededReason, 3)
+		wantExactInventory(t, hr, []helmv2.ResourceRef{{ID: configMapID, Version: "v1"}, {ID: crdID, Version: crdVersion}})
+	})
+}
+
+// wantExactInventory checks status.inventory is exactly want, in order.
+func wantExactInventory(t *testing.T, hr *v2.HelmRelease, want []helmv2.ResourceRef) {
+	t.Helper()
+	if hr.Status.Inventory == nil {
+		t.Fatalf("status.inventory is empty, want %v", want)
+	}
+	if got := hr.Status.Inventory.Entries; !reflect.DeepEqual(got, want) {
+		t.Fatalf("status.inventory\n got  %v\n want %v", got, want)
+	}
+}

@@ -1,0 +1,92 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+)
+
+// TestMetrics scrapes the shared controller's /metrics after a release and
+// checks the series upstream helm-controller v1.6.x exposes, with its names
+// and labels, so Flux's dashboards and alerts keep working: the Flux
+// runtime's gotk_* series and controller-runtime's own.
+func TestMetrics(t *testing.T) {
+	ns := newNamespace(t)
+	repo := createHelmRepository(t, ns)
+	hr := podinfoRelease(ns, "metrics", repo)
+	remCreate(t, hr)
+	waitReady(t, hr, helmv2.InstallSucceededReason, 3*time.Minute)
+
+	object := `kind="HelmRelease",name="metrics",namespace="` + ns + `"`
+	// Each pattern must match a whole series line (name{labels} value).
+	wants := []string{
+		// fluxcd/pkg/runtime metrics recorder.
+		`gotk_reconcile_duration_seconds_bucket\{` + object + `,le="[^"]+"\} \d+`,
+		`gotk_reconcile_duration_seconds_count\{` + object + `\} [1-9]\d*`,
+		`gotk_reconcile_condition\{` + object + `,status="True",type="Ready"\} 1`,
+		`gotk_reconcile_condition\{` + object + `,status="False",type="Ready"\} 0`,
+		`gotk_suspend_status\{` + object + `\} 0`,
+		// controller-runtime, labelled with the controller's name.
+		// A Ready release requeues after its interval: result requeue_after.
+		`controller_runtime_reconcile_total\{controller="helm-controller",result="requeue_after"\} [1-9]\d*`,
+		`controller_runtime_reconcile_total\{controller="helm-controller",result="success"\} \d+`,
+		`controller_runtime_reconcile_errors_total\{controller="helm-controller"\} \d+`,
+		`controller_runtime_reconcile_time_seconds_count\{controller="helm-controller"\} [1-9]\d*`,
+		`controller_runtime_max_concurrent_reconciles\{controller="helm-controller"\} 4`,
+		`controller_runtime_active_workers\{controller="helm-controller"\} \d+`,
+		`workqueue_adds_total\{controller="helm-controller",name="helm-controller"\} [1-9]\d*`,
+		`workqueue_depth\{controller="helm-controller",name="helm-controller",priority="[^"]*"\} \d+`,
+		`rest_client_requests_total\{code="200",host="[^"]+",method="GET"\} [1-9]\d*`,
+		// Go runtime and process collectors.
+		`go_goroutines \d+`,
+		`process_resident_memory_bytes [\d.e+]+`,
+	}
+
+	var body string
+	eventually(t, 30*time.Second, "every expected series on /metrics", func(ctx context.Context) error {
+		body = scrapeMetrics(t)
+		var missing []string
+		for _, w := range wants {
+			if !regexp.MustCompile(`(?m)^` + w + `$`).MatchString(body) {
+				missing = append(missing, w)
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("missing series:\n  %s", strings.Join(missing, "\n  "))
+		}
+		return nil
+	})
+
+	// Our own series carry a prefix of their own and never reuse gotk_.
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "# TYPE gotk_") {
+			name := strings.Fields(line)[2]
+			switch name {
+			case "gotk_reconcile_duration_seconds", "gotk_reconcile_condition", "gotk_suspend_status":
+			default:
+				t.Errorf("unexpected gotk_ metric family %s", name)
+			}
+		}
+	}
+}
+
+func scrapeMetrics(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get(env.controller.metricsURL)
+	if err != nil {
+		t.Fatalf("scraping metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading metrics: %v", err)
+	}
+	return string(b)
+}
