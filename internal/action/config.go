@@ -56,6 +56,16 @@ func NewConfigFactory(getter genericclioptions.RESTClientGetter, opts ...Factory
 	if f.fieldManager == "" {
 		return nil, errors.New("action: empty field manager")
 	}
+	cs, err := clientSetFor(getter)
+	if err != nil {
+		return nil, err
+	}
+	f.clientSet = cs
+	helmkube.ManagedFieldsManager = f.fieldManager
+	return f, nil
+}
+
+func clientSetFor(getter genericclioptions.RESTClientGetter) (kubernetes.Interface, error) {
 	restCfg, err := getter.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("action: REST config: %w", err)
@@ -64,9 +74,7 @@ func NewConfigFactory(getter genericclioptions.RESTClientGetter, opts ...Factory
 	if err != nil {
 		return nil, fmt.Errorf("action: Kubernetes client: %w", err)
 	}
-	f.clientSet = cs
-	helmkube.ManagedFieldsManager = f.fieldManager
-	return f, nil
+	return cs, nil
 }
 
 // NewConfigFactoryFromRESTConfig is NewConfigFactory for a *rest.Config,
@@ -86,13 +94,9 @@ func (f *ConfigFactory) ForGetter(getter genericclioptions.RESTClientGetter) (*C
 	if getter == nil {
 		return nil, errors.New("action: nil RESTClientGetter")
 	}
-	restCfg, err := getter.ToRESTConfig()
+	cs, err := clientSetFor(getter)
 	if err != nil {
-		return nil, fmt.Errorf("action: REST config: %w", err)
-	}
-	cs, err := kubernetes.NewForConfig(restCfg)
-	if err != nil {
-		return nil, fmt.Errorf("action: Kubernetes client: %w", err)
+		return nil, err
 	}
 	return &ConfigFactory{getter: getter, clientSet: cs, fieldManager: f.fieldManager}, nil
 }
