@@ -29,6 +29,13 @@ type fakeHelm struct {
 	drift      []jsondiff.DiffSet
 	detectErr  error
 	correctErr error
+	// interrupt names the action ("install", "upgrade", "resume") during
+	// whose afterHooks readiness wait the controller shuts down: shutdown
+	// is called (it cancels the reconcile's context), the revision stays
+	// pending with the afterHooks marker, and the context's error is
+	// returned, as the runner's finishWait does.
+	interrupt string
+	shutdown  func()
 }
 
 func newFakeHelm() *fakeHelm {
@@ -72,6 +79,15 @@ func (f *fakeHelm) deploy(action string, chart *chartv2.Chart, values map[string
 	}
 	if err := f.fail[action]; err != nil {
 		return f.newRelease(chart, values, common.StatusFailed), err
+	}
+	if action == f.interrupt {
+		status := common.StatusPendingInstall
+		if action == "upgrade" {
+			status = common.StatusPendingUpgrade
+		}
+		f.newRelease(chart, values, status).Info.Description = awaitingMarker(f.now.Add(time.Hour))
+		f.shutdown()
+		return nil, context.Canceled
 	}
 	for _, r := range f.releases {
 		if r.Info.Status == common.StatusDeployed {
@@ -132,6 +148,10 @@ func (f *fakeHelm) Uninstall(context.Context) error {
 // fail["resume"] is set, superseding earlier deployed revisions like Helm.
 func (f *fakeHelm) ResumeWait(_ context.Context, rel *releasev1.Release) (*releasev1.Release, error) {
 	f.calls = append(f.calls, "resume")
+	if f.interrupt == "resume" {
+		f.shutdown()
+		return nil, context.Canceled
+	}
 	if err := f.fail["resume"]; err != nil {
 		rel.Info.Status = common.StatusFailed
 		return rel, err

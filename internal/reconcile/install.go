@@ -10,6 +10,8 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/afterhooks/helm-controller/internal/afterhooks"
 )
 
 // install runs a Helm install of the desired chart and values.
@@ -54,6 +56,11 @@ func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2
 			markPreviousSuperseded(req, s)
 		}
 	}
+	if err != nil && m.interrupted(ctx) {
+		// Not a failure: the revision waits, pending, for the next run to
+		// resume its readiness wait (see StateAwaitingReadiness).
+		return fmt.Errorf("Helm %s of release %s interrupted during its readiness wait; the next run resumes it: %w", verb, target, err)
+	}
 	latest := req.Object.Status.History.Latest()
 	var canceled *HealthCheckCanceledError
 	if errors.As(err, &canceled) {
@@ -81,6 +88,21 @@ func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2
 	conditions.Delete(req.Object, helmv2.RemediatedCondition)
 	m.normal(req, latest, succeeded, msg)
 	return nil
+}
+
+// interrupted tells whether ctx ended (the controller is stopping) while
+// an afterHooks readiness wait ran, leaving the revision pending with its
+// marker for the next run to resume.
+func (m *Machine) interrupted(ctx context.Context) bool {
+	if ctx.Err() == nil {
+		return false
+	}
+	last, err := m.lastRelease(ctx)
+	if err != nil || last == nil {
+		return false
+	}
+	awaiting, _ := afterhooks.IsAwaitingReadiness(last)
+	return awaiting
 }
 
 // stored tells whether rel is in Helm storage. A chart that fails to render

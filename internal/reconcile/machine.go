@@ -200,6 +200,13 @@ func (m *Machine) failed(ctx context.Context, req *Request, actionErr error) err
 	if actionErr == nil {
 		return nil
 	}
+	if ctx.Err() != nil {
+		// The controller is stopping (SIGTERM, the OOM watch, lost
+		// leadership). A remediation would run Helm actions a shutdown
+		// cannot stop, and undo a revision the next run may resume; the
+		// next run decides instead.
+		return actionErr
+	}
 	var canceled *HealthCheckCanceledError
 	if errors.As(actionErr, &canceled) {
 		// The next reconcile is already queued and knows the new desired

@@ -504,3 +504,65 @@ func TestPendingWithoutMarkerIsUnlockedNotResumed(t *testing.T) {
 		t.Errorf("an interrupted install counted as a failure: %d", h.obj.Status.InstallFailures)
 	}
 }
+
+// TestShutdownDuringAfterHooksWait stops the controller (SIGTERM, the OOM
+// watch, lost leadership: the reconcile's context is cancelled) while an
+// afterHooks revision waits for readiness. The revision must stay pending
+// for the next run to resume: the interruption is no failure, and nothing
+// is remediated, which would roll back or uninstall the revision the next
+// controller is about to resume, with Helm actions a shutdown cannot stop.
+func TestShutdownDuringAfterHooksWait(t *testing.T) {
+	cases := []struct {
+		name      string
+		interrupt string
+		deployed  bool // v1 is deployed before the interrupted reconcile
+		pending   common.Status
+	}{
+		{name: "install", interrupt: "install", pending: common.StatusPendingInstall},
+		{name: "upgrade", interrupt: "upgrade", deployed: true, pending: common.StatusPendingUpgrade},
+		{name: "resumed upgrade", interrupt: "resume", deployed: true, pending: common.StatusPendingUpgrade},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(func(o *v2.HelmRelease) {
+				o.Spec.Install = &v2.Install{WaitStrategy: v2.AfterHooks}
+				o.Spec.Install.Remediation = &helmv2.InstallRemediation{Retries: 3}
+				o.Spec.Upgrade = &v2.Upgrade{WaitStrategy: v2.AfterHooks}
+				o.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 3}
+			})
+			if tc.deployed {
+				h.mustRun(t)
+				h.values = map[string]any{"replicas": 2}
+			}
+			if tc.interrupt == "resume" {
+				chart, _ := h.chart.Load()
+				h.helm.newRelease(chart, h.values, tc.pending).Info.Description = awaitingMarker(time.Now().Add(time.Minute))
+			}
+			h.calls()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			h.helm.interrupt, h.helm.shutdown = tc.interrupt, cancel
+
+			m := &Machine{Helm: h.helm, Recorder: h.recorder}
+			if err := m.Run(ctx, h.request()); err == nil {
+				t.Fatal("an interrupted reconcile returned no error")
+			}
+			if got := h.calls(); !reflect.DeepEqual(got, []string{tc.interrupt}) {
+				t.Errorf("calls %v, want only %s: nothing may be remediated during a shutdown", got, tc.interrupt)
+			}
+			if last := h.helm.last(); last == nil || last.Info.Status != tc.pending {
+				t.Errorf("release %v, want it %s for the next run to resume", last, tc.pending)
+			}
+			st := h.obj.Status
+			if st.Failures != 0 || st.InstallFailures != 0 || st.UpgradeFailures != 0 {
+				t.Errorf("failures %d (install %d, upgrade %d): an interrupted wait is no failure",
+					st.Failures, st.InstallFailures, st.UpgradeFailures)
+			}
+			for _, e := range h.recorder.events {
+				if strings.HasSuffix(e.Reason, "Failed") {
+					t.Errorf("event %s %q reports an interruption as a failure", e.Reason, e.Message)
+				}
+			}
+		})
+	}
+}
