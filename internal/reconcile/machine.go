@@ -165,6 +165,7 @@ func (m *Machine) trackAttempt(req *Request) {
 	obj := req.Object
 	st := &obj.Status
 	revision := req.Chart.Metadata().Version
+	req.specChanged = st.LastAttemptedGeneration != obj.Generation
 	if st.LastAttemptedRevision != revision || !req.valuesMatch(st.LastAttemptedConfigDigest) ||
 		st.LastAttemptedGeneration != obj.Generation || st.LastAttemptedRevisionDigest != req.OCIDigest {
 		st.ClearFailures()

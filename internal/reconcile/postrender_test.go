@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -146,6 +147,56 @@ func TestEmptyObservedDigest(t *testing.T) {
 				}
 			}
 			wantDigests(t, h)
+		})
+	}
+}
+
+// TestResumeRecordsOnlyTheDigestsItWasMadeWith restarts the controller
+// during the afterHooks readiness wait of an upgrade; the resumed revision
+// was rendered with the post renderers and common metadata of the spec
+// that started it. A spec changed meanwhile must still be upgraded to, not
+// recorded as observed by the resumed revision.
+func TestResumeRecordsOnlyTheDigestsItWasMadeWith(t *testing.T) {
+	cases := []struct {
+		name string
+		// during changes the spec while the controller is down.
+		during    func(*v2.HelmRelease)
+		wantCalls []string
+	}{
+		{"unchanged", nil, []string{"resume"}},
+		{"post renderers changed", withImageTag("6.3"), []string{"resume", "upgrade"}},
+		{"common metadata changed", withCommonLabel("red"), []string{"resume", "upgrade"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(withImageTag("6.1"), withCommonLabel("blue"), func(o *v2.HelmRelease) {
+				o.Spec.Install = &v2.Install{WaitStrategy: v2.AfterHooks}
+				o.Spec.Upgrade = &v2.Upgrade{WaitStrategy: v2.AfterHooks}
+			})
+			h.mustRun(t)
+			h.obj.Status.ObservedGeneration = h.obj.Generation
+			h.calls()
+
+			// An upgrade for new post renderers, interrupted by a shutdown
+			// during its readiness wait.
+			newGeneration(h, withImageTag("6.2"))
+			ctx, cancel := context.WithCancel(context.Background())
+			h.helm.interrupt, h.helm.shutdown = "upgrade", cancel
+			m := &Machine{Helm: h.helm, Recorder: h.recorder}
+			_ = m.Run(ctx, h.request())
+			cancel()
+			wantCalls(t, h, "upgrade")
+			h.helm.interrupt = ""
+
+			if tc.during != nil {
+				newGeneration(h, tc.during)
+			}
+			h.mustRun(t)
+			wantCalls(t, h, tc.wantCalls...)
+			wantDigests(t, h)
+			if obs := Observe(h.request(), h.helm.last()); obs.State != StateInSync {
+				t.Errorf("observed %s (%s) after the reconcile, want %s", obs.State, obs.Reason, StateInSync)
+			}
 		})
 	}
 }

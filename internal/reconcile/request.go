@@ -74,6 +74,11 @@ type Request struct {
 	// snapshots (--snapshot-digest-algo); empty means sha256, the
 	// algorithm upstream helm-controller uses by default.
 	DigestAlgorithm digest.Algorithm
+
+	// specChanged is set by the machine when the HelmRelease's generation
+	// differs from the one its previous reconcile attempted: a revision
+	// that reconcile left pending was made from another spec.
+	specChanged bool
 }
 
 // digestAlgorithm is the algorithm of new snapshot digests.

@@ -23,16 +23,25 @@ func (m *Machine) resume(ctx context.Context, req *Request, cur *releasev1.Relea
 		return fmt.Errorf("resuming the readiness wait of release %s: %w", releaseID(cur), err)
 	}
 
-	switch pending {
-	case common.StatusPendingRollback:
+	if pending == common.StatusPendingRollback {
 		return m.recordResumedRollback(ctx, req, rel, err)
-	case common.StatusPendingUpgrade:
-		req.Object.Status.LastAttemptedReleaseAction = helmv2.ReleaseActionUpgrade
-		return m.recordRelease(ctx, req, helmv2.ReleaseActionUpgrade, rel, err)
-	default:
-		req.Object.Status.LastAttemptedReleaseAction = helmv2.ReleaseActionInstall
-		return m.recordRelease(ctx, req, helmv2.ReleaseActionInstall, rel, err)
 	}
+	action := helmv2.ReleaseActionInstall
+	if pending == common.StatusPendingUpgrade {
+		action = helmv2.ReleaseActionUpgrade
+	}
+	req.Object.Status.LastAttemptedReleaseAction = action
+	st := &req.Object.Status
+	postRenderers, commonMetadata := st.ObservedPostRenderersDigest, st.ObservedCommonMetadataDigest
+	err = m.recordRelease(ctx, req, action, rel, err)
+	if req.specChanged {
+		// The revision was rendered with the post renderers and common
+		// metadata of an earlier spec, which the status does not keep:
+		// recording the current spec's would hide a change to them, so
+		// the previous observation stays and any change is upgraded to.
+		st.ObservedPostRenderersDigest, st.ObservedCommonMetadataDigest = postRenderers, commonMetadata
+	}
+	return err
 }
 
 // recordResumedRollback records a rollback whose wait finished after a
