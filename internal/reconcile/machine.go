@@ -66,6 +66,10 @@ func (m *Machine) Run(ctx context.Context, req *Request) error {
 		}
 		obs := Observe(req, cur)
 		if obs.State == StateInSync {
+			// In sync, so the release matches the spec's post renderers;
+			// this records them for a release adopted without a digest,
+			// whatever drift detection finds next.
+			recordPostRenderDigests(req)
 			var set jsondiff.DiffSet
 			if obs, set, err = m.observeDrift(ctx, req, cur, obs); err != nil {
 				return err
@@ -83,11 +87,6 @@ func (m *Machine) Run(ctx context.Context, req *Request) error {
 			}
 		}
 		done, err := m.step(ctx, req, cur, obs)
-		if obs.State == StateInSync {
-			// In sync, so the release matches the spec's post renderers;
-			// this records them for a release adopted without a digest.
-			recordPostRenderDigests(req)
-		}
 		if err != nil || done {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/fluxcd/pkg/ssa/jsondiff"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/postrender"
@@ -196,6 +197,45 @@ func TestResumeRecordsOnlyTheDigestsItWasMadeWith(t *testing.T) {
 			wantDigests(t, h)
 			if obs := Observe(h.request(), h.helm.last()); obs.State != StateInSync {
 				t.Errorf("observed %s (%s) after the reconcile, want %s", obs.State, obs.Reason, StateInSync)
+			}
+		})
+	}
+}
+
+// TestAdoptionWithDrift adopts a release made without recorded digests
+// whose objects drifted. The release matches its post renderers whatever
+// drift detection finds; the digests must be recorded in that reconcile,
+// or the next one, with Ready turned False by the drift, no longer adopts
+// and upgrades instead.
+func TestAdoptionWithDrift(t *testing.T) {
+	cases := []struct {
+		name      string
+		mode      helmv2.DriftDetectionMode
+		drift     []jsondiff.DiffSet
+		detectErr error
+	}{
+		{name: "warn mode reports drift", mode: helmv2.DriftDetectionWarn, drift: []jsondiff.DiffSet{replicasChanged}},
+		{name: "drift survives its correction", mode: helmv2.DriftDetectionEnabled, drift: []jsondiff.DiffSet{replicasChanged}},
+		{name: "detection fails", mode: helmv2.DriftDetectionEnabled, detectErr: errors.New("the API server is gone")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness()
+			h.mustRun(t)
+			h.calls()
+			withImageTag("6.1")(h.obj)
+			withDriftMode(tc.mode)(h.obj)
+			h.obj.Status.ObservedPostRenderersDigest, h.obj.Status.ObservedCommonMetadataDigest = "", ""
+			h.obj.Status.ObservedGeneration = h.obj.Generation
+			h.helm.drift, h.helm.detectErr = tc.drift, tc.detectErr
+
+			_ = h.run(t)
+			wantDigests(t, h)
+			_ = h.run(t)
+			for _, c := range h.calls() {
+				if c == "upgrade" {
+					t.Fatalf("an adopted release was upgraded after drift made it not Ready")
+				}
 			}
 		})
 	}
