@@ -179,7 +179,13 @@ func (r *HelmReleaseReconciler) newRevisionTrigger(ctx context.Context, base rev
 	}
 	if base.source != nil {
 		src := base.source.DeepCopyObject().(sourceObject)
-		if err := r.Get(ctx, base.sourceKey, src); err == nil {
+		// Read the source as sourceArtifact did for the baseline: a cache
+		// lagging behind a direct read would look like a new artifact.
+		var reader client.Reader = r.Client
+		if r.DirectSourceFetch {
+			reader = r.APIReader
+		}
+		if err := reader.Get(ctx, base.sourceKey, src); err == nil {
 			if a := src.GetArtifact(); a != nil && (a.Digest != base.artifactDigest || a.Revision != base.artifactRevision) {
 				return fmt.Sprintf("%s/%s/%s", base.sourceKind, base.sourceKey.Namespace, base.sourceKey.Name)
 			}

@@ -159,3 +159,51 @@ func TestCancelHealthCheckOnNewRevisionGate(t *testing.T) {
 		})
 	}
 }
+
+// TestNewRevisionTriggerReadsSourceLikeTheReconcile: with DirectSourceFetch
+// the reconcile took its artifact from the API server, ahead of an informer
+// cache that has not caught up yet. The watch must compare with the same
+// reader, or the lagging cache looks like a new artifact and cancels the
+// wait of a revision nothing replaces.
+func TestNewRevisionTriggerReadsSourceLikeTheReconcile(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name      string
+		newerInAP bool // the API server has an artifact the cache lacks
+		want      string
+	}{
+		{name: "cache lags behind the API server"},
+		{name: "a newer artifact after the reconcile started", newerInAP: true, want: "OCIRepository/apps/repo"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, hr, repo, _ := newRevisionFixture(t, false)
+			r.CancelHealthCheckOnNewRevision = true
+			// The API server is ahead of r.Client, the cache.
+			fresh := repo.DeepCopy()
+			fresh.ResourceVersion = ""
+			fresh.Status.Artifact = &meta.Artifact{Revision: "1.0.1@sha256:bbb", Digest: "sha256:bbb"}
+			api := fake.NewClientBuilder().WithScheme(newRevisionScheme(t)).WithObjects(hr.DeepCopy(), fresh).
+				WithStatusSubresource(&sourcev1.OCIRepository{}).Build()
+			r.APIReader, r.DirectSourceFetch = api, true
+
+			artifact, err := r.sourceArtifact(ctx, hr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			base := r.baselineOf(ctx, hr, artifact)
+			if tt.newerInAP {
+				if err := api.Get(ctx, client.ObjectKeyFromObject(fresh), fresh); err != nil {
+					t.Fatal(err)
+				}
+				fresh.Status.Artifact = &meta.Artifact{Revision: "1.0.2@sha256:ccc", Digest: "sha256:ccc"}
+				if err := api.Status().Update(ctx, fresh); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := r.newRevisionTrigger(ctx, base); got != tt.want {
+				t.Errorf("trigger %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
