@@ -29,9 +29,12 @@ import (
 
 // Reasons for failures before any Helm action runs.
 const (
-	// InitFailedReason: values could not be composed or the Helm
-	// configuration for the release could not be built.
+	// InitFailedReason: the Helm configuration for the release could not
+	// be built.
 	InitFailedReason = "InitFailed"
+	// ValuesErrorReason: spec.values and spec.valuesFrom could not be
+	// composed (upstream's reason).
+	ValuesErrorReason = "ValuesError"
 	// retriesExceededReason marks a release Stalled once its retries are used up.
 	retriesExceededReason = "RetriesExceeded"
 )
@@ -72,9 +75,9 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		return r.fail(obj, helmv2.ArtifactFailedReason, fmt.Errorf("chart artifact %s: %w", artifact.Revision, err))
 	}
 
-	values, err := chartutil.ChartValuesFromReferences(ctx, ctrl.LoggerFrom(ctx), r.Client, obj.Namespace, obj.Upstream().GetValues(), obj.Spec.ValuesFrom...)
+	values, err := r.composeValues(ctx, obj)
 	if err != nil {
-		return r.fail(obj, InitFailedReason, fmt.Errorf("could not compose values: %w", err))
+		return ctrl.Result{}, err
 	}
 
 	progress := &progressReporter{ctx: ctx, obj: obj, patcher: patcher, owner: r.FieldManager}
@@ -276,6 +279,18 @@ func (r *HelmReleaseReconciler) outcome(obj *v2.HelmRelease, err error) (ctrl.Re
 	default:
 		return ctrl.Result{}, err
 	}
+}
+
+// composeValues merges spec.valuesFrom and spec.values. A failure is
+// reported as upstream reports it: Ready=False ValuesError with the
+// resolver's message and a Warning event; nothing else has happened.
+func (r *HelmReleaseReconciler) composeValues(ctx context.Context, obj *v2.HelmRelease) (map[string]any, error) {
+	values, err := chartutil.ChartValuesFromReferences(ctx, ctrl.LoggerFrom(ctx), r.Client, obj.Namespace, obj.Upstream().GetValues(), obj.Spec.ValuesFrom...)
+	if err != nil {
+		_, err = r.fail(obj, ValuesErrorReason, err)
+		return nil, err
+	}
+	return values, nil
 }
 
 // stallOnInvalidSpec reports a spec setting that cannot be honoured. No

@@ -328,7 +328,7 @@ func TestBadInput(t *testing.T) {
 			if err := get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
-			if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, "InitFailed"); err != nil {
+			if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, "ValuesError"); err != nil {
 				return err
 			}
 			if msg := conditions.GetMessage(hr, meta.ReadyCondition); !strings.Contains(msg, "missing-values") {
@@ -336,7 +336,7 @@ func TestBadInput(t *testing.T) {
 			}
 			return nil
 		})
-		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, "InitFailed", "missing-values")
+		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, "ValuesError", "missing-values")
 		consistently(t, 2*time.Second, "no Helm release without values", func(ctx context.Context) error {
 			if n := releaseRevisions(t, ns, "podinfo"); n != 0 {
 				return fmt.Errorf("%d Helm revisions although the values could not be composed", n)
