@@ -173,6 +173,10 @@ func (m *Machine) trackAttempt(req *Request) {
 	st.LastAttemptedRevisionDigest = req.OCIDigest
 	st.LastAttemptedConfigDigest = req.ConfigDigest
 	st.LastAttemptedGeneration = obj.Generation
+	// Deprecated fields an older controller may have left behind: upstream
+	// clears them on every attempt.
+	st.LastAttemptedValuesChecksum = ""
+	st.LastReleaseRevision = 0
 }
 
 // checkRetries stops before an install or upgrade when the previous

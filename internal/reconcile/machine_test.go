@@ -504,3 +504,31 @@ func TestPendingWithoutMarkerIsUnlockedNotResumed(t *testing.T) {
 		t.Errorf("an interrupted install counted as a failure: %d", h.obj.Status.InstallFailures)
 	}
 }
+
+// TestDeprecatedStatusFieldsCleared checks that an attempt clears the status
+// fields upstream deprecated (a HelmRelease last reconciled by an old
+// controller may carry them), as upstream does on every attempt.
+func TestDeprecatedStatusFieldsCleared(t *testing.T) {
+	cases := []struct {
+		name     string
+		checksum string
+		revision int
+	}{
+		{name: "both", checksum: "da39a3ee5e6b4b0d3255bfef95601890afd80709", revision: 3},
+		{name: "checksum only", checksum: "da39a3ee5e6b4b0d3255bfef95601890afd80709"},
+		{name: "revision only", revision: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(func(obj *v2.HelmRelease) {
+				obj.Status.LastAttemptedValuesChecksum = tc.checksum
+				obj.Status.LastReleaseRevision = tc.revision
+			})
+			h.mustRun(t)
+			if st := h.obj.Status; st.LastAttemptedValuesChecksum != "" || st.LastReleaseRevision != 0 {
+				t.Errorf("lastAttemptedValuesChecksum=%q lastReleaseRevision=%d, want both cleared",
+					st.LastAttemptedValuesChecksum, st.LastReleaseRevision)
+			}
+		})
+	}
+}
