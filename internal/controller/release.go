@@ -79,6 +79,9 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if reason := releaseTargetChanged(obj); reason != "" {
+		return r.uninstallPreviousTarget(ctx, obj, reason)
+	}
 
 	progress := &progressReporter{ctx: ctx, obj: obj, patcher: patcher, owner: r.FieldManager}
 	runner, err := r.newHelmRunner(ctx, obj, progress)
@@ -174,7 +177,9 @@ func (r *HelmReleaseReconciler) uninstallRunner(ctx context.Context, obj *v2.Hel
 		log.Info("skipping the Helm uninstall: the HelmRelease never got as far as a release (no storage namespace in its status)")
 		return nil, nil
 	}
-	runner, err := r.newHelmRunner(ctx, obj, nil)
+	// The release to remove is the one the status records, even when the
+	// spec has since been changed to name another.
+	runner, err := r.newHelmRunner(ctx, previousTarget(obj), nil)
 	switch {
 	case apierrors.IsNotFound(err):
 		log.Error(err, "skipping the Helm uninstall: the kubeconfig of the release is gone; its objects are left in place")
