@@ -24,7 +24,8 @@ func ociChartVersion(chartVersion, revision string) (string, string, error) {
 	}
 	digest := revision
 	if tag, d, found := strings.Cut(revision, "@"); found {
-		tagVer, err := semver.NewVersion(tag)
+		// OCI tags cannot hold '+': Helm pushes build metadata as '_'.
+		tagVer, err := semver.NewVersion(strings.ReplaceAll(tag, "_", "+"))
 		if err != nil {
 			return "", "", fmt.Errorf("artifact revision %s: tag %q is not a version: %w", revision, tag, err)
 		}

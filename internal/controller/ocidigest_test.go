@@ -13,6 +13,7 @@ func TestOCIChartVersion(t *testing.T) {
 		{name: "digest only", version: "1.0.0", revision: "sha256:" + hex, wantVersion: "1.0.0+0123456789ab", wantDigest: "sha256:" + hex},
 		{name: "v-prefixed tag", version: "1.0.0", revision: "v1.0.0@sha256:" + hex, wantVersion: "1.0.0+0123456789ab", wantDigest: "sha256:" + hex},
 		{name: "existing metadata replaced", version: "1.0.0+build1", revision: "sha256:" + hex, wantVersion: "1.0.0+0123456789ab", wantDigest: "sha256:" + hex},
+		{name: "tag with build metadata as OCI spells it", version: "1.0.0+build.1", revision: "1.0.0_build.1@sha256:" + hex, wantVersion: "1.0.0+0123456789ab", wantDigest: "sha256:" + hex},
 		{name: "tag does not match chart", version: "1.0.0", revision: "2.0.0@sha256:" + hex, wantErr: true},
 		{name: "tag not semver", version: "1.0.0", revision: "latest@sha256:" + hex, wantErr: true},
 		{name: "short digest", version: "1.0.0", revision: "sha256:abc", wantErr: true},
