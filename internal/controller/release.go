@@ -109,12 +109,10 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		DigestAlgorithm:         r.snapshotDigestAlgorithm(),
 		DefaultToRetryOnFailure: r.DefaultToRetryOnFailure,
 	}
-	if obj.Spec.ChartRef != nil && obj.Spec.ChartRef.Kind == sourcev1.OCIRepositoryKind && !r.DisableChartDigestTracking {
-		version, ociDigest, err := ociChartVersion(chart.Metadata.Version, artifact.Revision)
-		if err != nil {
+	if obj.Spec.ChartRef != nil && obj.Spec.ChartRef.Kind == sourcev1.OCIRepositoryKind {
+		if err := r.applyOCIRevision(req, chart, artifact.Revision); err != nil {
 			return r.fail(obj, helmv2.ArtifactFailedReason, err)
 		}
-		req.Chart, req.OCIDigest = versionedChart{loadedChart{chart}, version}, ociDigest
 	}
 	r.handleAnnotations(obj, req)
 

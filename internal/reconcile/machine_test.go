@@ -532,3 +532,39 @@ func TestDeprecatedStatusFieldsCleared(t *testing.T) {
 		})
 	}
 }
+
+// TestOCIDigestOnlyChange checks that a new OCI artifact digest alone (the
+// chart version unchanged, as with DisableChartDigestTracking) makes no new
+// release, as upstream: the digest is recorded, the version decides.
+func TestOCIDigestOnlyChange(t *testing.T) {
+	cases := []struct {
+		name      string
+		from, to  string
+		wantCalls []string
+	}{
+		{name: "same digest", from: "sha256:aaa", to: "sha256:aaa"},
+		{name: "digest changed", from: "sha256:aaa", to: "sha256:bbb"},
+		{name: "digest appears", from: "", to: "sha256:bbb"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness()
+			m := &Machine{Helm: h.helm, Recorder: h.recorder}
+			req := h.request()
+			req.OCIDigest = tc.from
+			if err := m.Run(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+			wantCalls(t, h, "install")
+			req = h.request()
+			req.OCIDigest = tc.to
+			if err := m.Run(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+			wantCalls(t, h, tc.wantCalls...)
+			if h.obj.Status.LastAttemptedRevisionDigest != tc.to {
+				t.Errorf("lastAttemptedRevisionDigest %q, want %q", h.obj.Status.LastAttemptedRevisionDigest, tc.to)
+			}
+		})
+	}
+}
