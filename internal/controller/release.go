@@ -67,6 +67,13 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	}
 
 	artifact, err := r.sourceArtifact(ctx, obj)
+	if notReady := (*sourceNotReadyError)(nil); errors.As(err, &notReady) {
+		// As upstream: no event, the source watch brings the HelmRelease
+		// back once the source has an artifact; until then the interval.
+		ctrl.LoggerFrom(ctx).Info(notReady.Error())
+		conditions.MarkFalse(obj, meta.ReadyCondition, SourceNotReadyReason, "%s", notReady)
+		return jitter.JitteredRequeueInterval(ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}), nil
+	}
 	if err != nil {
 		return r.fail(obj, helmv2.ArtifactFailedReason, err)
 	}
