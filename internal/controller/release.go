@@ -123,7 +123,7 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	}
 	r.handleAnnotations(obj, req)
 
-	machine := &reconcile.Machine{Helm: runner, Recorder: r.EventRecorder}
+	machine := &reconcile.Machine{Helm: runner, Recorder: r.EventRecorder, Progress: progress.report}
 	runErr := machine.Run(ctx, req)
 	// From here on the reconcile owns the object again; late progress
 	// reports from Helm's goroutines are dropped.

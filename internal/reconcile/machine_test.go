@@ -568,3 +568,63 @@ func TestOCIDigestOnlyChange(t *testing.T) {
 		})
 	}
 }
+
+// TestProgressBeforeActions checks what a reconcile shows while Helm runs,
+// as upstream: before each action, Reconciling says which action runs with
+// which timeout, and before an install or upgrade Ready turns Unknown with
+// the same message; Progress is told so the status can be written then.
+func TestProgressBeforeActions(t *testing.T) {
+	type seen struct {
+		msg         string
+		readyStatus metav1.ConditionStatus
+	}
+	dur := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+	cases := []struct {
+		name   string
+		mutate func(*v2.HelmRelease)
+		change func(*harness)
+		want   []seen
+	}{
+		{name: "install with defaults", want: []seen{{"Running 'install' action with timeout of 5m0s", metav1.ConditionUnknown}}},
+		{name: "install and test with own timeouts", mutate: func(o *v2.HelmRelease) {
+			o.Spec.Timeout = dur(2 * time.Minute)
+			o.Spec.Install = &v2.Install{Install: helmv2.Install{Timeout: dur(90 * time.Second)}}
+			o.Spec.Test = &helmv2.Test{Enable: true}
+		}, want: []seen{
+			{"Running 'install' action with timeout of 1m30s", metav1.ConditionUnknown},
+			{"Running 'test' action with timeout of 2m0s", metav1.ConditionUnknown},
+		}},
+		{name: "upgrade", change: func(h *harness) { h.values = map[string]any{"replicas": 2} },
+			want: []seen{{"Running 'upgrade' action with timeout of 5m0s", metav1.ConditionUnknown}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var mutate []func(*v2.HelmRelease)
+			if tc.mutate != nil {
+				mutate = append(mutate, tc.mutate)
+			}
+			h := newHarness(mutate...)
+			var got []seen
+			m := &Machine{Helm: h.helm, Recorder: h.recorder, Progress: func(msg string) {
+				r := conditions.Get(h.obj, meta.ReconcilingCondition)
+				if r == nil || r.Status != metav1.ConditionTrue || r.Reason != meta.ProgressingReason || r.Message != msg {
+					t.Errorf("Reconciling %+v when told %q", r, msg)
+				}
+				got = append(got, seen{msg, conditions.Get(h.obj, meta.ReadyCondition).Status})
+			}}
+			if tc.change != nil {
+				if err := m.Run(context.Background(), h.request()); err != nil {
+					t.Fatal(err)
+				}
+				got = nil
+				tc.change(h)
+			}
+			if err := m.Run(context.Background(), h.request()); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("progress %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
