@@ -281,13 +281,24 @@ func (r *HelmReleaseReconciler) outcome(obj *v2.HelmRelease, err error) (ctrl.Re
 		conditions.Delete(obj, meta.ReconcilingCondition)
 		return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
 	case errors.As(err, &retry):
+		markRetrying(obj)
 		return ctrl.Result{RequeueAfter: retry.After}, nil
 	case errors.As(err, &canceled):
 		// The change that cancelled the wait has queued a new reconcile
 		// already; the short requeue only guards against missing it.
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	default:
+		markRetrying(obj)
 		return ctrl.Result{}, err
+	}
+}
+
+// markRetrying shows a failure that will be retried as upstream does:
+// Reconciling True with reason ProgressingWithRetry and Ready's message;
+// the next reconcile marks it Progressing again.
+func markRetrying(obj *v2.HelmRelease) {
+	if conditions.IsFalse(obj, meta.ReadyCondition) {
+		conditions.MarkReconciling(obj, meta.ProgressingWithRetryReason, "%s", conditions.GetMessage(obj, meta.ReadyCondition))
 	}
 }
 
