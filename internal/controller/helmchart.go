@@ -3,7 +3,10 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	eventv1 "github.com/fluxcd/pkg/apis/event/v1beta1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,13 +32,20 @@ func (r *HelmReleaseReconciler) reconcileChartTemplate(ctx context.Context, obj 
 	}
 
 	chart := &sourcev1.HelmChart{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	_, err := controllerutil.CreateOrPatch(ctx, r.Client, chart, func() error {
+	op, err := controllerutil.CreateOrPatch(ctx, r.Client, chart, func() error {
 		var labels, annotations map[string]string
 		if tpl.ObjectMeta != nil {
 			labels, annotations = tpl.ObjectMeta.Labels, tpl.ObjectMeta.Annotations
 		}
-		// The template's metadata is the HelmChart's, as upstream does.
-		chart.Labels, chart.Annotations = labels, annotations
+		// The template's metadata is the HelmChart's, as upstream does, with
+		// upstream's owner labels naming the HelmRelease.
+		chart.Labels = maps.Clone(labels)
+		if chart.Labels == nil {
+			chart.Labels = map[string]string{}
+		}
+		chart.Labels[helmv2.GroupVersion.Group+"/name"] = obj.Name
+		chart.Labels[helmv2.GroupVersion.Group+"/namespace"] = obj.Namespace
+		chart.Annotations = annotations
 		chart.Spec = sourcev1.HelmChartSpec{
 			Chart:   tpl.Spec.Chart,
 			Version: tpl.Spec.Version,
@@ -56,6 +66,14 @@ func (r *HelmReleaseReconciler) reconcileChartTemplate(ctx context.Context, obj 
 	})
 	if err != nil {
 		return fmt.Errorf("failed to create or update HelmChart %s/%s: %w", ns, name, err)
+	}
+	// Upstream's trace events: persisted as Normal Kubernetes events, not
+	// forwarded to notification-controller.
+	if verb := map[controllerutil.OperationResult]string{
+		controllerutil.OperationResultCreated: "Created", controllerutil.OperationResultUpdated: "Configured",
+	}[op]; verb != "" {
+		r.EventRecorder.Eventf(obj, eventv1.EventTypeTrace, "HelmChart"+verb, "%s HelmChart/%s/%s with SourceRef '%s/%s/%s'",
+			verb, ns, name, tpl.Spec.SourceRef.Kind, ns, tpl.Spec.SourceRef.Name)
 	}
 	obj.Status.HelmChart = ns + "/" + name
 	return nil
@@ -83,7 +101,10 @@ func (r *HelmReleaseReconciler) deleteChartTemplate(ctx context.Context, obj *v2
 
 func (r *HelmReleaseReconciler) deleteChart(ctx context.Context, obj *v2.HelmRelease, ns, name string) error {
 	chart := &sourcev1.HelmChart{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	if err := r.Delete(ctx, chart); err != nil && !apierrors.IsNotFound(err) {
+	switch err := r.Delete(ctx, chart); {
+	case err == nil:
+		r.EventRecorder.Eventf(obj, eventv1.EventTypeTrace, "HelmChartDeleted", "deleted HelmChart '%s/%s'", ns, name)
+	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("failed to delete HelmChart %s/%s: %w", ns, name, err)
 	}
 	obj.Status.HelmChart = ""

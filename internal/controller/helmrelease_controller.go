@@ -13,6 +13,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	helper "github.com/fluxcd/pkg/runtime/controller"
+	"github.com/fluxcd/pkg/runtime/object"
 	"github.com/fluxcd/pkg/runtime/patch"
 	"github.com/fluxcd/pkg/runtime/predicates"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
@@ -194,11 +195,50 @@ func (r *HelmReleaseReconciler) sourceArtifact(ctx context.Context, obj *v2.Helm
 		}
 		return nil, fmt.Errorf("could not get source %s '%s': %w", kind, key, err)
 	}
-	artifact := source.GetArtifact()
-	if artifact == nil {
-		return nil, fmt.Errorf("source %s '%s' has no artifact yet", kind, key)
+	if msg := sourceNotReady(source, kind); msg != "" {
+		return nil, &sourceNotReadyError{msg: msg}
 	}
-	return artifact, nil
+	return source.GetArtifact(), nil
+}
+
+// SourceNotReadyReason: the chart's source exists but has nothing usable
+// yet (upstream's reason); the source watch brings the HelmRelease back.
+const SourceNotReadyReason = "SourceNotReady"
+
+// sourceNotReadyError is a source that is not ready to be used.
+type sourceNotReadyError struct{ msg string }
+
+func (e *sourceNotReadyError) Error() string { return e.msg }
+
+// sourceNotReady says why src of the given kind is not ready to be used,
+// as upstream decides it, or "" when it is: its latest generation is not
+// reconciled yet (the Ready message tells why when Ready is False), it is
+// stalled, or it has no artifact. A failing source that still serves an
+// artifact of its current generation is used.
+func sourceNotReady(src sourceObject, kind string) string {
+	why := ""
+	getter, hasConditions := src.(conditions.Getter)
+	observed, err := object.GetStatusObservedGeneration(src)
+	if errors.Is(err, object.ErrObservedGenerationNotFound) {
+		// Never reconciled: the generation check below says so.
+		observed, err = 0, nil
+	}
+	switch {
+	case err != nil:
+		why = err.Error()
+	case src.GetGeneration() != observed:
+		why = "latest generation of object has not been reconciled"
+		if hasConditions && conditions.IsFalse(getter, meta.ReadyCondition) {
+			why = conditions.GetMessage(getter, meta.ReadyCondition)
+		}
+	case hasConditions && conditions.IsStalled(getter):
+		why = conditions.GetMessage(getter, meta.StalledCondition)
+	case src.GetArtifact() == nil:
+		why = "does not have an artifact"
+	default:
+		return ""
+	}
+	return fmt.Sprintf("%s '%s/%s' is not ready: %s", kind, src.GetNamespace(), src.GetName(), why)
 }
 
 // sourceKind names the kind of source the HelmRelease reads its chart from.

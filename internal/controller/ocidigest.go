@@ -6,6 +6,9 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+
+	"github.com/afterhooks/helm-controller/internal/chartsource"
+	"github.com/afterhooks/helm-controller/internal/reconcile"
 )
 
 // ociDigestLength is how many hex characters of the OCI manifest digest go
@@ -24,7 +27,8 @@ func ociChartVersion(chartVersion, revision string) (string, string, error) {
 	}
 	digest := revision
 	if tag, d, found := strings.Cut(revision, "@"); found {
-		tagVer, err := semver.NewVersion(tag)
+		// OCI tags cannot hold '+': Helm pushes build metadata as '_'.
+		tagVer, err := semver.NewVersion(strings.ReplaceAll(tag, "_", "+"))
 		if err != nil {
 			return "", "", fmt.Errorf("artifact revision %s: tag %q is not a version: %w", revision, tag, err)
 		}
@@ -42,6 +46,23 @@ func ociChartVersion(chartVersion, revision string) (string, string, error) {
 		return "", "", fmt.Errorf("adding the digest to chart version %s: %w", chartVersion, err)
 	}
 	return withMeta.String(), digest, nil
+}
+
+// applyOCIRevision records the digest of the OCIRepository artifact
+// revision the chart came from in req, and unless DisableChartDigestTracking
+// is set, pins the chart's version to it. The digest is recorded either way,
+// as upstream does; with the gate set, a digest-only change does not make a
+// new release because the version is unchanged.
+func (r *HelmReleaseReconciler) applyOCIRevision(req *reconcile.Request, chart *chartsource.Chart, revision string) error {
+	version, ociDigest, err := ociChartVersion(chart.Metadata.Version, revision)
+	if err != nil {
+		return err
+	}
+	req.OCIDigest = ociDigest
+	if !r.DisableChartDigestTracking {
+		req.Chart = versionedChart{loadedChart{chart}, version}
+	}
+	return nil
 }
 
 // versionedChart presents a cached chart with another version.

@@ -1,6 +1,13 @@
 package controller
 
-import "testing"
+import (
+	"testing"
+
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+
+	"github.com/afterhooks/helm-controller/internal/chartsource"
+	"github.com/afterhooks/helm-controller/internal/reconcile"
+)
 
 func TestOCIChartVersion(t *testing.T) {
 	const hex = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -13,6 +20,7 @@ func TestOCIChartVersion(t *testing.T) {
 		{name: "digest only", version: "1.0.0", revision: "sha256:" + hex, wantVersion: "1.0.0+0123456789ab", wantDigest: "sha256:" + hex},
 		{name: "v-prefixed tag", version: "1.0.0", revision: "v1.0.0@sha256:" + hex, wantVersion: "1.0.0+0123456789ab", wantDigest: "sha256:" + hex},
 		{name: "existing metadata replaced", version: "1.0.0+build1", revision: "sha256:" + hex, wantVersion: "1.0.0+0123456789ab", wantDigest: "sha256:" + hex},
+		{name: "tag with build metadata as OCI spells it", version: "1.0.0+build.1", revision: "1.0.0_build.1@sha256:" + hex, wantVersion: "1.0.0+0123456789ab", wantDigest: "sha256:" + hex},
 		{name: "tag does not match chart", version: "1.0.0", revision: "2.0.0@sha256:" + hex, wantErr: true},
 		{name: "tag not semver", version: "1.0.0", revision: "latest@sha256:" + hex, wantErr: true},
 		{name: "short digest", version: "1.0.0", revision: "sha256:abc", wantErr: true},
@@ -33,6 +41,45 @@ func TestOCIChartVersion(t *testing.T) {
 			}
 			if version != tc.wantVersion || digest != tc.wantDigest {
 				t.Fatalf("got %q %q, want %q %q", version, digest, tc.wantVersion, tc.wantDigest)
+			}
+		})
+	}
+}
+
+// TestApplyOCIRevision checks what a chart from an OCIRepository brings to
+// the request: the digest is recorded whether or not the digest is tracked
+// in the chart version (DisableChartDigestTracking), as upstream does, so
+// lastAttemptedRevisionDigest, history[].ociDigest and the oci-digest event
+// annotation are kept; only the version is left alone with the gate on.
+func TestApplyOCIRevision(t *testing.T) {
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	cases := []struct {
+		name        string
+		disable     bool
+		wantVersion string
+	}{
+		{name: "tracked", wantVersion: "6.7.1+0123456789ab"},
+		{name: "tracking disabled", disable: true, wantVersion: "6.7.1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &HelmReleaseReconciler{DisableChartDigestTracking: tc.disable}
+			chart := &chartsource.Chart{Metadata: &chartv2.Metadata{Name: "podinfo", Version: "6.7.1"}}
+			req := &reconcile.Request{Chart: loadedChart{chart}}
+			if err := r.applyOCIRevision(req, chart, "6.7.1@"+digest); err != nil {
+				t.Fatal(err)
+			}
+			if req.OCIDigest != digest {
+				t.Errorf("OCIDigest %q, want %q", req.OCIDigest, digest)
+			}
+			if got := req.Chart.Metadata().Version; got != tc.wantVersion {
+				t.Errorf("chart version %q, want %q", got, tc.wantVersion)
+			}
+			if chart.Metadata.Version != "6.7.1" {
+				t.Errorf("the cached chart's metadata was changed to %q", chart.Metadata.Version)
+			}
+			if err := r.applyOCIRevision(req, chart, "7.0.0@"+digest); err == nil {
+				t.Error("a tag that does not match the chart version was accepted")
 			}
 		})
 	}

@@ -29,9 +29,12 @@ import (
 
 // Reasons for failures before any Helm action runs.
 const (
-	// InitFailedReason: values could not be composed or the Helm
-	// configuration for the release could not be built.
+	// InitFailedReason: the Helm configuration for the release could not
+	// be built.
 	InitFailedReason = "InitFailed"
+	// ValuesErrorReason: spec.values and spec.valuesFrom could not be
+	// composed (upstream's reason).
+	ValuesErrorReason = "ValuesError"
 	// retriesExceededReason marks a release Stalled once its retries are used up.
 	retriesExceededReason = "RetriesExceeded"
 )
@@ -64,6 +67,13 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	}
 
 	artifact, err := r.sourceArtifact(ctx, obj)
+	if notReady := (*sourceNotReadyError)(nil); errors.As(err, &notReady) {
+		// As upstream: no event, the source watch brings the HelmRelease
+		// back once the source has an artifact; until then the interval.
+		ctrl.LoggerFrom(ctx).Info(notReady.Error())
+		conditions.MarkFalse(obj, meta.ReadyCondition, SourceNotReadyReason, "%s", notReady)
+		return jitter.JitteredRequeueInterval(ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}), nil
+	}
 	if err != nil {
 		return r.fail(obj, helmv2.ArtifactFailedReason, err)
 	}
@@ -72,9 +82,12 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		return r.fail(obj, helmv2.ArtifactFailedReason, fmt.Errorf("chart artifact %s: %w", artifact.Revision, err))
 	}
 
-	values, err := chartutil.ChartValuesFromReferences(ctx, ctrl.LoggerFrom(ctx), r.Client, obj.Namespace, obj.Upstream().GetValues(), obj.Spec.ValuesFrom...)
+	values, err := r.composeValues(ctx, obj)
 	if err != nil {
-		return r.fail(obj, InitFailedReason, fmt.Errorf("could not compose values: %w", err))
+		return ctrl.Result{}, err
+	}
+	if reason := releaseTargetChanged(obj); reason != "" {
+		return r.uninstallPreviousTarget(ctx, obj, reason)
 	}
 
 	progress := &progressReporter{ctx: ctx, obj: obj, patcher: patcher, owner: r.FieldManager}
@@ -103,16 +116,14 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		DigestAlgorithm:         r.snapshotDigestAlgorithm(),
 		DefaultToRetryOnFailure: r.DefaultToRetryOnFailure,
 	}
-	if obj.Spec.ChartRef != nil && obj.Spec.ChartRef.Kind == sourcev1.OCIRepositoryKind && !r.DisableChartDigestTracking {
-		version, ociDigest, err := ociChartVersion(chart.Metadata.Version, artifact.Revision)
-		if err != nil {
+	if obj.Spec.ChartRef != nil && obj.Spec.ChartRef.Kind == sourcev1.OCIRepositoryKind {
+		if err := r.applyOCIRevision(req, chart, artifact.Revision); err != nil {
 			return r.fail(obj, helmv2.ArtifactFailedReason, err)
 		}
-		req.Chart, req.OCIDigest = versionedChart{loadedChart{chart}, version}, ociDigest
 	}
 	r.handleAnnotations(obj, req)
 
-	machine := &reconcile.Machine{Helm: runner, Recorder: r.EventRecorder}
+	machine := &reconcile.Machine{Helm: runner, Recorder: r.EventRecorder, Progress: progress.report}
 	runErr := machine.Run(ctx, req)
 	// From here on the reconcile owns the object again; late progress
 	// reports from Helm's goroutines are dropped.
@@ -171,7 +182,9 @@ func (r *HelmReleaseReconciler) uninstallRunner(ctx context.Context, obj *v2.Hel
 		log.Info("skipping the Helm uninstall: the HelmRelease never got as far as a release (no storage namespace in its status)")
 		return nil, nil
 	}
-	runner, err := r.newHelmRunner(ctx, obj, nil)
+	// The release to remove is the one the status records, even when the
+	// spec has since been changed to name another.
+	runner, err := r.newHelmRunner(ctx, previousTarget(obj), nil)
 	switch {
 	case apierrors.IsNotFound(err):
 		log.Error(err, "skipping the Helm uninstall: the kubeconfig of the release is gone; its objects are left in place")
@@ -268,14 +281,37 @@ func (r *HelmReleaseReconciler) outcome(obj *v2.HelmRelease, err error) (ctrl.Re
 		conditions.Delete(obj, meta.ReconcilingCondition)
 		return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
 	case errors.As(err, &retry):
+		markRetrying(obj)
 		return ctrl.Result{RequeueAfter: retry.After}, nil
 	case errors.As(err, &canceled):
 		// The change that cancelled the wait has queued a new reconcile
 		// already; the short requeue only guards against missing it.
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	default:
+		markRetrying(obj)
 		return ctrl.Result{}, err
 	}
+}
+
+// markRetrying shows a failure that will be retried as upstream does:
+// Reconciling True with reason ProgressingWithRetry and Ready's message;
+// the next reconcile marks it Progressing again.
+func markRetrying(obj *v2.HelmRelease) {
+	if conditions.IsFalse(obj, meta.ReadyCondition) {
+		conditions.MarkReconciling(obj, meta.ProgressingWithRetryReason, "%s", conditions.GetMessage(obj, meta.ReadyCondition))
+	}
+}
+
+// composeValues merges spec.valuesFrom and spec.values. A failure is
+// reported as upstream reports it: Ready=False ValuesError with the
+// resolver's message and a Warning event; nothing else has happened.
+func (r *HelmReleaseReconciler) composeValues(ctx context.Context, obj *v2.HelmRelease) (map[string]any, error) {
+	values, err := chartutil.ChartValuesFromReferences(ctx, ctrl.LoggerFrom(ctx), r.Client, obj.Namespace, obj.Upstream().GetValues(), obj.Spec.ValuesFrom...)
+	if err != nil {
+		_, err = r.fail(obj, ValuesErrorReason, err)
+		return nil, err
+	}
+	return values, nil
 }
 
 // stallOnInvalidSpec reports a spec setting that cannot be honoured. No

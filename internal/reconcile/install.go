@@ -32,6 +32,12 @@ func (m *Machine) release(ctx context.Context, req *Request, action helmv2.Relea
 	if err != nil {
 		return m.recordRelease(ctx, req, action, nil, fmt.Errorf("loading chart %s: %w", req.Chart.Metadata().Name, err))
 	}
+	up := req.Object.Upstream()
+	timeout := up.GetInstall().GetTimeout(up.GetTimeout())
+	if action == helmv2.ReleaseActionUpgrade {
+		timeout = up.GetUpgrade().GetTimeout(up.GetTimeout())
+	}
+	m.announce(req, string(action), timeout, true)
 	started := m.now()
 	rel, err := run(ctx, chart)
 	req.Object.Status.LastAttemptedReleaseActionDuration = &metav1.Duration{Duration: m.now().Sub(started)}

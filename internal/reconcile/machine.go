@@ -41,6 +41,24 @@ type Machine struct {
 	Recorder EventRecorder
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Progress, when set, is told before each Helm action runs, with the
+	// Reconciling message the machine has just set, so the caller can write
+	// the status while Helm works. May be nil.
+	Progress func(msg string)
+}
+
+// announce shows the action about to run, as upstream does: Reconciling
+// says "Running '<action>' action with timeout of <timeout>", and before an
+// install or upgrade Ready turns Unknown with the same message.
+func (m *Machine) announce(req *Request, action string, timeout metav1.Duration, release bool) {
+	msg := fmt.Sprintf("Running '%s' action with timeout of %s", action, timeout.Duration)
+	conditions.MarkReconciling(req.Object, meta.ProgressingReason, "%s", msg)
+	if release {
+		conditions.MarkUnknown(req.Object, meta.ReadyCondition, meta.ProgressingReason, "%s", msg)
+	}
+	if m.Progress != nil {
+		m.Progress(msg)
+	}
 }
 
 func (m *Machine) now() time.Time {
@@ -173,6 +191,10 @@ func (m *Machine) trackAttempt(req *Request) {
 	st.LastAttemptedRevisionDigest = req.OCIDigest
 	st.LastAttemptedConfigDigest = req.ConfigDigest
 	st.LastAttemptedGeneration = obj.Generation
+	// Deprecated fields an older controller may have left behind: upstream
+	// clears them on every attempt.
+	st.LastAttemptedValuesChecksum = ""
+	st.LastReleaseRevision = 0
 }
 
 // checkRetries stops before an install or upgrade when the previous

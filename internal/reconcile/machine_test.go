@@ -566,3 +566,127 @@ func TestShutdownDuringAfterHooksWait(t *testing.T) {
 		})
 	}
 }
+
+// TestDeprecatedStatusFieldsCleared checks that an attempt clears the status
+// fields upstream deprecated (a HelmRelease last reconciled by an old
+// controller may carry them), as upstream does on every attempt.
+func TestDeprecatedStatusFieldsCleared(t *testing.T) {
+	cases := []struct {
+		name     string
+		checksum string
+		revision int
+	}{
+		{name: "both", checksum: "da39a3ee5e6b4b0d3255bfef95601890afd80709", revision: 3},
+		{name: "checksum only", checksum: "da39a3ee5e6b4b0d3255bfef95601890afd80709"},
+		{name: "revision only", revision: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(func(obj *v2.HelmRelease) {
+				obj.Status.LastAttemptedValuesChecksum = tc.checksum
+				obj.Status.LastReleaseRevision = tc.revision
+			})
+			h.mustRun(t)
+			if st := h.obj.Status; st.LastAttemptedValuesChecksum != "" || st.LastReleaseRevision != 0 {
+				t.Errorf("lastAttemptedValuesChecksum=%q lastReleaseRevision=%d, want both cleared",
+					st.LastAttemptedValuesChecksum, st.LastReleaseRevision)
+			}
+		})
+	}
+}
+
+// TestOCIDigestOnlyChange checks that a new OCI artifact digest alone (the
+// chart version unchanged, as with DisableChartDigestTracking) makes no new
+// release, as upstream: the digest is recorded, the version decides.
+func TestOCIDigestOnlyChange(t *testing.T) {
+	cases := []struct {
+		name      string
+		from, to  string
+		wantCalls []string
+	}{
+		{name: "same digest", from: "sha256:aaa", to: "sha256:aaa"},
+		{name: "digest changed", from: "sha256:aaa", to: "sha256:bbb"},
+		{name: "digest appears", from: "", to: "sha256:bbb"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness()
+			m := &Machine{Helm: h.helm, Recorder: h.recorder}
+			req := h.request()
+			req.OCIDigest = tc.from
+			if err := m.Run(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+			wantCalls(t, h, "install")
+			req = h.request()
+			req.OCIDigest = tc.to
+			if err := m.Run(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+			wantCalls(t, h, tc.wantCalls...)
+			if h.obj.Status.LastAttemptedRevisionDigest != tc.to {
+				t.Errorf("lastAttemptedRevisionDigest %q, want %q", h.obj.Status.LastAttemptedRevisionDigest, tc.to)
+			}
+		})
+	}
+}
+
+// TestProgressBeforeActions checks what a reconcile shows while Helm runs,
+// as upstream: before each action, Reconciling says which action runs with
+// which timeout, and before an install or upgrade Ready turns Unknown with
+// the same message; Progress is told so the status can be written then.
+func TestProgressBeforeActions(t *testing.T) {
+	type seen struct {
+		msg         string
+		readyStatus metav1.ConditionStatus
+	}
+	dur := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+	cases := []struct {
+		name   string
+		mutate func(*v2.HelmRelease)
+		change func(*harness)
+		want   []seen
+	}{
+		{name: "install with defaults", want: []seen{{"Running 'install' action with timeout of 5m0s", metav1.ConditionUnknown}}},
+		{name: "install and test with own timeouts", mutate: func(o *v2.HelmRelease) {
+			o.Spec.Timeout = dur(2 * time.Minute)
+			o.Spec.Install = &v2.Install{Install: helmv2.Install{Timeout: dur(90 * time.Second)}}
+			o.Spec.Test = &helmv2.Test{Enable: true}
+		}, want: []seen{
+			{"Running 'install' action with timeout of 1m30s", metav1.ConditionUnknown},
+			{"Running 'test' action with timeout of 2m0s", metav1.ConditionUnknown},
+		}},
+		{name: "upgrade", change: func(h *harness) { h.values = map[string]any{"replicas": 2} },
+			want: []seen{{"Running 'upgrade' action with timeout of 5m0s", metav1.ConditionUnknown}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var mutate []func(*v2.HelmRelease)
+			if tc.mutate != nil {
+				mutate = append(mutate, tc.mutate)
+			}
+			h := newHarness(mutate...)
+			var got []seen
+			m := &Machine{Helm: h.helm, Recorder: h.recorder, Progress: func(msg string) {
+				r := conditions.Get(h.obj, meta.ReconcilingCondition)
+				if r == nil || r.Status != metav1.ConditionTrue || r.Reason != meta.ProgressingReason || r.Message != msg {
+					t.Errorf("Reconciling %+v when told %q", r, msg)
+				}
+				got = append(got, seen{msg, conditions.Get(h.obj, meta.ReadyCondition).Status})
+			}}
+			if tc.change != nil {
+				if err := m.Run(context.Background(), h.request()); err != nil {
+					t.Fatal(err)
+				}
+				got = nil
+				tc.change(h)
+			}
+			if err := m.Run(context.Background(), h.request()); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("progress %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

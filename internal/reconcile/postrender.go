@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 
 	"github.com/afterhooks/helm-controller/internal/postrender"
@@ -32,7 +33,7 @@ func changed(req *Request, desired, observed string) bool {
 		return false
 	}
 	obj := req.Object
-	adoptable := observed == "" && obj.Status.ObservedGeneration == obj.Generation && conditions.IsReady(obj)
+	adoptable := observed == "" && obj.Status.ObservedGeneration == obj.Generation && conditions.IsTrue(obj, meta.ReadyCondition)
 	return !adoptable
 }
 

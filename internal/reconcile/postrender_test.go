@@ -138,12 +138,16 @@ func TestEmptyObservedDigest(t *testing.T) {
 				conditions.MarkFalse(h.obj, meta.ReadyCondition, "InitFailed", "refused")
 			}
 
+			// The controller marks every reconcile Reconciling before the
+			// machine runs; adoption must not mistake that for not Ready.
+			conditions.MarkReconciling(h.obj, meta.ProgressingReason, "reconciliation in progress")
+
 			h.mustRun(t)
 			if tc.wantUpgrade {
 				wantCalls(t, h, "upgrade")
 			} else {
 				wantCalls(t, h)
-				if !conditions.IsReady(h.obj) {
+				if !conditions.IsTrue(h.obj, meta.ReadyCondition) {
 					t.Errorf("not ready after adoption: %+v", h.obj.Status.Conditions)
 				}
 			}

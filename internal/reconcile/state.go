@@ -107,8 +107,6 @@ func outOfSyncReason(req *Request, latest *helmv2.Snapshot) string {
 		return fmt.Sprintf("chart version changed from %s to %s", latest.ChartVersion, md.Version)
 	case !req.valuesMatch(latest.ConfigDigest):
 		return "values changed"
-	case req.OCIDigest != "" && latest.OCIDigest != "" && latest.OCIDigest != req.OCIDigest:
-		return "chart artifact digest changed"
 	}
 	return postRenderChange(req)
 }

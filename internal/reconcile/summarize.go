@@ -14,7 +14,7 @@ func summarize(req *Request) {
 	// Drift that could not be checked or corrected keeps a release that
 	// is otherwise Ready from being Ready; failures of the release itself
 	// speak first.
-	if reason, msg, found := uncorrectedDrift(req); found && conditions.IsReady(req.Object) {
+	if reason, msg, found := uncorrectedDrift(req); found && conditions.IsTrue(req.Object, meta.ReadyCondition) {
 		conditions.MarkFalse(req.Object, meta.ReadyCondition, reason, "%s", msg)
 	}
 }

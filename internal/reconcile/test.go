@@ -10,6 +10,8 @@ import (
 
 // test runs the chart's Helm tests on the current release.
 func (m *Machine) test(ctx context.Context, req *Request) error {
+	up := req.Object.Upstream()
+	m.announce(req, "test", up.GetTest().GetTimeout(up.GetTimeout()), false)
 	rel, err := m.Helm.Test(ctx)
 	latest := req.Object.Status.History.Latest()
 	if rel != nil {
@@ -26,11 +28,21 @@ func (m *Machine) test(ctx context.Context, req *Request) error {
 		incrementFailures(req, req.Object.Status.LastAttemptedReleaseAction)
 		return fmt.Errorf("%s", msg)
 	}
-	msg := fmt.Sprintf("Helm test succeeded for release %s on %d test hooks", describeRelease(latest), len(latest.GetTestHooks()))
-	if len(latest.GetTestHooks()) == 0 {
-		msg = fmt.Sprintf("Helm test succeeded for release %s: no test hooks", describeRelease(latest))
-	}
+	msg := testSuccessMessage(latest)
 	conditions.MarkTrue(req.Object, helmv2.TestSuccessCondition, helmv2.TestSucceededReason, "%s", msg)
 	m.normal(req, latest, helmv2.TestSucceededReason, msg)
 	return nil
+}
+
+// testSuccessMessage words a successful test run as upstream does:
+// "... with chart podinfo@6.7.1: 3 test hooks completed successfully".
+func testSuccessMessage(s *helmv2.Snapshot) string {
+	hooks := "no test hooks"
+	switch n := len(s.GetTestHooks()); {
+	case n == 1:
+		hooks = "1 test hook completed successfully"
+	case n > 1:
+		hooks = fmt.Sprintf("%d test hooks completed successfully", n)
+	}
+	return fmt.Sprintf("Helm test succeeded for release %s: %s", describeRelease(s), hooks)
 }

@@ -328,7 +328,7 @@ func TestBadInput(t *testing.T) {
 			if err := get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
-			if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, "InitFailed"); err != nil {
+			if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, "ValuesError"); err != nil {
 				return err
 			}
 			if msg := conditions.GetMessage(hr, meta.ReadyCondition); !strings.Contains(msg, "missing-values") {
@@ -336,7 +336,7 @@ func TestBadInput(t *testing.T) {
 			}
 			return nil
 		})
-		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, "InitFailed", "missing-values")
+		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, "ValuesError", "missing-values")
 		consistently(t, 2*time.Second, "no Helm release without values", func(ctx context.Context) error {
 			if n := releaseRevisions(t, ns, "podinfo"); n != 0 {
 				return fmt.Errorf("%d Helm revisions although the values could not be composed", n)
@@ -500,4 +500,48 @@ func TestBadInput(t *testing.T) {
 func remGetDeployment(ns, name string) (*appsv1.Deployment, error) {
 	d := &appsv1.Deployment{}
 	return d, get(context.Background(), d, ns, name)
+}
+
+// TestReleaseTargetChange changes spec.releaseName and then
+// spec.storageNamespace of an installed HelmRelease: each time the release
+// the status records is uninstalled before a new one is installed at the
+// new target, so nothing is left behind.
+func TestReleaseTargetChange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(t)
+	storageNS := newNamespace(t)
+	repo := createHelmRepository(t, ns)
+	hr := remPodinfo(ns, "podinfo", repo.Name, "")
+	remCreate(t, hr)
+	remWaitReady(t, hr, helmv2.InstallSucceededReason, 1)
+
+	patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.ReleaseName = "podinfo-renamed" })
+	remWaitReady(t, hr, helmv2.InstallSucceededReason, 1)
+	if latest := hr.Status.History.Latest(); latest.Name != "podinfo-renamed" || len(hr.Status.History) != 1 {
+		t.Errorf("history %s, want only podinfo-renamed.v1", remSnapshots(hr.Status.History))
+	}
+	if n := releaseRevisions(t, ns, "podinfo"); n != 0 {
+		t.Errorf("%d Helm storage Secrets of the old release name left", n)
+	}
+	eventually(t, 30*time.Second, "old release's Deployment removed", func(ctx context.Context) error {
+		return gone(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "podinfo"}})
+	})
+	wantDeploymentReplicas(t, ns, "podinfo-renamed", 1)
+	remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, helmv2.UninstallSucceededReason, "podinfo")
+
+	patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.StorageNamespace = storageNS })
+	remWaitReady(t, hr, helmv2.InstallSucceededReason, 1)
+	if hr.Status.StorageNamespace != storageNS {
+		t.Errorf("status.storageNamespace %q, want %q", hr.Status.StorageNamespace, storageNS)
+	}
+	if n := releaseRevisions(t, ns, "podinfo-renamed"); n != 0 {
+		t.Errorf("%d Helm storage Secrets left in the old storage namespace", n)
+	}
+	if n := releaseRevisions(t, storageNS, "podinfo-renamed"); n != 1 {
+		t.Errorf("%d Helm storage Secrets in the new storage namespace, want 1", n)
+	}
+	if err := get(ctx, &appsv1.Deployment{}, ns, "podinfo-renamed"); err != nil {
+		t.Errorf("Deployment of the reinstalled release: %v", err)
+	}
 }

@@ -1,0 +1,52 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/reconcile"
+)
+
+// TestOutcomeReconciling checks the Reconciling condition a reconcile ends
+// with, as upstream: a failure that will be retried leaves it True with
+// reason ProgressingWithRetry and Ready's message; exhausted retries stall
+// and remove it.
+func TestOutcomeReconciling(t *testing.T) {
+	const failed = "Helm upgrade failed for release apps/web with chart podinfo@6.7.1: timeout"
+	cases := []struct {
+		name       string
+		err        error
+		wantReason string // "" when Reconciling must be gone
+	}{
+		{name: "failure retried with backoff", err: errors.New(failed), wantReason: meta.ProgressingWithRetryReason},
+		{name: "RetryOnFailure wait", err: &reconcile.RetryAfterError{After: time.Minute}, wantReason: meta.ProgressingWithRetryReason},
+		{name: "retries exhausted", err: fmt.Errorf("%w: upgrade failed 3 times", reconcile.ErrRetriesExhausted)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := &v2.HelmRelease{}
+			obj.Spec.Interval = metav1.Duration{Duration: time.Minute}
+			conditions.MarkReconciling(obj, meta.ProgressingReason, "Running 'upgrade' action with timeout of 5m0s")
+			conditions.MarkFalse(obj, meta.ReadyCondition, "UpgradeFailed", "%s", failed)
+			r := &HelmReleaseReconciler{}
+			_, _ = r.outcome(obj, tc.err)
+			c := conditions.Get(obj, meta.ReconcilingCondition)
+			if tc.wantReason == "" {
+				if c != nil {
+					t.Errorf("Reconciling %+v, want none", c)
+				}
+				return
+			}
+			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != tc.wantReason || c.Message != failed {
+				t.Errorf("Reconciling %+v, want True/%s with Ready's message", c, tc.wantReason)
+			}
+		})
+	}
+}

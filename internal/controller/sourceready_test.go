@@ -1,0 +1,54 @@
+package controller
+
+import (
+	"testing"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestSourceNotReady checks when the source of a chart is not ready to be
+// used, as upstream decides it: its latest generation is not reconciled, it
+// is stalled, or it has no artifact. A Ready=False source with an artifact
+// of the current generation is used.
+func TestSourceNotReady(t *testing.T) {
+	artifact := &meta.Artifact{Revision: "6.7.1", Digest: "sha256:abc"}
+	cond := func(typ string, status metav1.ConditionStatus, msg string) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: status, Reason: "R", Message: msg}
+	}
+	chart := func(gen, observed int64, a *meta.Artifact, conds ...metav1.Condition) *sourcev1.HelmChart {
+		c := &sourcev1.HelmChart{ObjectMeta: metav1.ObjectMeta{Namespace: "flux", Name: "apps-web", Generation: gen}}
+		c.Status.ObservedGeneration, c.Status.Artifact, c.Status.Conditions = observed, a, conds
+		return c
+	}
+	cases := []struct {
+		name    string
+		src     sourceObject
+		wantMsg string
+	}{
+		{name: "ready", src: chart(2, 2, artifact, cond(meta.ReadyCondition, metav1.ConditionTrue, ""))},
+		{name: "failing but with an artifact of this generation", src: chart(2, 2, artifact, cond(meta.ReadyCondition, metav1.ConditionFalse, "fetch failed"))},
+		{name: "generation not reconciled", src: chart(3, 2, artifact),
+			wantMsg: "HelmChart 'flux/apps-web' is not ready: latest generation of object has not been reconciled"},
+		{name: "generation not reconciled, failing", src: chart(3, 2, artifact, cond(meta.ReadyCondition, metav1.ConditionFalse, "no chart version 9.x")),
+			wantMsg: "HelmChart 'flux/apps-web' is not ready: no chart version 9.x"},
+		{name: "stalled", src: chart(2, 2, artifact, cond(meta.StalledCondition, metav1.ConditionTrue, "invalid URL")),
+			wantMsg: "HelmChart 'flux/apps-web' is not ready: invalid URL"},
+		{name: "no artifact", src: chart(1, 1, nil),
+			wantMsg: "HelmChart 'flux/apps-web' is not ready: does not have an artifact"},
+		{name: "never reconciled", src: &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "podinfo", Generation: 1}},
+			wantMsg: "OCIRepository 'apps/podinfo' is not ready: latest generation of object has not been reconciled"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			kind := sourcev1.HelmChartKind
+			if _, ok := tc.src.(*sourcev1.OCIRepository); ok {
+				kind = sourcev1.OCIRepositoryKind
+			}
+			if got := sourceNotReady(tc.src, kind); got != tc.wantMsg {
+				t.Errorf("sourceNotReady = %q, want %q", got, tc.wantMsg)
+			}
+		})
+	}
+}

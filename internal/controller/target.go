@@ -1,0 +1,66 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/action"
+	"github.com/afterhooks/helm-controller/internal/reconcile"
+)
+
+// releaseTargetChanged says why the spec now points at another Helm release
+// than the one the status records (status.storageNamespace and the head of
+// status.history): a changed storage namespace, release namespace or
+// release name. It is "" when nothing was released yet or nothing moved.
+func releaseTargetChanged(obj *v2.HelmRelease) string {
+	cur := obj.Status.History.Latest()
+	up := obj.Upstream()
+	switch {
+	case obj.Status.StorageNamespace == "" || cur == nil:
+		return ""
+	case up.GetStorageNamespace() != obj.Status.StorageNamespace:
+		return fmt.Sprintf("storage namespace changed from '%s' to '%s'", obj.Status.StorageNamespace, up.GetStorageNamespace())
+	case up.GetReleaseNamespace() != cur.Namespace:
+		return fmt.Sprintf("release namespace changed from '%s' to '%s'", cur.Namespace, up.GetReleaseNamespace())
+	case action.ReleaseName(obj) != cur.Name:
+		return fmt.Sprintf("release name changed from '%s' to '%s'", cur.Name, action.ReleaseName(obj))
+	}
+	return ""
+}
+
+// previousTarget is a copy of obj aimed at the release its status records:
+// the storage namespace of the status and, when the history has one, the
+// name and namespace of its head.
+func previousTarget(obj *v2.HelmRelease) *v2.HelmRelease {
+	prev := obj.DeepCopy()
+	if obj.Status.StorageNamespace != "" {
+		prev.Spec.StorageNamespace = obj.Status.StorageNamespace
+	}
+	if cur := obj.Status.History.Latest(); cur != nil {
+		prev.Spec.ReleaseName, prev.Spec.TargetNamespace = cur.Name, cur.Namespace
+	}
+	return prev
+}
+
+// uninstallPreviousTarget uninstalls the release the status records before
+// a release is made at the target the spec now names, as upstream does: the
+// old release would otherwise be left behind, and its objects would block
+// the new one. The status then starts afresh and the reconcile is requeued.
+func (r *HelmReleaseReconciler) uninstallPreviousTarget(ctx context.Context, obj *v2.HelmRelease, reason string) (ctrl.Result, error) {
+	ctrl.LoggerFrom(ctx).Info(fmt.Sprintf("release target configuration changed (%s): uninstalling the current release", reason))
+	runner, err := r.newHelmRunner(ctx, previousTarget(obj), nil)
+	if err != nil {
+		return r.fail(obj, RESTClientErrorReason, err)
+	}
+	machine := &reconcile.Machine{Helm: runner, Recorder: r.EventRecorder}
+	if err := machine.Uninstall(ctx, &reconcile.Request{Object: obj}); err != nil {
+		return ctrl.Result{}, err
+	}
+	obj.Status.ClearHistory()
+	obj.Status.ClearFailures()
+	obj.Status.StorageNamespace = ""
+	return ctrl.Result{Requeue: true}, nil
+}
