@@ -215,7 +215,8 @@ func waitReady(t *testing.T, hr *v2.HelmRelease, reason string, timeout time.Dur
 }
 
 // waitRevision is waitReady that also waits for Helm revision version (0:
-// any) to be the latest in the history.
+// any) to be the latest in the history; either way the history must be
+// written.
 func waitRevision(t *testing.T, hr *v2.HelmRelease, reason string, version int, timeout time.Duration) {
 	t.Helper()
 	eventually(t, timeout, fmt.Sprintf("HelmRelease Ready/%s at revision %d", reason, version), func(ctx context.Context) error {
@@ -225,7 +226,13 @@ func waitRevision(t *testing.T, hr *v2.HelmRelease, reason string, version int, 
 		if hr.Status.ObservedGeneration != hr.Generation {
 			return fmt.Errorf("observedGeneration %d, generation %d", hr.Status.ObservedGeneration, hr.Generation)
 		}
-		if latest := hr.Status.History.Latest(); version > 0 && (latest == nil || latest.Version != version) {
+		// Conditions are written in a request before the rest of the
+		// status: Ready alone does not mean the history is there yet.
+		latest := hr.Status.History.Latest()
+		if latest == nil {
+			return fmt.Errorf("no history yet")
+		}
+		if version > 0 && latest.Version != version {
 			return fmt.Errorf("latest snapshot %+v, waiting for revision %d", latest, version)
 		}
 		c := conditions.Get(hr, meta.ReadyCondition)
