@@ -185,11 +185,7 @@ func (r *HelmReleaseReconciler) sourceArtifact(ctx context.Context, obj *v2.Helm
 		return nil, err
 	}
 	kind := sourceKind(obj)
-	var reader client.Reader = r.Client
-	if r.DirectSourceFetch {
-		reader = r.APIReader
-	}
-	if err := reader.Get(ctx, key, source); err != nil {
+	if err := r.sourceReader().Get(ctx, key, source); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("could not get source %s '%s': not found", kind, key)
 		}
@@ -239,6 +235,15 @@ func sourceNotReady(src sourceObject, kind string) string {
 		return ""
 	}
 	return fmt.Sprintf("%s '%s/%s' is not ready: %s", kind, src.GetNamespace(), src.GetName(), why)
+}
+
+// sourceReader reads source objects: from the API server with
+// DirectSourceFetch, else from the cache.
+func (r *HelmReleaseReconciler) sourceReader() client.Reader {
+	if r.DirectSourceFetch {
+		return r.APIReader
+	}
+	return r.Client
 }
 
 // sourceKind names the kind of source the HelmRelease reads its chart from.

@@ -181,11 +181,7 @@ func (r *HelmReleaseReconciler) newRevisionTrigger(ctx context.Context, base rev
 		src := base.source.DeepCopyObject().(sourceObject)
 		// Read the source as sourceArtifact did for the baseline: a cache
 		// lagging behind a direct read would look like a new artifact.
-		var reader client.Reader = r.Client
-		if r.DirectSourceFetch {
-			reader = r.APIReader
-		}
-		if err := reader.Get(ctx, base.sourceKey, src); err == nil {
+		if err := r.sourceReader().Get(ctx, base.sourceKey, src); err == nil {
 			if a := src.GetArtifact(); a != nil && (a.Digest != base.artifactDigest || a.Revision != base.artifactRevision) {
 				return fmt.Sprintf("%s/%s/%s", base.sourceKind, base.sourceKey.Namespace, base.sourceKey.Name)
 			}
