@@ -19,16 +19,16 @@ import (
 // rule with a malformed JSON pointer or target selector).
 const InvalidDriftDetectionReason = "InvalidDriftDetection"
 
-// checkDriftDetection rejects ignore rules that drift detection could not
-// apply, before anything is deployed. Rules of a HelmRelease that does not
-// detect drift are not looked at, as they are not used.
-func checkDriftDetection(obj *v2.HelmRelease) error {
+// driftIgnoreRules checks and compiles the ignore rules of
+// spec.driftDetection, so bad rules are rejected before anything is
+// deployed and the checker uses what was checked. Rules of a HelmRelease
+// that does not detect drift are not looked at, as they are not used.
+func driftIgnoreRules(obj *v2.HelmRelease) ([]jsondiff.IgnoreRule, error) {
 	dd := obj.Upstream().GetDriftDetection()
 	if !dd.MustDetectChanges() {
-		return nil
+		return nil, nil
 	}
-	_, err := drift.IgnoreRules(dd.Ignore)
-	return err
+	return drift.IgnoreRules(dd.Ignore)
 }
 
 // DetectDrift compares the release's objects with the cluster the Helm
@@ -67,14 +67,10 @@ func (h *helmRunner) driftChecker() (*drift.Checker, error) {
 		return h.drift, nil
 	}
 	dd := h.obj.Upstream().GetDriftDetection()
-	rules, err := drift.IgnoreRules(dd.Ignore)
-	if err != nil {
-		return nil, err
-	}
 	if h.cfg.RESTClientGetter == nil {
 		return nil, fmt.Errorf("the Helm configuration has no REST client getter")
 	}
-	opts := drift.Options{FieldManager: h.fieldManager, Ignore: rules}
+	opts := drift.Options{FieldManager: h.fieldManager, Ignore: h.driftIgnore}
 	// Taking fields over writes managedFields; warn mode must only report.
 	if dd.GetMode() == helmv2.DriftDetectionEnabled {
 		opts.OverrideManagers = h.overrideManagers

@@ -30,7 +30,7 @@ func TestCheckDriftDetection(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := &v2.HelmRelease{}
 			obj.Spec.DriftDetection = tc.dd
-			err := checkDriftDetection(obj)
+			_, err := driftIgnoreRules(obj)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("error %v, want error: %v", err, tc.wantErr)
 			}

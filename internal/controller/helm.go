@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fluxcd/pkg/ssa/jsondiff"
 	helmaction "helm.sh/helm/v4/pkg/action"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/postrenderer"
@@ -48,6 +49,8 @@ type helmRunner struct {
 	// overrideManagers are the --override-manager field managers whose
 	// fields drift correction takes over.
 	overrideManagers []string
+	// driftIgnore are the compiled spec.driftDetection ignore rules.
+	driftIgnore []jsondiff.IgnoreRule
 	// drift is built on first use by driftChecker.
 	drift *drift.Checker
 	// newRevision cancels readiness waits when a new reconcile is queued

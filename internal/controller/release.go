@@ -50,7 +50,8 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	// Settings that cannot be honoured are refused before anything else
 	// happens: a typo must not cost a chart download, let alone a Helm
 	// action.
-	if err := checkDriftDetection(obj); err != nil {
+	driftIgnore, err := driftIgnoreRules(obj)
+	if err != nil {
 		return r.stallOnInvalidSpec(obj, InvalidDriftDetectionReason, err)
 	}
 	healthChecks, err := healthcheck.Compile(obj.Spec.HealthCheckExprs)
@@ -99,6 +100,7 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		}
 		return r.fail(obj, reason, err)
 	}
+	runner.driftIgnore = driftIgnore
 	if runner.opts.StatusReaders, err = runner.healthCheckReaders(healthChecks); err != nil {
 		return r.fail(obj, InitFailedReason, err)
 	}
