@@ -30,6 +30,9 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/opencontainers/go-digest"
 	"github.com/spf13/pflag"
+	// Trusted CA roots compiled in, used only when the system has none: the
+	// image carries no CA bundle, yet must verify HTTPS and OCI registries.
+	_ "golang.org/x/crypto/x509roots/fallback"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -47,10 +50,15 @@ import (
 	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/chartsource"
 	"github.com/afterhooks/helm-controller/internal/controller"
+	"github.com/afterhooks/helm-controller/internal/crdguard"
 	"github.com/afterhooks/helm-controller/internal/features"
 	"github.com/afterhooks/helm-controller/internal/kube"
 	"github.com/afterhooks/helm-controller/internal/oomwatch"
 )
+
+// version is stamped at build time (-ldflags "-X main.version=…", see
+// hack/version.sh); a plain `go build` reports this placeholder.
+var version = "0.0.0-dev"
 
 // options holds every command-line setting.
 type options struct {
@@ -151,6 +159,7 @@ func run(args []string) error {
 
 	ctrl.SetLogger(logger.NewLogger(opts.logger))
 	log := ctrl.Log.WithName("setup")
+	log.Info("helm-controller with waitStrategy: afterHooks", "version", version)
 
 	if err := validate(&opts); err != nil {
 		return err
@@ -364,6 +373,13 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log l
 	})
 	charts.MustRegisterMetrics(ctrlmetrics.Registry)
 	controller.MustRegisterMetrics(ctrlmetrics.Registry)
+	guard, err := crdguard.New(mgr.GetConfig(), ctrlmetrics.Registry, ctrl.Log)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(guard); err != nil {
+		return fmt.Errorf("adding the CRD guard: %w", err)
+	}
 	helmFactory, err := action.NewConfigFactoryFromRESTConfig(mgr.GetConfig(), action.WithFieldManager(controller.ControllerName))
 	if err != nil {
 		return fmt.Errorf("setting up Helm: %w", err)
