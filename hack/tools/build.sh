@@ -57,8 +57,45 @@ install_source_crds() {
 	ln -sfn "$target" "$bin_dir/source-controller-crds"
 }
 
+# install_module_config <module dir> <link name> <module> copies the config/
+# directory (CRDs, manager, RBAC) of a pinned module into the cache, keyed
+# like its binary, so tests read upstream's manifests without a Go lookup.
+install_module_config() {
+	local dir=$1 name=$2 module=$3 key
+	key=$(cat "$here/$dir/go.mod" "$here/$dir/go.sum" | sha256sum | cut -c1-16)
+	local target="$cache_root/$name-$key"
+	if [[ ! -d "$target" ]]; then
+		local mod_dir
+		mod_dir=$(cd "$here/$dir" && go list -m -f '{{.Dir}}' "$module")
+		rm -rf "$target.tmp"
+		cp -r "$mod_dir/config" "$target.tmp"
+		chmod -R u+w "$target.tmp"
+		mv "$target.tmp" "$target"
+	fi
+	ln -sfn "$target" "$bin_dir/$name"
+}
+
+# install_flux_manifests copies the manifests/ of the pinned Flux module (what
+# `flux install` and `flux bootstrap` render) into the cache for the tests of
+# config/flux. Nothing is compiled.
+flux_version=v2.9.5
+install_flux_manifests() {
+	local target="$cache_root/flux2-manifests-$flux_version"
+	if [[ ! -d "$target" ]]; then
+		local mod_dir
+		mod_dir=$(cd "$here" && GOFLAGS=-mod=mod go mod download -json "github.com/fluxcd/flux2/v2@$flux_version" |
+			sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+		[[ -d "$mod_dir/manifests" ]] || { echo "flux2 $flux_version not downloaded" >&2; exit 1; }
+		rm -rf "$target.tmp"
+		cp -r "$mod_dir/manifests" "$target.tmp"
+		chmod -R u+w "$target.tmp"
+		mv "$target.tmp" "$target"
+	fi
+	ln -sfn "$target" "$bin_dir/flux2-manifests"
+}
+
 want=("$@")
-[[ ${#want[@]} -gt 0 ]] || want=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok source-controller)
+[[ ${#want[@]} -gt 0 ]] || want=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok source-controller helm-controller-upstream flux2-manifests)
 for tool in "${want[@]}"; do
 	case $tool in
 	etcd) build_tool etcd etcd go.etcd.io/etcd/server/v3 ;;
@@ -68,6 +105,11 @@ for tool in "${want[@]}"; do
 	source-controller)
 		build_tool source-controller source-controller github.com/fluxcd/source-controller
 		install_source_crds ;;
+	helm-controller-upstream)
+		# Upstream Flux helm-controller, for takeover and going-back tests only.
+		build_tool helm-controller helm-controller-upstream github.com/fluxcd/helm-controller
+		install_module_config helm-controller helm-controller-upstream-config github.com/fluxcd/helm-controller ;;
+	flux2-manifests) install_flux_manifests ;;
 	*) echo "unknown tool $tool" >&2; exit 2 ;;
 	esac
 done

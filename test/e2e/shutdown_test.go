@@ -144,8 +144,12 @@ func removeFlagPrefix(args []string, prefix string) []string {
 	return kept
 }
 
+// writeFile writes content to path, creating its directory.
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,12 @@ func Manifests(root, version, digest string) (map[string][]byte, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	manager, err := filepath.Abs(filepath.Join(root, "config", "manager"))
+	// kustomize takes only relative paths to other kustomizations.
+	abs, err := filepath.Abs(filepath.Join(root, "config", "manager"))
+	if err != nil {
+		return nil, err
+	}
+	manager, err := filepath.Rel(tmp, abs)
 	if err != nil {
 		return nil, err
 	}
