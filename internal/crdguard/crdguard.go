@@ -120,7 +120,7 @@ func (g *Guard) Start(ctx context.Context) error {
 	crd, err := g.client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, CRDName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsForbidden(err):
-		g.log.Info("cannot read the HelmRelease CRD, so cannot check it serves waitStrategy; " +
+		g.log.Info("cannot read the HelmRelease CRD, so cannot check it serves waitStrategy; "+
 			"grant get/list/watch on customresourcedefinitions to check", "error", err.Error())
 		return nil
 	case apierrors.IsNotFound(err):
