@@ -44,7 +44,6 @@ func startController(binary, kubeconfig, logPath string, extraArgs ...string) (*
 		return nil, err
 	}
 	args := append([]string{
-		"--kubeconfig=" + kubeconfig,
 		"--watch-all-namespaces",
 		"--enable-leader-election=false",
 		"--metrics-addr=" + metricsAddr,
@@ -58,7 +57,9 @@ func startController(binary, kubeconfig, logPath string, extraArgs ...string) (*
 	}, extraArgs...)
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = append(os.Environ(), "RUNTIME_NAMESPACE=flux-system")
+	// KUBECONFIG rather than --kubeconfig: upstream helm-controller, which
+	// some tests run, reads only the environment.
+	cmd.Env = append(os.Environ(), "RUNTIME_NAMESPACE=flux-system", "KUBECONFIG="+kubeconfig)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()

@@ -268,6 +268,8 @@ func crashRelease(ctl *crashController, ns, name, repo string, ref chartserver.C
 // HelmReleases of its shard, that the test kills and starts again.
 type crashController struct {
 	shard string
+	// binary is the controller to run; the one under test when empty.
+	binary string
 	// args are extra controller flags, e.g. feature gates.
 	args   []string
 	logDir string
@@ -279,7 +281,14 @@ type crashController struct {
 
 func newCrashController(t *testing.T, ns, shard string, args ...string) *crashController {
 	t.Helper()
-	c := &crashController{shard: shard, logDir: t.TempDir(), args: args}
+	return newShardController(t, ns, shard, "", args...)
+}
+
+// newShardController is newCrashController running binary (the controller
+// under test when empty).
+func newShardController(t *testing.T, ns, shard, binary string, args ...string) *crashController {
+	t.Helper()
+	c := &crashController{shard: shard, binary: binary, logDir: t.TempDir(), args: args}
 	c.start(t)
 	t.Cleanup(func() {
 		if c.proc == nil || c.proc.running() != nil {
@@ -312,7 +321,11 @@ func (c *crashController) start(t *testing.T) {
 	t.Helper()
 	c.starts++
 	logPath := filepath.Join(c.logDir, fmt.Sprintf("controller-%d.log", c.starts))
-	p, err := startController(env.binary, env.cluster.Kubeconfig(), logPath,
+	binary := c.binary
+	if binary == "" {
+		binary = env.binary
+	}
+	p, err := startController(binary, env.cluster.Kubeconfig(), logPath,
 		append([]string{"--watch-label-selector=" + crashShardLabel + "=" + c.shard}, c.args...)...)
 	if err != nil {
 		t.Fatalf("starting the shard controller: %v", err)

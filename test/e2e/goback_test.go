@@ -1,0 +1,166 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+)
+
+// Upstream Flux helm-controller (v1.6.4, the version Flux v2.9.5 ships) is
+// built from its Go module by hack/tools/build.sh. These tests swap
+// controllers on one release, as a user does who adopts this controller or
+// goes back: a shard label hands the release from one controller process
+// to the other, and the shared e2e controller never sees it.
+//
+// Going back also reverts the CRD to upstream's, which prunes waitStrategy;
+// upstream's Go types ignore that field anyway, so serving our CRD here
+// changes nothing upstream reads.
+
+func upstreamBinary(t *testing.T) string {
+	return toolPath(t, "helm-controller-upstream")
+}
+
+// TestTakeoverFromUpstream: upstream installs a release and writes its
+// status; ours adopts it as it is, without a new Helm revision.
+func TestTakeoverFromUpstream(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	repo := createHelmRepository(t, ns)
+	shard := "upstream-" + rand.String(8)
+	upstream := newShardController(t, ns, shard, upstreamBinary(t))
+	upstream.ensureRunning(t)
+
+	hr := podinfoRelease(ns, "podinfo", repo)
+	hr.Labels = map[string]string{crashShardLabel: shard}
+	hr.Spec.Values = jsonValues(t, `{"replicaCount": 1}`)
+	remCreate(t, hr)
+	waitReady(t, hr, helmv2.InstallSucceededReason, 2*time.Minute)
+	if n := releaseRevisions(t, ns, "podinfo"); n != 1 {
+		t.Fatalf("upstream made %d Helm revisions, want 1", n)
+	}
+	upstreamHistory := hr.Status.History
+	if err := upstream.proc.stop(); err != nil {
+		t.Fatalf("stopping upstream: %v", err)
+	}
+	upstream.proc = nil // stopped: nothing left for its cleanup
+
+	// Ours (the shared controller) takes over once the label is gone; the
+	// request token shows when it has reconciled the release.
+	token := time.Now().Format(time.RFC3339Nano)
+	handOver(t, hr, nil, token)
+	eventually(t, time.Minute, "ours reconciled the release", func(ctx context.Context) error {
+		if err := get(ctx, hr, ns, hr.Name); err != nil {
+			return err
+		}
+		if hr.Status.LastHandledReconcileAt != token {
+			return fmt.Errorf("lastHandledReconcileAt %q, want %q", hr.Status.LastHandledReconcileAt, token)
+		}
+		return nil
+	})
+	waitReady(t, hr, helmv2.InstallSucceededReason, time.Minute)
+	consistently(t, 5*time.Second, "no new Helm revision after the takeover", func(ctx context.Context) error {
+		if n := releaseRevisions(t, ns, "podinfo"); n != 1 {
+			return fmt.Errorf("%d Helm revisions in storage, want 1", n)
+		}
+		return nil
+	})
+	if err := get(context.Background(), hr, ns, hr.Name); err != nil {
+		t.Fatal(err)
+	}
+	if len(hr.Status.History) != 1 || hr.Status.History[0].Digest != upstreamHistory[0].Digest {
+		t.Errorf("history after the takeover %+v, upstream wrote %+v", hr.Status.History, upstreamHistory)
+	}
+}
+
+// TestGoBackToUpstream: a release that afterHooks holds pending when the
+// controller is swapped for upstream must end deployed, never stuck.
+func TestGoBackToUpstream(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	repo := createHelmRepository(t, ns)
+	ref := remPublish(t, crashChart, "0.1.0", ns)
+	for _, stop := range []string{"sigterm", "sigkill"} {
+		t.Run(stop, func(t *testing.T) {
+			ctl := newShardController(t, ns, "goback-"+stop+"-"+rand.String(6), "")
+			ctl.ensureRunning(t)
+			name := "held-" + stop
+			// Slow pods keep the revision in its readiness wait long
+			// enough to swap controllers in the middle of it.
+			hr := crashRelease(ctl, ns, name, repo.Name, ref, `{"podAnnotations":{"sim.afterhooks.io/delay":"20s"}}`)
+			hr.Spec.Install.Timeout = &metav1.Duration{Duration: 2 * time.Minute}
+			remCreate(t, hr)
+			eventually(t, time.Minute, name+".v1 held pending by afterHooks", func(ctx context.Context) error {
+				ctl.mustRun(t)
+				return crashWantHeld(remStorage(t, ns, name), true)
+			})
+			if stop == "sigterm" {
+				if err := ctl.proc.stop(); err != nil {
+					t.Fatalf("stopping ours: %v", err)
+				}
+			} else {
+				ctl.kill(t)
+			}
+			if err := crashWantHeld(remStorage(t, ns, name), true); err != nil {
+				t.Fatalf("after stopping ours: %v", err)
+			}
+
+			ctl.binary = upstreamBinary(t)
+			ctl.start(t)
+			ctl.logs = append(ctl.logs, ctl.proc)
+			start := time.Now()
+			eventually(t, 3*time.Minute, "upstream ends the held release deployed", func(ctx context.Context) error {
+				ctl.mustRun(t)
+				if err := get(ctx, hr, ns, name); err != nil {
+					return err
+				}
+				ready := conditions.Get(hr, meta.ReadyCondition)
+				if ready == nil || ready.Status != metav1.ConditionTrue || hr.Status.ObservedGeneration != hr.Generation {
+					return fmt.Errorf("Ready %+v; storage %s", ready, remDescribe(remStorage(t, ns, name)))
+				}
+				stored := remStorage(t, ns, name)
+				latest := stored[len(stored)-1].Release
+				if latest.Info.Status != "deployed" {
+					return fmt.Errorf("storage %s, want the latest revision deployed", remDescribe(stored))
+				}
+				return nil
+			})
+			crashWantNotPending(t, ns, name)
+			if conditions.IsStalled(hr) {
+				t.Errorf("upstream left the release Stalled: %+v", conditions.Get(hr, meta.StalledCondition))
+			}
+			ready := conditions.Get(hr, meta.ReadyCondition)
+			t.Logf("upstream: Ready/%s %q after %s; storage %s; history %d entries",
+				ready.Reason, ready.Message, time.Since(start).Round(time.Second),
+				remDescribe(remStorage(t, ns, name)), len(hr.Status.History))
+			ahWantDeploymentReady(t, ns, name)
+		})
+	}
+}
+
+// handOver replaces the HelmRelease's labels and requests a reconcile with
+// token.
+func handOver(t *testing.T, hr *v2.HelmRelease, labels map[string]string, token string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := get(ctx, hr, hr.Namespace, hr.Name); err != nil {
+		t.Fatal(err)
+	}
+	hr.Labels = labels
+	if hr.Annotations == nil {
+		hr.Annotations = map[string]string{}
+	}
+	hr.Annotations[meta.ReconcileRequestAnnotation] = token
+	if err := env.client.Update(ctx, hr); err != nil {
+		t.Fatalf("relabelling %s: %v", hr.Name, err)
+	}
+}
+
