@@ -163,4 +163,3 @@ func handOver(t *testing.T, hr *v2.HelmRelease, labels map[string]string, token 
 		t.Fatalf("relabelling %s: %v", hr.Name, err)
 	}
 }
-
