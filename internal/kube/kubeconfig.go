@@ -50,8 +50,8 @@ func KubeConfigFromSecret(secret *corev1.Secret, key string) ([]byte, error) {
 // so they are refused unless the controller's operator allowed them with
 // --insecure-kubeconfig-exec and --insecure-kubeconfig-tls; refusing, rather
 // than silently dropping them, tells the user why the cluster is unreachable.
-// Everything else the kubeconfig could smuggle in (proxies, file paths,
-// auth-provider plugins) is left out by runtimeclient.KubeConfig.
+// File paths and auth-provider plugins are refused up front; a cluster's
+// proxy-url is kept (runtimeclient.KubeConfig copies it), as upstream does.
 func RESTConfigFromKubeConfig(ctx context.Context, data []byte, opts runtimeclient.KubeConfigOptions) (*rest.Config, error) {
 	raw, err := clientcmd.Load(data)
 	if err != nil {

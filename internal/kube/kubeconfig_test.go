@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -136,6 +137,39 @@ func TestRESTConfigFromKubeConfig(t *testing.T) {
 			}
 			if cfg.Insecure != tc.insecure {
 				t.Errorf("insecure: %v, want %v", cfg.Insecure, tc.insecure)
+			}
+		})
+	}
+}
+
+// A kubeconfig's proxy-url is honoured, as upstream's client does: requests
+// to the remote cluster go through the proxy, and without one they do not.
+func TestRESTConfigFromKubeConfigHonoursProxyURL(t *testing.T) {
+	cases := []struct {
+		name, extra, want string
+	}{
+		{"proxy-url", "    proxy-url: http://proxy.example:3128\n", "http://proxy.example:3128"},
+		{"no proxy", "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := RESTConfigFromKubeConfig(context.Background(), []byte(testKubeConfig(tc.extra, "")), runtimeclient.KubeConfigOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == "" {
+				if cfg.Proxy != nil {
+					t.Errorf("a proxy is set without proxy-url")
+				}
+				return
+			}
+			if cfg.Proxy == nil {
+				t.Fatalf("proxy-url %s was dropped", tc.want)
+			}
+			req, _ := http.NewRequest(http.MethodGet, cfg.Host+"/api", nil)
+			u, err := cfg.Proxy(req)
+			if err != nil || u == nil || u.String() != tc.want {
+				t.Errorf("requests go through %v (%v), want %s", u, err, tc.want)
 			}
 		})
 	}
