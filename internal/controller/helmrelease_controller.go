@@ -41,6 +41,12 @@ import (
 // the default field manager of everything it applies.
 const ControllerName = "helm-controller"
 
+// metricsName names the controller in controller-runtime's metrics and logs
+// (the controller and name labels of controller_runtime_* and workqueue_*).
+// Upstream leaves it at controller-runtime's default, the lowercase kind;
+// dashboards filter on it.
+const metricsName = "helmrelease"
+
 // HelmReleaseReconciler reconciles HelmRelease objects.
 type HelmReleaseReconciler struct {
 	client.Client
@@ -116,7 +122,7 @@ func (r *HelmReleaseReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 		return fmt.Errorf("indexing HelmReleases by source: %w", err)
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		Named(ControllerName).
+		Named(metricsName).
 		For(&v2.HelmRelease{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}),
 		))

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,6 +50,12 @@ func TestTakeoverFromUpstream(t *testing.T) {
 		t.Fatalf("upstream made %d Helm revisions, want 1", n)
 	}
 	upstreamHistory := hr.Status.History
+	// Dashboards filter controller-runtime's series on the controller
+	// label; ours must use upstream's value (TestMetrics checks ours).
+	series := regexp.MustCompile(`(?m)^controller_runtime_reconcile_total\{controller="helmrelease",result="requeue_after"\} [1-9]`)
+	if body := scrapeMetricsFrom(t, upstream.proc.metricsURL); !series.MatchString(body) {
+		t.Errorf("upstream's metrics have no controller_runtime_reconcile_total{controller=\"helmrelease\"}:\n%s", grepLines(body, "controller_runtime_reconcile_total"))
+	}
 	if err := upstream.proc.stop(); err != nil {
 		t.Fatalf("stopping upstream: %v", err)
 	}
@@ -162,4 +170,15 @@ func handOver(t *testing.T, hr *v2.HelmRelease, labels map[string]string, token 
 	if err := env.client.Update(ctx, hr); err != nil {
 		t.Fatalf("relabelling %s: %v", hr.Name, err)
 	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		if strings.Contains(line, sub) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }

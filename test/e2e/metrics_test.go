@@ -35,14 +35,14 @@ func TestMetrics(t *testing.T) {
 		`gotk_suspend_status\{` + object + `\} 0`,
 		// controller-runtime, labelled with the controller's name.
 		// A Ready release requeues after its interval: result requeue_after.
-		`controller_runtime_reconcile_total\{controller="helm-controller",result="requeue_after"\} [1-9]\d*`,
-		`controller_runtime_reconcile_total\{controller="helm-controller",result="success"\} \d+`,
-		`controller_runtime_reconcile_errors_total\{controller="helm-controller"\} \d+`,
-		`controller_runtime_reconcile_time_seconds_count\{controller="helm-controller"\} [1-9]\d*`,
-		`controller_runtime_max_concurrent_reconciles\{controller="helm-controller"\} 4`,
-		`controller_runtime_active_workers\{controller="helm-controller"\} \d+`,
-		`workqueue_adds_total\{controller="helm-controller",name="helm-controller"\} [1-9]\d*`,
-		`workqueue_depth\{controller="helm-controller",name="helm-controller",priority="[^"]*"\} \d+`,
+		`controller_runtime_reconcile_total\{controller="helmrelease",result="requeue_after"\} [1-9]\d*`,
+		`controller_runtime_reconcile_total\{controller="helmrelease",result="success"\} \d+`,
+		`controller_runtime_reconcile_errors_total\{controller="helmrelease"\} \d+`,
+		`controller_runtime_reconcile_time_seconds_count\{controller="helmrelease"\} [1-9]\d*`,
+		`controller_runtime_max_concurrent_reconciles\{controller="helmrelease"\} 4`,
+		`controller_runtime_active_workers\{controller="helmrelease"\} \d+`,
+		`workqueue_adds_total\{controller="helmrelease",name="helmrelease"\} [1-9]\d*`,
+		`workqueue_depth\{controller="helmrelease",name="helmrelease",priority="[^"]*"\} \d+`,
 		`rest_client_requests_total\{code="200",host="[^"]+",method="GET"\} [1-9]\d*`,
 		// Go runtime and process collectors.
 		`go_goroutines \d+`,
@@ -82,7 +82,12 @@ func TestMetrics(t *testing.T) {
 
 func scrapeMetrics(t *testing.T) string {
 	t.Helper()
-	resp, err := http.Get(env.controller.metricsURL)
+	return scrapeMetricsFrom(t, env.controller.metricsURL)
+}
+
+func scrapeMetricsFrom(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatalf("scraping metrics: %v", err)
 	}
