@@ -212,7 +212,7 @@ func TestStartsWithEveryUpstreamFlag(t *testing.T) {
 	// --concurrent=2 must reach the controller's worker pool. The
 	// controller registers its metrics once it has started (after leader
 	// election and cache sync), so poll for them.
-	wants := []string{"# TYPE controller_runtime_reconcile_total counter", `controller_runtime_max_concurrent_reconciles{controller="helm-controller"} 2`}
+	wants := []string{"# TYPE controller_runtime_reconcile_total counter", `controller_runtime_max_concurrent_reconciles{controller="helmrelease"} 2`}
 	metricsURL := "http://127.0.0.1:" + ports["metrics"] + "/metrics"
 	var metrics string
 	deadline := time.Now().Add(30 * time.Second)
