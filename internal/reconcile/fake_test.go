@@ -29,6 +29,8 @@ type fakeHelm struct {
 	drift      []jsondiff.DiffSet
 	detectErr  error
 	correctErr error
+	// storageErr fails every read of Helm storage (e.g. RBAC forbids it).
+	storageErr error
 	// interrupt names the action ("install", "upgrade", "resume") during
 	// whose afterHooks readiness wait the controller shuts down: shutdown
 	// is called (it cancels the reconcile's context), the revision stays
@@ -50,6 +52,9 @@ func (f *fakeHelm) last() *releasev1.Release {
 }
 
 func (f *fakeHelm) LastRelease(context.Context) (*releasev1.Release, error) {
+	if f.storageErr != nil {
+		return nil, f.storageErr
+	}
 	if rel := f.last(); rel != nil {
 		return rel, nil
 	}

@@ -13,6 +13,7 @@ import (
 	"helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -71,9 +72,12 @@ func (m *Machine) now() time.Time {
 // Run brings the release to the desired state of req, changing
 // req.Object's status along the way. It returns nil when the release is in
 // sync (and, when enabled, tested).
-func (m *Machine) Run(ctx context.Context, req *Request) error {
+func (m *Machine) Run(ctx context.Context, req *Request) (err error) {
 	m.trackAttempt(req)
-	defer summarize(req)
+	defer func() {
+		summarize(req)
+		m.notReady(req, err)
+	}()
 	// A reconcile corrects drift once; drift that survives the correction
 	// is reported instead of corrected again in a loop.
 	correctedDrift := false
@@ -170,9 +174,43 @@ func (m *Machine) lastRelease(ctx context.Context) (*releasev1.Release, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the last release from Helm storage: %w", err)
+		return nil, &stateError{err: err}
 	}
 	return rel, nil
+}
+
+// stateErrorReason is upstream's Ready reason when Helm storage cannot be
+// read, so the state of the release is unknown.
+const stateErrorReason = "StateError"
+
+// stateError is a failure to read the release's state from Helm storage.
+type stateError struct{ err error }
+
+func (e *stateError) Error() string {
+	return fmt.Sprintf("Could not determine release state: %v", e.err)
+}
+func (e *stateError) Unwrap() error { return e.err }
+
+// notReady keeps the promise that Ready is True only after a reconcile
+// that succeeded: summarize speaks for the release's recorded outcome,
+// which a reconcile that then failed (storage unreadable, a check that
+// errored) must not pass off as current. Failures the actions recorded
+// already made Ready False and keep their own reason.
+func (m *Machine) notReady(req *Request, err error) {
+	if err == nil || conditions.IsFalse(req.Object, meta.ReadyCondition) {
+		return
+	}
+	reason := meta.ReconciliationFailedReason
+	if errors.As(err, new(*stateError)) {
+		reason = stateErrorReason
+	}
+	conditions.MarkFalse(req.Object, meta.ReadyCondition, reason, "%s", err)
+	if errors.Is(err, context.Canceled) {
+		// An interruption (shutdown, a new revision) is not a failure to
+		// announce; the next run carries on.
+		return
+	}
+	m.event(req, nil, corev1.EventTypeWarning, reason, err.Error())
 }
 
 // trackAttempt records what this reconcile attempts, and starts failure

@@ -690,3 +690,33 @@ func TestProgressBeforeActions(t *testing.T) {
 		})
 	}
 }
+
+// A reconcile that fails is never Ready, whatever state the release was
+// in: here Helm storage cannot be read (a ServiceAccount without RBAC on
+// Secrets), first for a release never installed, then for one that was.
+func TestStorageErrorIsNeverReady(t *testing.T) {
+	forbidden := errors.New(`secrets is forbidden: User "system:serviceaccount:default:missing" cannot list resource "secrets"`)
+	for _, installed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("installed=%t", installed), func(t *testing.T) {
+			h := newHarness()
+			if installed {
+				h.mustRun(t)
+				h.calls()
+				h.recorder.events = nil
+			}
+			h.helm.storageErr = forbidden
+			err := h.run(t)
+			if err == nil || !strings.Contains(err.Error(), "forbidden") {
+				t.Fatalf("Run = %v, want the storage error", err)
+			}
+			wantCalls(t, h)
+			wantCondition(t, h, meta.ReadyCondition, metav1.ConditionFalse, "StateError")
+			if msg := conditions.GetMessage(h.obj, meta.ReadyCondition); !strings.Contains(msg, "Could not determine release state") || !strings.Contains(msg, "cannot list resource \"secrets\"") {
+				t.Errorf("Ready message %q does not name the cause", msg)
+			}
+			if n := len(h.recorder.events); n != 1 || h.recorder.events[0].Reason != "StateError" {
+				t.Errorf("events %+v, want one StateError", h.recorder.events)
+			}
+		})
+	}
+}
