@@ -69,11 +69,17 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 
 	artifact, err := r.sourceArtifact(ctx, obj)
 	if notReady := (*sourceNotReadyError)(nil); errors.As(err, &notReady) {
-		// As upstream: no event, the source watch brings the HelmRelease
-		// back once the source has an artifact; until then the interval.
+		// As upstream: no event, and a recheck at --requeue-dependency. The
+		// source watch only fires on a new artifact, which a failing source
+		// never gets, so without the recheck Ready would keep the first,
+		// vague reason instead of the source's own failure.
 		ctrl.LoggerFrom(ctx).Info(notReady.Error())
 		conditions.MarkFalse(obj, meta.ReadyCondition, SourceNotReadyReason, "%s", notReady)
-		return jitter.JitteredRequeueInterval(ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}), nil
+		recheck := r.RequeueDependency
+		if recheck <= 0 {
+			recheck = obj.GetRequeueAfter()
+		}
+		return jitter.JitteredRequeueInterval(ctrl.Result{RequeueAfter: recheck}), nil
 	}
 	if err != nil {
 		return r.fail(obj, helmv2.ArtifactFailedReason, err)
