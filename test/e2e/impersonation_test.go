@@ -52,6 +52,27 @@ func TestImpersonation(t *testing.T) {
 		impersonationWantForbidden(t, hr, "restricted")
 	})
 
+	t.Run("missing service account", func(t *testing.T) {
+		// Nothing can be read as an account that does not exist, not even
+		// Helm storage: the release was never installed and must not look
+		// Ready (it once read "release … is in sync").
+		hr := podinfoRelease(ns, "podinfo-nobody", repo)
+		hr.Spec.ServiceAccountName = "nobody"
+		remCreate(t, hr)
+		user := fmt.Sprintf("system:serviceaccount:%s:nobody", ns)
+		remoteWaitNotReady(t, hr, "StateError", fmt.Sprintf("secrets is forbidden: User %q cannot list resource", user))
+		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, "StateError", user)
+		consistently(t, 3*time.Second, "the release stays not Ready", func(ctx context.Context) error {
+			if err := get(ctx, hr, ns, hr.Name); err != nil {
+				return err
+			}
+			if c := crashCondition(hr, meta.ReadyCondition); c.Status == metav1.ConditionTrue {
+				return fmt.Errorf("Ready=True (%s: %s) for a release that was never installed", c.Reason, c.Message)
+			}
+			return nil
+		})
+	})
+
 	t.Run("allowed by RBAC", func(t *testing.T) {
 		hr := podinfoRelease(ns, "podinfo-deployer", repo)
 		hr.Spec.ServiceAccountName = "deployer"
