@@ -55,7 +55,8 @@ func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2
 		succeeded, failed, verb = helmv2.UpgradeSucceededReason, helmv2.UpgradeFailedReason, "upgrade"
 	}
 	target := fmt.Sprintf("%s with chart %s@%s", req.releaseName(), req.Chart.Metadata().Name, req.Chart.Metadata().Version)
-	if rel != nil && m.stored(ctx, rel) {
+	stored := rel != nil && m.stored(ctx, rel)
+	if stored {
 		s := recordSnapshot(req, rel, action)
 		target = describeRelease(s)
 		if err == nil {
@@ -80,10 +81,13 @@ func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2
 		return err
 	}
 	if err != nil {
-		incrementFailures(req, action)
 		msg := fmt.Sprintf("Helm %s failed for release %s: %s", verb, target, trimError(err))
 		conditions.MarkFalse(req.Object, helmv2.ReleasedCondition, failed, "%s", msg)
 		m.warning(req, latest, failed, msg)
+		if !stored {
+			return &noRevisionError{msg: msg}
+		}
+		incrementFailures(req, action)
 		return fmt.Errorf("%s", msg)
 	}
 	msg := fmt.Sprintf("Helm %s succeeded for release %s", verb, target)
@@ -95,6 +99,15 @@ func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2
 	m.normal(req, latest, succeeded, msg)
 	return nil
 }
+
+// noRevisionError is an install or upgrade that failed before Helm stored
+// a revision (the chart did not render, Helm refused to start): nothing in
+// the cluster changed, so there is nothing to count or remediate, and the
+// reconcile is retried with backoff as upstream does. A values typo must
+// not roll back a healthy release.
+type noRevisionError struct{ msg string }
+
+func (e *noRevisionError) Error() string { return e.msg }
 
 // interrupted tells whether ctx ended (the controller is stopping) while
 // an afterHooks readiness wait ran, leaving the revision pending with its

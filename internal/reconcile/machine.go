@@ -273,6 +273,9 @@ func (m *Machine) failed(ctx context.Context, req *Request, actionErr error) err
 		// state: remediating now would only undo what it will replace.
 		return actionErr
 	}
+	if errors.As(actionErr, new(*noRevisionError)) {
+		return actionErr
+	}
 	up := req.Object.Upstream()
 	if retry := up.GetActiveRetry(req.DefaultToRetryOnFailure); retry != nil {
 		return &RetryAfterError{Err: actionErr, After: retry.GetRetryInterval()}

@@ -720,3 +720,51 @@ func TestStorageErrorIsNeverReady(t *testing.T) {
 		})
 	}
 }
+
+// A failure before Helm stored a revision (a template error, an install
+// refused up front) is a reconcile error retried with backoff, as
+// upstream's: no failure counted, nothing remediated, no stall. A typo in
+// values must never roll back or uninstall a healthy release.
+func TestFailureWithoutRevisionIsNotRemediated(t *testing.T) {
+	for _, action := range []string{"install", "upgrade"} {
+		t.Run(action, func(t *testing.T) {
+			h := newHarness(func(o *v2.HelmRelease) {
+				o.Spec.Upgrade = &v2.Upgrade{}
+				o.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 3, RemediateLastFailure: ptrTo(true)}
+			})
+			failedReason := helmv2.InstallFailedReason
+			if action == "upgrade" {
+				h.mustRun(t)
+				h.values = map[string]any{"replicas": 2}
+				failedReason = helmv2.UpgradeFailedReason
+			}
+			h.calls()
+			h.helm.renderFails = true
+			for i := 0; i < 3; i++ {
+				err := h.run(t)
+				if err == nil {
+					t.Fatal("a render failure was not reported")
+				}
+				if errors.Is(err, ErrRetriesExhausted) || errors.As(err, new(*RetryAfterError)) {
+					t.Fatalf("run %d: %v; want a plain error, retried with backoff", i+1, err)
+				}
+			}
+			wantCalls(t, h, action, action, action)
+			st := h.obj.Status
+			if st.Failures != 0 || st.InstallFailures != 0 || st.UpgradeFailures != 0 {
+				t.Errorf("failures %d (install %d, upgrade %d) for attempts Helm never stored", st.Failures, st.InstallFailures, st.UpgradeFailures)
+			}
+			wantCondition(t, h, meta.ReadyCondition, metav1.ConditionFalse, failedReason)
+			if conditions.Get(h.obj, helmv2.RemediatedCondition) != nil || conditions.IsStalled(h.obj) {
+				t.Errorf("remediated or stalled: %+v", h.obj.Status.Conditions)
+			}
+			if action == "upgrade" {
+				if last := h.helm.last(); last.Version != 1 || last.Info.Status != common.StatusDeployed {
+					t.Errorf("the healthy release became v%d %s", last.Version, last.Info.Status)
+				}
+			}
+		})
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
