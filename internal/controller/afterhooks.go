@@ -74,11 +74,17 @@ func (h *helmRunner) runAfterHooks(ctx context.Context, verb string, wait action
 	started := time.Now()
 	rel, err := run(cfg, opts)
 	observePhase(verb, v2.AfterHooks, "helm", started)
-	if err != nil || !held.Holding() {
+	if err != nil {
 		// Helm failed (it recorded the failure itself) or got no further
 		// than validation; a cancelled action may leave the revision
 		// pending, like a cancelled Helm wait does.
 		return rel, err
+	}
+	if !held.Holding() {
+		// Helm only logs a failed final storage write, so "success" can
+		// come back with nothing held: no readiness wait ran, and the
+		// revision in storage (if any) is not the one Helm reported.
+		return rel, fmt.Errorf("Helm %s reported success but its final release record never reached storage, so the readiness wait did not run", verb)
 	}
 
 	target := held.Release()

@@ -1,11 +1,20 @@
 package controller
 
 import (
+	"context"
+	"strings"
 	"testing"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	helmaction "helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/release/common"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage"
+	"helm.sh/helm/v4/pkg/storage/driver"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/action"
 )
 
 func TestAfterHooksApplies(t *testing.T) {
@@ -46,5 +55,26 @@ func TestAfterHooksApplies(t *testing.T) {
 				t.Errorf("afterHooks applies %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// When Helm reports success but its final storage write never reached the
+// afterHooks wrapper (Helm only logs a failed final write), nothing is held
+// and no readiness wait ran: that must not count as a success.
+func TestAfterHooksSuccessWithoutHeldRevisionIsAnError(t *testing.T) {
+	cfg := helmaction.NewConfiguration()
+	cfg.Releases = storage.Init(driver.NewMemory())
+	h := &helmRunner{cfg: cfg, obj: &v2.HelmRelease{}}
+	rel := &releasev1.Release{Name: "app", Namespace: "default", Version: 1,
+		Info: &releasev1.Info{Status: common.StatusDeployed}}
+	run := func(*helmaction.Configuration, action.Options) (*releasev1.Release, error) {
+		return rel, nil // as if Helm's final write had failed and been logged
+	}
+	got, err := h.runAfterHooks(context.Background(), "install", action.Wait{Timeout: time.Minute}, run)
+	if err == nil {
+		t.Fatalf("runAfterHooks returned %v with no error although no readiness wait ran", got)
+	}
+	if !strings.Contains(err.Error(), "readiness") {
+		t.Errorf("error %q does not say the readiness wait did not run", err)
 	}
 }
