@@ -76,8 +76,8 @@ tools: ## Build (or reuse cached) etcd, kube-*, kwok and source-controller.
 test: tools vet test-unit test-e2e ## Run every test: unit, envtest and end-to-end.
 
 .PHONY: test-unit
-test-unit: tools ## Unit and envtest tests (no full cluster).
-	go test $(GO_TEST_FLAGS) $(UNIT_PKGS)
+test-unit: tools ## Unit and envtest tests (no full cluster), with the race detector.
+	go test -race $(GO_TEST_FLAGS) $(UNIT_PKGS)
 
 .PHONY: test-e2e
 test-e2e: tools ## End-to-end tests on throwaway local clusters.
