@@ -267,15 +267,7 @@ func TestFluxComponentOnCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	without, with := fluxOverlays(t)
-	c, err := cluster.Start(ctx, cluster.Options{Name: "flux"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop()
-	cl, err := client.New(c.RESTConfig(), client.Options{Scheme: newScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, cl := startOwnCluster(t, cluster.Options{Name: "flux"})
 	applyCRD(ctx, t, cl, crdFrom(t, without))
 
 	hr := func(name string) *unstructured.Unstructured {

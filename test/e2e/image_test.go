@@ -292,18 +292,10 @@ func runReleaseDeployment(t *testing.T, root, binary, version, digest string) {
 		t.Fatal(err)
 	}
 
-	c, err := cluster.Start(ctx, cluster.Options{
+	c, cl := startOwnCluster(t, cluster.Options{
 		Name:         "image",
 		ExtraCRDDirs: []string{filepath.Join(root, "config", "crd", "bases")},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop()
-	cl, err := client.New(c.RESTConfig(), client.Options{Scheme: newScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, ns := range []string{namespace, "apps"} {
 		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)

@@ -147,17 +147,26 @@ func TestRemoteCluster(t *testing.T) {
 // test ends, and returns it with an admin client.
 func startRemoteCluster(t *testing.T) (*cluster.Cluster, client.Client) {
 	t.Helper()
+	return startOwnCluster(t, cluster.Options{Name: "remote", Nodes: 1})
+}
+
+// startOwnCluster starts a throwaway cluster beside the shared one, for a
+// test that needs a cluster to itself (another CRD, another controller
+// with default ports), stopped when the test ends. It returns the cluster
+// and an admin client.
+func startOwnCluster(t *testing.T, opts cluster.Options) (*cluster.Cluster, client.Client) {
+	t.Helper()
 	start := time.Now()
-	c, err := cluster.Start(context.Background(), cluster.Options{Name: "remote", Nodes: 1})
+	c, err := cluster.Start(context.Background(), opts)
 	if err != nil {
-		t.Fatalf("starting the remote cluster: %v", err)
+		t.Fatalf("starting the %s cluster: %v", opts.Name, err)
 	}
 	t.Cleanup(func() {
 		if err := c.Stop(); err != nil {
-			t.Errorf("stopping the remote cluster: %v", err)
+			t.Errorf("stopping the %s cluster: %v", opts.Name, err)
 		}
 	})
-	t.Logf("remote cluster ready in %s at %s", time.Since(start).Round(time.Millisecond), c.APIServerURL())
+	t.Logf("%s cluster ready in %s at %s", opts.Name, time.Since(start).Round(time.Millisecond), c.APIServerURL())
 	cl, err := client.New(c.RESTConfig(), client.Options{Scheme: newScheme()})
 	if err != nil {
 		t.Fatal(err)
