@@ -159,7 +159,8 @@ func (h *helmRunner) Uninstall(ctx context.Context) error {
 
 // Unlock marks a pending release failed in storage.
 func (h *helmRunner) Unlock(_ context.Context, rel *releasev1.Release) error {
-	rel.SetStatus(common.StatusFailed, fmt.Sprintf("release was left %s and has been unlocked by helm-controller", rel.Info.Status))
+	// Upstream's wording, which `helm history` shows either way.
+	rel.SetStatus(common.StatusFailed, fmt.Sprintf("Release unlocked from stale '%s' state", rel.Info.Status))
 	if err := h.cfg.Releases.Update(rel); err != nil {
 		return fmt.Errorf("updating release in storage: %w", err)
 	}

@@ -503,6 +503,17 @@ func TestPendingWithoutMarkerIsUnlockedNotResumed(t *testing.T) {
 	if h.obj.Status.InstallFailures != 0 {
 		t.Errorf("an interrupted install counted as a failure: %d", h.obj.Status.InstallFailures)
 	}
+	// As upstream: a Normal PendingRelease event names what was unlocked.
+	var unlocked []recordedEvent
+	for _, e := range h.recorder.events {
+		if e.Reason == "PendingRelease" {
+			unlocked = append(unlocked, e)
+		}
+	}
+	want := "Unlocked Helm release default/app.v1 with chart podinfo@6.0.0 in pending-install state"
+	if len(unlocked) != 1 || unlocked[0].Type != "Normal" || unlocked[0].Message != want {
+		t.Errorf("PendingRelease events %+v, want one Normal %q", unlocked, want)
+	}
 }
 
 // TestShutdownDuringAfterHooksWait stops the controller (SIGTERM, the OOM

@@ -10,22 +10,17 @@ import (
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 )
 
+// pendingReleaseReason is upstream's reason for unlocking a release left
+// pending, in the Released condition and the events.
+const pendingReleaseReason = "PendingRelease"
+
 // unlock releases a release left pending by an action that never finished
 // (the controller stopped mid-action). Helm would refuse any new action on
 // it; marking it failed lets remediation or the next upgrade take over.
+// Reported as upstream reports it: Released=False PendingRelease and a
+// Normal event, a Warning one when storage cannot be written.
 func (m *Machine) unlock(ctx context.Context, req *Request, cur *releasev1.Release) error {
 	pending := cur.Info.Status
-	if err := m.Helm.Unlock(ctx, cur); err != nil {
-		return fmt.Errorf("unlocking release %s left %s: %w", releaseID(cur), pending, err)
-	}
-	reason := helmv2.UpgradeFailedReason
-	switch pending {
-	case common.StatusPendingInstall:
-		reason = helmv2.InstallFailedReason
-	case common.StatusPendingRollback:
-		reason = helmv2.RollbackFailedReason
-	}
-	msg := fmt.Sprintf("release %s was left %s by an interrupted action and is now marked failed", releaseID(cur), pending)
 	// Record the revision as failed, so the next step retries the action
 	// that was interrupted (install over a failed install, upgrade over a
 	// failed upgrade) without counting a failure for the restart.
@@ -36,15 +31,19 @@ func (m *Machine) unlock(ctx context.Context, req *Request, cur *releasev1.Relea
 	case common.StatusPendingRollback:
 		action = helmv2.ReleaseActionRollback
 	}
+	if err := m.Helm.Unlock(ctx, cur); err != nil {
+		s := newSnapshot(req, cur, action)
+		msg := fmt.Sprintf("Unlock of Helm release %s in %s state failed: %v", describeRelease(s), pending, err)
+		conditions.MarkFalse(req.Object, helmv2.ReleasedCondition, pendingReleaseReason, "%s", msg)
+		m.warning(req, s, pendingReleaseReason, msg)
+		return fmt.Errorf("%s", msg)
+	}
+	s := recordSnapshot(req, cur, action)
 	if action != helmv2.ReleaseActionRollback {
 		req.Object.Status.LastAttemptedReleaseAction = action
 	}
-	recordSnapshot(req, cur, action)
-	if reason == helmv2.RollbackFailedReason {
-		conditions.MarkFalse(req.Object, helmv2.RemediatedCondition, reason, "%s", msg)
-	} else {
-		conditions.MarkFalse(req.Object, helmv2.ReleasedCondition, reason, "%s", msg)
-	}
-	m.warning(req, req.Object.Status.History.Latest(), reason, msg)
+	msg := fmt.Sprintf("Unlocked Helm release %s in %s state", describeRelease(s), pending)
+	conditions.MarkFalse(req.Object, helmv2.ReleasedCondition, pendingReleaseReason, "%s", msg)
+	m.normal(req, s, pendingReleaseReason, msg)
 	return nil
 }
