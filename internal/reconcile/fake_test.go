@@ -157,6 +157,11 @@ func (f *fakeHelm) ResumeWait(_ context.Context, rel *releasev1.Release) (*relea
 		f.shutdown()
 		return nil, context.Canceled
 	}
+	if err := f.fail["resume-transient"]; err != nil {
+		// Storage or the API failed around the wait: no outcome recorded,
+		// the revision is still pending.
+		return nil, err
+	}
 	if err := f.fail["resume"]; err != nil {
 		rel.Info.Status = common.StatusFailed
 		return rel, err

@@ -85,7 +85,7 @@ func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2
 		conditions.MarkFalse(req.Object, helmv2.ReleasedCondition, failed, "%s", msg)
 		m.warning(req, latest, failed, msg)
 		if !stored {
-			return &noRevisionError{msg: msg}
+			return &notRecordedError{err: errors.New(msg)}
 		}
 		incrementFailures(req, action)
 		return fmt.Errorf("%s", msg)
@@ -100,14 +100,18 @@ func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2
 	return nil
 }
 
-// noRevisionError is an install or upgrade that failed before Helm stored
-// a revision (the chart did not render, Helm refused to start): nothing in
-// the cluster changed, so there is nothing to count or remediate, and the
-// reconcile is retried with backoff as upstream does. A values typo must
-// not roll back a healthy release.
-type noRevisionError struct{ msg string }
+// notRecordedError is a failure that left no outcome of this attempt in
+// Helm storage: the install or upgrade failed before Helm stored a revision
+// (the chart did not render, Helm refused to start), or the API failed
+// around a resumed readiness wait (the revision is still pending). Nothing
+// about the release is known to have failed, so nothing is counted or
+// remediated, and the reconcile is retried with backoff, as upstream does.
+// A values typo must not roll back a healthy release, and a timeout of the
+// API must not uninstall one whose resources may be ready.
+type notRecordedError struct{ err error }
 
-func (e *noRevisionError) Error() string { return e.msg }
+func (e *notRecordedError) Error() string { return e.err.Error() }
+func (e *notRecordedError) Unwrap() error { return e.err }
 
 // interrupted tells whether ctx ended (the controller is stopping) while
 // an afterHooks readiness wait ran, leaving the revision pending with its

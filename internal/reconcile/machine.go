@@ -273,7 +273,7 @@ func (m *Machine) failed(ctx context.Context, req *Request, actionErr error) err
 		// state: remediating now would only undo what it will replace.
 		return actionErr
 	}
-	if errors.As(actionErr, new(*noRevisionError)) {
+	if errors.As(actionErr, new(*notRecordedError)) {
 		return actionErr
 	}
 	up := req.Object.Upstream()

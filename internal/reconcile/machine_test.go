@@ -779,3 +779,51 @@ func TestFailureWithoutRevisionIsNotRemediated(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// An error around a resumed wait that recorded no outcome (the API failed
+// while recovering the held revision, or the write of deployed/failed did
+// not land) is retried, never remediated: with install defaults that would
+// uninstall a release whose resources may be ready.
+func TestResumeTransientErrorIsNotRemediated(t *testing.T) {
+	for _, pending := range []common.Status{common.StatusPendingInstall, common.StatusPendingUpgrade} {
+		t.Run(pending.String(), func(t *testing.T) {
+			h := newHarness(func(o *v2.HelmRelease) {
+				o.Spec.Install = &v2.Install{WaitStrategy: v2.AfterHooks}
+				o.Spec.Upgrade = &v2.Upgrade{WaitStrategy: v2.AfterHooks}
+				o.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 3}
+			})
+			if pending == common.StatusPendingUpgrade {
+				h.mustRun(t)
+				h.values = map[string]any{"replicas": 2}
+			}
+			h.calls()
+			chart, _ := h.chart.Load()
+			h.helm.newRelease(chart, h.values, pending).Info.Description = awaitingMarker(time.Now().Add(time.Minute))
+			h.helm.fail["resume-transient"] = errors.New(`etcdserver: request timed out`)
+
+			err := h.run(t)
+			if err == nil || errors.Is(err, ErrRetriesExhausted) || errors.As(err, new(*RetryAfterError)) {
+				t.Fatalf("Run = %v, want a plain error to retry with backoff", err)
+			}
+			wantCalls(t, h, "resume")
+			if last := h.helm.last(); last.Info.Status != pending {
+				t.Errorf("the held revision is %s, want it still %s for the next run", last.Info.Status, pending)
+			}
+			st := h.obj.Status
+			if st.Failures != 0 || st.InstallFailures != 0 || st.UpgradeFailures != 0 {
+				t.Errorf("failures %d (install %d, upgrade %d) for a transient error", st.Failures, st.InstallFailures, st.UpgradeFailures)
+			}
+			if conditions.IsTrue(h.obj, meta.ReadyCondition) {
+				t.Errorf("Ready=True after a failed reconcile")
+			}
+
+			// The next run resumes the same revision and finishes it.
+			delete(h.helm.fail, "resume-transient")
+			h.mustRun(t)
+			wantCalls(t, h, "resume")
+			if last := h.helm.last(); last.Info.Status != common.StatusDeployed {
+				t.Errorf("after the retry the revision is %s, want deployed", last.Info.Status)
+			}
+		})
+	}
+}

@@ -20,7 +20,7 @@ func (m *Machine) resume(ctx context.Context, req *Request, cur *releasev1.Relea
 	pending := cur.Info.Status
 	rel, err := m.Helm.ResumeWait(ctx, cur)
 	if rel == nil && err != nil {
-		return fmt.Errorf("resuming the readiness wait of release %s: %w", releaseID(cur), err)
+		return &notRecordedError{err: fmt.Errorf("resuming the readiness wait of release %s: %w", releaseID(cur), err)}
 	}
 
 	if pending == common.StatusPendingRollback {
