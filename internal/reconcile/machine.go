@@ -137,6 +137,15 @@ func (m *Machine) step(ctx context.Context, req *Request, cur *releasev1.Release
 		return false, m.unlock(ctx, req, cur)
 	case StateAwaitingReadiness:
 		pending := cur.Info.Status
+		if reason := staleHeldRevision(req, cur); reason != "" {
+			// Not the desired state any more: release it (marked failed,
+			// not charged to the new attempt) and move on to the new
+			// revision, which supersedes it.
+			m.normal(req, nil, pendingReleaseReason, fmt.Sprintf(
+				"Release %s was held for its readiness wait by an earlier run, but %s since; the new revision supersedes it",
+				releaseID(cur), reason))
+			return false, m.unlock(ctx, req, cur)
+		}
 		err := m.resume(ctx, req, cur)
 		if pending == common.StatusPendingRollback {
 			// A rollback is itself the remediation: whatever its outcome,
@@ -166,6 +175,27 @@ func (m *Machine) step(ctx context.Context, req *Request, cur *releasev1.Release
 		return false, m.failed(ctx, req, m.release(ctx, req, action))
 	}
 	return true, fmt.Errorf("unknown release state %q", obs.State)
+}
+
+// staleHeldRevision says why a revision held pending by afterHooks no
+// longer matches the desired state (chart or values changed since it was
+// made), or "" when it does. Rollbacks are remediations of their own and
+// always finish.
+func staleHeldRevision(req *Request, cur *releasev1.Release) string {
+	if cur.Info.Status == common.StatusPendingRollback {
+		return ""
+	}
+	held := newSnapshot(req, cur, "")
+	md := req.Chart.Metadata()
+	switch {
+	case held.ChartName != md.Name:
+		return fmt.Sprintf("the chart changed from %s to %s", held.ChartName, md.Name)
+	case held.ChartVersion != md.Version:
+		return fmt.Sprintf("the chart version changed from %s to %s", held.ChartVersion, md.Version)
+	case !req.valuesMatch(held.ConfigDigest):
+		return "the values changed"
+	}
+	return ""
 }
 
 func (m *Machine) lastRelease(ctx context.Context) (*releasev1.Release, error) {

@@ -827,3 +827,54 @@ func TestResumeTransientErrorIsNotRemediated(t *testing.T) {
 		})
 	}
 }
+
+// A revision held for its readiness wait when the controller stopped, whose
+// spec changed before the next run (values, chart), is not the desired
+// state any more: it is superseded by the new revision, and its fate is
+// not charged to the new attempt (with 0 retries that stalled the release
+// and the new revision was never tried).
+func TestStaleHeldRevisionIsSupersededNotCharged(t *testing.T) {
+	h := newHarness(func(o *v2.HelmRelease) {
+		o.Spec.Upgrade = &v2.Upgrade{WaitStrategy: v2.AfterHooks}
+		o.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 0}
+	})
+	h.mustRun(t) // v1 deployed
+	h.values = map[string]any{"replicas": 2}
+	chart, _ := h.chart.Load()
+	h.helm.newRelease(chart, h.values, common.StatusPendingUpgrade).Info.Description = awaitingMarker(time.Now().Add(time.Minute))
+	h.obj.Status.LastAttemptedGeneration = h.obj.Generation
+	h.obj.Status.LastAttemptedConfigDigest = h.configDigest()
+	h.calls()
+	// v2's pods never become ready; the user changes the values to fix it.
+	h.helm.fail["resume"] = errors.New("Deployment/default/app: InProgress")
+	h.values = map[string]any{"replicas": 3}
+	h.obj.Generation++
+
+	if err := h.run(t); err != nil {
+		t.Fatalf("reconcile failed: %v", err)
+	}
+	calls := h.calls()
+	for _, c := range calls {
+		if c == "rollback" || c == "uninstall" {
+			t.Fatalf("calls %v: the stale revision was remediated", calls)
+		}
+	}
+	if len(calls) == 0 || calls[len(calls)-1] != "upgrade" {
+		t.Fatalf("calls %v, want the new values upgraded to", calls)
+	}
+	var statuses []string
+	for _, r := range h.helm.releases {
+		statuses = append(statuses, r.Info.Status.String())
+	}
+	if want := []string{"superseded", "failed", "deployed"}; !reflect.DeepEqual(statuses, want) {
+		t.Errorf("storage %v, want %v", statuses, want)
+	}
+	if got := h.helm.last().Config["replicas"]; got != 3 {
+		t.Errorf("deployed values replicas=%v, want 3", got)
+	}
+	st := h.obj.Status
+	if st.Failures != 0 || st.UpgradeFailures != 0 || conditions.IsStalled(h.obj) {
+		t.Errorf("failures %d, upgrade failures %d, stalled %v: the new attempt was charged", st.Failures, st.UpgradeFailures, conditions.IsStalled(h.obj))
+	}
+	wantCondition(t, h, meta.ReadyCondition, metav1.ConditionTrue, helmv2.UpgradeSucceededReason)
+}
