@@ -11,6 +11,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -368,5 +369,62 @@ func (c *crashController) mustRun(t *testing.T) {
 	t.Helper()
 	if err := c.proc.running(); err != nil {
 		t.Fatalf("shard controller: %v", err)
+	}
+}
+
+// TestAfterHooksResumeAfterSpecChange: v2 is held for its readiness wait
+// (its pods are slow) when the controller is killed; the values change
+// before a controller runs again. The new controller supersedes v2 with v3
+// instead of resuming v2 and charging its fate to the new values: no stall,
+// no remediation, v3 deployed, v2 failed.
+func TestAfterHooksResumeAfterSpecChange(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	repo := createHelmRepository(t, ns)
+	ref := remPublish(t, crashChart, "0.1.0", ns)
+	ctl := newCrashController(t, ns, "respec-"+rand.String(8))
+	ctl.ensureRunning(t)
+	const name = "respec"
+	hr := crashRelease(ctl, ns, name, repo.Name, ref, `{"message":"one"}`)
+	hr.Spec.Upgrade = &v2.Upgrade{
+		Upgrade: helmv2.Upgrade{
+			Timeout:     &metav1.Duration{Duration: 2 * time.Minute},
+			Remediation: &helmv2.UpgradeRemediation{Retries: 0},
+		},
+		WaitStrategy: v2.AfterHooks,
+	}
+	remCreate(t, hr)
+	remWaitReady(t, hr, helmv2.InstallSucceededReason, 1)
+
+	patchSpec(t, hr, func(hr *v2.HelmRelease) {
+		hr.Spec.Values = jsonValues(t, `{"message":"two","podAnnotations":{"sim.afterhooks.io/delay":"90s"}}`)
+	})
+	eventually(t, time.Minute, name+".v2 held pending by afterHooks", func(ctx context.Context) error {
+		ctl.mustRun(t)
+		stored := remStorage(t, ns, name)
+		if len(stored) != 2 || stored[1].Release.Info.Status != "pending-upgrade" ||
+			!strings.HasPrefix(stored[1].Release.Info.Description, crashMarker) {
+			return fmt.Errorf("Helm storage %s, want v2 pending-upgrade with the afterHooks marker", remDescribe(stored))
+		}
+		return nil
+	})
+	ctl.kill(t)
+
+	patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"message":"three"}`) })
+	ctl.start(t)
+	ctl.logs = append(ctl.logs, ctl.proc)
+	remWaitReady(t, hr, helmv2.UpgradeSucceededReason, 3)
+	ahWantStorage(t, ns, name, "superseded", "failed", "deployed")
+	if a := remPodTemplateAnnotations(t, ns, name); a["e2e.afterhooks.io/message"] != "three" {
+		t.Errorf("pod template annotations %v, want the values of v3", a)
+	}
+	if hr.Status.UpgradeFailures != 0 || hr.Status.Failures != 0 || conditions.IsStalled(hr) {
+		t.Errorf("upgradeFailures %d, failures %d, stalled %v: v2's fate was charged to the new values",
+			hr.Status.UpgradeFailures, hr.Status.Failures, conditions.IsStalled(hr))
+	}
+	for _, reason := range []string{helmv2.RollbackSucceededReason, helmv2.UninstallSucceededReason} {
+		if remHasEvent(t, ns, name, reason) {
+			t.Errorf("a %s event: the superseded revision was remediated", reason)
+		}
 	}
 }
