@@ -311,9 +311,17 @@ func TestTests(t *testing.T) {
 		h.mustRun(t)
 		wantCalls(t, h, "install", "test")
 		wantCondition(t, h, helmv2.TestSuccessCondition, metav1.ConditionFalse, helmv2.TestFailedReason)
-		wantCondition(t, h, meta.ReadyCondition, metav1.ConditionTrue, helmv2.TestFailedReason)
+		// As upstream: ignored tests do not speak for Ready, the release does.
+		wantCondition(t, h, meta.ReadyCondition, metav1.ConditionTrue, helmv2.InstallSucceededReason)
 		h.mustRun(t)
 		wantCalls(t, h)
+	})
+	t.Run("pass ignored", func(t *testing.T) {
+		h := newHarness(withTests(true))
+		h.mustRun(t)
+		wantCalls(t, h, "install", "test")
+		wantCondition(t, h, helmv2.TestSuccessCondition, metav1.ConditionTrue, helmv2.TestSucceededReason)
+		wantCondition(t, h, meta.ReadyCondition, metav1.ConditionTrue, helmv2.InstallSucceededReason)
 	})
 }
 

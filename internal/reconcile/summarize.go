@@ -26,8 +26,10 @@ func summarizeRelease(req *Request) {
 		conditions.MarkFalse(obj, meta.ReadyCondition, rem.Reason, "%s", rem.Message)
 		return
 	}
-	if test := conditions.Get(obj, helmv2.TestSuccessCondition); test != nil {
-		if test.Status == "True" || ignoreTestFailures(req) {
+	// As upstream: tests speak for Ready only when their failures count
+	// (spec.test.ignoreFailures unset); otherwise the release does.
+	if test := conditions.Get(obj, helmv2.TestSuccessCondition); test != nil && !req.Object.Upstream().GetTest().IgnoreFailures {
+		if test.Status == "True" {
 			conditions.MarkTrue(obj, meta.ReadyCondition, test.Reason, "%s", test.Message)
 			return
 		}
