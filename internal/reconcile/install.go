@@ -27,6 +27,14 @@ func (m *Machine) release(ctx context.Context, req *Request, action helmv2.Relea
 		run = req.helmUpgrade(m.Helm)
 	}
 	req.Object.Status.LastAttemptedReleaseAction = action
+	// As upstream: a new install or upgrade makes earlier test results and
+	// remediations moot, and an install starts the history afresh (nothing
+	// before it can be rolled back to).
+	conditions.Delete(req.Object, helmv2.TestSuccessCondition)
+	conditions.Delete(req.Object, helmv2.RemediatedCondition)
+	if action == helmv2.ReleaseActionInstall {
+		req.Object.Status.ClearHistory()
+	}
 
 	chart, err := req.Chart.Load()
 	if err != nil {
