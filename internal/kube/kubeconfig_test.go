@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	runtimeclient "github.com/fluxcd/pkg/runtime/client"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 func TestKubeConfigFromSecret(t *testing.T) {
@@ -173,4 +176,62 @@ func TestRESTConfigFromKubeConfigHonoursProxyURL(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestProxyURLCarriesRequests sends a real request with the
+// built config and checks it goes through the cluster entry's proxy-url, as
+// client-go (and upstream helm-controller) do.
+func TestProxyURLCarriesRequests(t *testing.T) {
+	var proxied []string
+	var mu sync.Mutex
+	// A plain HTTP forward proxy: the request line carries the absolute URL of
+	// the cluster, which does not resolve, so only the proxy can answer.
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		proxied = append(proxied, r.URL.String())
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"major":"1","minor":"99","gitVersion":"v1.99.0-proxied"}`))
+	}))
+	t.Cleanup(proxy.Close)
+
+	kubeconfig := `apiVersion: v1
+kind: Config
+clusters:
+- name: remote
+  cluster:
+    server: http://remote-cluster.invalid:6443
+    proxy-url: ` + proxy.URL + `
+users:
+- name: u
+  user:
+    token: secret-token
+contexts:
+- name: c
+  context: {cluster: remote, user: u}
+current-context: c
+`
+	cfg, err := RESTConfigFromKubeConfig(context.Background(), []byte(kubeconfig), runtimeclient.KubeConfigOptions{})
+	if err != nil {
+		t.Fatalf("RESTConfigFromKubeConfig: %v", err)
+	}
+	clientset, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	v, err := clientset.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatalf("request through the proxy: %v", err)
+	}
+	if v.GitVersion != "v1.99.0-proxied" {
+		t.Fatalf("server version %q, want the proxy's answer", v.GitVersion)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, u := range proxied {
+		if strings.HasPrefix(u, "http://remote-cluster.invalid:6443/version") {
+			return
+		}
+	}
+	t.Fatalf("proxy saw %v, want a request for http://remote-cluster.invalid:6443/version", proxied)
 }
