@@ -107,7 +107,7 @@ func (o *options) bindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.defaultKubeConfigServiceAccount, "default-kubeconfig-service-account", "",
 		"ServiceAccount used for remote-cluster kubeconfigs that name none.")
 	fs.StringVar(&o.snapshotDigestAlgo, "snapshot-digest-algo", "sha256",
-		"Hash algorithm (sha256, sha384, sha512) of the release digests kept in status.history.")
+		"Hash algorithm (sha256, sha384, sha512, blake3) of the release digests kept in status.history.")
 	fs.StringArrayVar(&o.overrideManagers, "override-manager", nil,
 		"A field manager whose changes drift correction takes over (repeatable), e.g. kubectl-edit.")
 	fs.DurationVar(&o.oomWatchInterval, "oom-watch-interval", 500*time.Millisecond,
@@ -229,8 +229,8 @@ func validate(opts *options) error {
 	if opts.concurrent < 1 {
 		return fmt.Errorf("--concurrent must be at least 1, got %d", opts.concurrent)
 	}
-	if !slices.Contains([]string{"sha256", "sha384", "sha512"}, opts.snapshotDigestAlgo) {
-		return fmt.Errorf("--snapshot-digest-algo: unsupported algorithm %q (use sha256, sha384 or sha512)", opts.snapshotDigestAlgo)
+	if !slices.Contains([]string{"sha256", "sha384", "sha512", "blake3"}, opts.snapshotDigestAlgo) {
+		return fmt.Errorf("--snapshot-digest-algo: unsupported algorithm %q (use sha256, sha384, sha512 or blake3)", opts.snapshotDigestAlgo)
 	}
 	if opts.oomWatchMemoryThreshold == 0 || opts.oomWatchMemoryThreshold > 100 {
 		return fmt.Errorf("--oom-watch-memory-threshold must be between 1 and 100, got %d", opts.oomWatchMemoryThreshold)

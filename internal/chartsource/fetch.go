@@ -16,6 +16,9 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/opencontainers/go-digest"
+	// Registers blake3, which source-controller --artifact-digest-algo=blake3
+	// and --snapshot-digest-algo=blake3 use.
+	_ "github.com/opencontainers/go-digest/blake3"
 )
 
 var (
@@ -164,7 +167,7 @@ func parseDigest(s string) (digest.Digest, error) {
 	d, err := digest.Parse(s)
 	if errors.Is(err, digest.ErrDigestUnsupported) {
 		alg, _, _ := strings.Cut(s, ":")
-		return "", fmt.Errorf("digest %q: algorithm %q is not supported (supported: sha256, sha384, sha512)", s, alg)
+		return "", fmt.Errorf("digest %q: algorithm %q is not supported (supported: sha256, sha384, sha512, blake3)", s, alg)
 	}
 	if err != nil {
 		return "", fmt.Errorf("invalid digest %q: %w", s, err)

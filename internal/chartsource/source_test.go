@@ -41,6 +41,12 @@ func TestGetDownloadsVerifiesAndLoads(t *testing.T) {
 			data:   func(t *testing.T) []byte { return packaged(t, "podinfo", "6.1.0") },
 			digest: func(data []byte) string { return digest.SHA512.FromBytes(data).String() },
 		},
+		{
+			// source-controller --artifact-digest-algo=blake3
+			name:   "blake3 digest",
+			data:   func(t *testing.T) []byte { return packaged(t, "podinfo", "6.1.0") },
+			digest: func(data []byte) string { return digest.BLAKE3.FromBytes(data).String() },
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,10 +123,10 @@ func TestGetErrors(t *testing.T) {
 			name: "unsupported digest algorithm",
 			data: valid,
 			artifact: func(a *meta.Artifact) *meta.Artifact {
-				a.Digest = "blake3:" + strings.Repeat("ab", 32)
+				a.Digest = "md5:" + strings.Repeat("ab", 16)
 				return a
 			},
-			wantMsg: []string{`algorithm "blake3" is not supported`},
+			wantMsg: []string{`algorithm "md5" is not supported`},
 		},
 		{
 			name: "digest mismatch",

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fluxcd/pkg/chartutil"
 	"github.com/opencontainers/go-digest"
+	_ "github.com/opencontainers/go-digest/blake3"
 )
 
 // runWithAlgorithm reconciles h as the controller would with
@@ -50,4 +51,20 @@ func TestSwitchingDigestAlgorithm(t *testing.T) {
 			t.Errorf("%s %q after an upgrade with sha512, want a sha512 digest", field, d)
 		}
 	}
+}
+
+// --snapshot-digest-algo=blake3, which upstream accepts, records blake3
+// digests and compares values by content like the others.
+func TestBlake3Snapshots(t *testing.T) {
+	h := newHarness()
+	runWithAlgorithm(t, h, digest.BLAKE3)
+	wantCalls(t, h, "install")
+	latest := h.obj.Status.History.Latest()
+	for field, d := range map[string]string{"digest": latest.Digest, "configDigest": latest.ConfigDigest} {
+		if !strings.HasPrefix(d, "blake3:") {
+			t.Errorf("%s %q, want a blake3 digest", field, d)
+		}
+	}
+	runWithAlgorithm(t, h, digest.BLAKE3)
+	wantCalls(t, h)
 }
