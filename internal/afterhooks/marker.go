@@ -63,7 +63,7 @@ func parseMarker(desc string) (marker, bool) {
 // A reconciler that finds such a revision as the latest one must not run
 // the Helm action again (its hooks already ran) nor unlock it as an
 // interrupted action: it resumes the wait with WaitReady for
-// ResumeTimeout(deadline, now) and finishes with Recover(...).Commit or
+// ResumeTimeout(deadline, now, timeout) and finishes with Recover(...).Commit or
 // Fail. A pending revision without the marker was left by an interrupted
 // Helm action (or by a failed post-rollback hook) and is not ours.
 func IsAwaitingReadiness(rel *releasev1.Release) (bool, time.Time) {
@@ -83,9 +83,15 @@ func IsAwaitingReadiness(rel *releasev1.Release) (bool, time.Time) {
 const MinResumeWait = 15 * time.Second
 
 // ResumeTimeout is the timeout for a resumed wait: what is left until
-// deadline, but at least MinResumeWait.
-func ResumeTimeout(deadline, now time.Time) time.Duration {
-	if left := deadline.Sub(now); left > MinResumeWait {
+// deadline, but at least MinResumeWait and, when limit is positive (the
+// action's timeout), at most limit: no wait outlasts a fresh one, whatever
+// the recorded deadline says (clock skew between nodes, an edited marker).
+func ResumeTimeout(deadline, now time.Time, limit time.Duration) time.Duration {
+	left := deadline.Sub(now)
+	if limit > 0 && left > limit {
+		left = limit
+	}
+	if left > MinResumeWait {
 		return left
 	}
 	return MinResumeWait

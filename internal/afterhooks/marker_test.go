@@ -64,11 +64,25 @@ func TestMarkerRoundTrip(t *testing.T) {
 
 func TestResumeTimeout(t *testing.T) {
 	now := fixedNow
-	if got := ResumeTimeout(now.Add(2*time.Minute), now); got != 2*time.Minute {
-		t.Errorf("deadline ahead: %v", got)
+	tests := []struct {
+		name     string
+		deadline time.Time
+		limit    time.Duration
+		want     time.Duration
+	}{
+		{"deadline ahead", now.Add(2 * time.Minute), 5 * time.Minute, 2 * time.Minute},
+		{"deadline passed", now.Add(-time.Hour), 5 * time.Minute, MinResumeWait},
+		// A deadline further out than a whole wait (clock skew between
+		// nodes, an edited description) must not hold the revision longer.
+		{"deadline beyond the timeout", now.Add(72 * time.Hour), 5 * time.Minute, 5 * time.Minute},
+		{"no limit known", now.Add(72 * time.Hour), 0, 72 * time.Hour},
 	}
-	if got := ResumeTimeout(now.Add(-time.Hour), now); got != MinResumeWait {
-		t.Errorf("deadline passed: %v", got)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ResumeTimeout(tt.deadline, now, tt.limit); got != tt.want {
+				t.Errorf("ResumeTimeout = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
 

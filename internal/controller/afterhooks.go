@@ -116,7 +116,7 @@ func (h *helmRunner) ResumeWait(ctx context.Context, rel *releasev1.Release) (*r
 	case common.StatusPendingRollback:
 		verb, wait = "rollback", action.RollbackWait(h.obj, h.opts)
 	}
-	timeout := afterhooks.ResumeTimeout(held.Deadline(), time.Now())
+	timeout := afterhooks.ResumeTimeout(held.Deadline(), time.Now(), wait.Timeout)
 	h.event(held.Release(), corev1.EventTypeNormal, AfterHooksWaitingReason,
 		fmt.Sprintf("Resuming the readiness wait of %s.v%d after a restart; hooks are not run again; waiting up to %s (%s)",
 			rel.Name, rel.Version, timeout.Round(time.Second), wait.Strategy))
