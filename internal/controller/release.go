@@ -23,6 +23,7 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/healthcheck"
+	"github.com/afterhooks/helm-controller/internal/postrender"
 	"github.com/afterhooks/helm-controller/internal/kube"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 )
@@ -42,7 +43,8 @@ const (
 // reconcileRelease resolves chart and values and runs the release state
 // machine.
 func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *patch.SerialPatcher, obj *v2.HelmRelease) (ctrl.Result, error) {
-	conditions.MarkReconciling(obj, meta.ProgressingReason, "reconciliation in progress")
+	// Upstream's wording, which `flux get hr` shows.
+	conditions.MarkReconciling(obj, meta.ProgressingReason, "Fulfilling prerequisites")
 	if err := patcher.Patch(ctx, obj, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to mark reconciliation in progress: %w", err)
 	}
@@ -57,6 +59,11 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	healthChecks, err := healthcheck.Compile(obj.Spec.HealthCheckExprs)
 	if err != nil {
 		return r.stallOnInvalidSpec(obj, meta.InvalidCELExpressionReason, err)
+	}
+	// Post renderers that cannot work would fail every install and
+	// upgrade the same way; the actions build them again when they run.
+	if _, err := postrender.Build(&obj.Spec.HelmReleaseSpec, obj.Name, obj.Namespace); err != nil {
+		return r.stallOnInvalidSpec(obj, InvalidPostRenderersReason, err)
 	}
 
 	if obj.Spec.Chart != nil {
@@ -321,6 +328,10 @@ func (r *HelmReleaseReconciler) composeValues(ctx context.Context, obj *v2.HelmR
 	}
 	return values, nil
 }
+
+// InvalidPostRenderersReason: spec.postRenderers cannot be built (a patch
+// that is not an object or a list of operations, a bad target selector).
+const InvalidPostRenderersReason = "InvalidPostRenderers"
 
 // stallOnInvalidSpec reports a spec setting that cannot be honoured. No
 // Helm action has run: the release stays as it is until the spec changes,

@@ -86,27 +86,33 @@ func TestPostRenderers(t *testing.T) {
 		wantEvent(t, hr, helmv2.UpgradeSucceededReason)
 	})
 
-	t.Run("a bad target selector fails the upgrade, nothing applied", func(t *testing.T) {
+	t.Run("a bad target selector stalls before any upgrade, nothing applied", func(t *testing.T) {
 		patchSpec(t, hr, func(hr *v2.HelmRelease) {
 			hr.Spec.PostRenderers = podinfoPostRenderers(ns, "6.9.3")
 			hr.Spec.PostRenderers[0].Kustomize.Patches[0].Target.LabelSelector = "app in (podinfo"
 		})
-		eventually(t, 2*time.Minute, "Ready=False/UpgradeFailed naming the bad selector", func(ctx context.Context) error {
+		eventually(t, 2*time.Minute, "Stalled and Ready=False/InvalidPostRenderers naming the bad selector", func(ctx context.Context) error {
 			if err := get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			c := conditions.Get(hr, meta.ReadyCondition)
-			if c == nil || c.ObservedGeneration != hr.Generation || c.Status != metav1.ConditionFalse || c.Reason != helmv2.UpgradeFailedReason {
+			if c == nil || c.ObservedGeneration != hr.Generation || c.Status != metav1.ConditionFalse || c.Reason != "InvalidPostRenderers" {
 				return fmt.Errorf("Ready condition %+v", c)
 			}
 			if !strings.Contains(c.Message, "spec.postRenderers[0].kustomize.patches[0].target: labelSelector") {
 				return fmt.Errorf("message does not name the field: %s", c.Message)
 			}
+			if !conditions.IsStalled(hr) {
+				return fmt.Errorf("not Stalled: %+v", hr.Status.Conditions)
+			}
 			return nil
 		})
-		wantEvent(t, hr, helmv2.UpgradeFailedReason)
+		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, "InvalidPostRenderers", "labelSelector")
 		if got := releaseRevisions(t, ns, "podinfo"); got != 2 {
-			t.Errorf("%d Helm revisions after the failed upgrade, want 2", got)
+			t.Errorf("%d Helm revisions after the refused upgrade, want 2", got)
+		}
+		if hr.Status.UpgradeFailures != 0 || hr.Status.Failures != 0 {
+			t.Errorf("upgradeFailures %d, failures %d: a spec error is not an upgrade failure", hr.Status.UpgradeFailures, hr.Status.Failures)
 		}
 		wantPodinfoPostRendered(t, ns, "registry.e2e.local/podinfo:6.9.2")
 	})
