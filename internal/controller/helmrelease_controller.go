@@ -316,11 +316,13 @@ func (r *HelmReleaseReconciler) reconcileDelete(ctx context.Context, obj *v2.Hel
 				return err
 			}
 		}
+		if err := r.deleteChartTemplate(ctx, obj); err != nil {
+			return err
+		}
 	} else {
-		ctrl.LoggerFrom(ctx).Info("deleting a suspended HelmRelease: the Helm release is left in place")
-	}
-	if err := r.deleteChartTemplate(ctx, obj); err != nil {
-		return err
+		// As upstream: a suspended HelmRelease leaves what it made alone,
+		// the HelmChart of its chart template included.
+		ctrl.LoggerFrom(ctx).Info("deleting a suspended HelmRelease: the Helm release and its HelmChart are left in place")
 	}
 	r.Charts.Forget(client.ObjectKeyFromObject(obj))
 	r.Targets.Forget(helmv2.HelmReleaseKind, obj.Namespace, obj.Name)

@@ -473,3 +473,27 @@ func TestDependsOn(t *testing.T) {
 		t.Errorf("frontend deployed at %s, before backend at %s", frontend.Status.History.Latest().FirstDeployed, backend.Status.History.Latest().FirstDeployed)
 	}
 }
+
+// TestDeleteSuspended: deleting a suspended HelmRelease leaves everything
+// it made in place, as upstream does: the Helm release and the HelmChart of
+// its chart template.
+func TestDeleteSuspended(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(t)
+	repo := createHelmRepository(t, ns)
+	hr := podinfoRelease(ns, "podinfo", repo)
+	remCreate(t, hr)
+	waitReady(t, hr, helmv2.InstallSucceededReason, 2*time.Minute)
+	setSuspend(t, hr, true)
+	if err := env.client.Delete(ctx, hr); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "HelmRelease gone", func(ctx context.Context) error { return gone(ctx, hr) })
+	if err := get(ctx, &sourcev1.HelmChart{}, ns, ns+"-podinfo"); err != nil {
+		t.Errorf("HelmChart of the suspended HelmRelease: %v (want it left in place)", err)
+	}
+	if n := releaseRevisions(t, ns, "podinfo"); n != 1 {
+		t.Errorf("%d Helm revisions after deleting a suspended HelmRelease, want the release left in place", n)
+	}
+}
