@@ -58,8 +58,9 @@ type actionFunc func(cfg *helmaction.Configuration, o action.Options) (*releasev
 // When Helm itself fails nothing is held and Helm's result is returned.
 func (h *helmRunner) runAfterHooks(ctx context.Context, verb string, wait action.Wait, run actionFunc) (*releasev1.Release, error) {
 	raw := h.cfg.Releases.Driver
+	callbacks := h.progress.helmCallbacks()
 	wrapped, held := afterhooks.Wrap(raw, afterhooks.Target{Name: h.releaseName(), Timeout: wait.Timeout,
-		OnHookStarted: func(p afterhooks.HookProgress) { h.progress.report(p.String()) }})
+		OnHookStarted: func(p afterhooks.HookProgress) { callbacks.report(p.String()) }})
 	cfg, err := action.WithDriver(h.cfg, wrapped)
 	if err != nil {
 		return nil, err
@@ -73,6 +74,7 @@ func (h *helmRunner) runAfterHooks(ctx context.Context, verb string, wait action
 			verb, h.releaseName(), verb, verb))
 	started := time.Now()
 	rel, err := run(cfg, opts)
+	callbacks.close()
 	observePhase(verb, v2.AfterHooks, "helm", started)
 	if err != nil {
 		// Helm failed (it recorded the failure itself) or got no further
