@@ -142,7 +142,7 @@ func (m *Machine) step(ctx context.Context, req *Request, cur *releasev1.Release
 			// not charged to the new attempt) and move on to the new
 			// revision, which supersedes it.
 			m.normal(req, nil, pendingReleaseReason, fmt.Sprintf(
-				"Release %s was held for its readiness wait by an earlier run, but %s since; the new revision supersedes it",
+				"Release %s was held for its readiness wait by an earlier run, but the desired state changed since (%s); the new revision supersedes it",
 				releaseID(cur), reason))
 			return false, m.unlock(ctx, req, cur)
 		}
@@ -185,17 +185,7 @@ func staleHeldRevision(req *Request, cur *releasev1.Release) string {
 	if cur.Info.Status == common.StatusPendingRollback {
 		return ""
 	}
-	held := newSnapshot(req, cur, "")
-	md := req.Chart.Metadata()
-	switch {
-	case held.ChartName != md.Name:
-		return fmt.Sprintf("the chart changed from %s to %s", held.ChartName, md.Name)
-	case held.ChartVersion != md.Version:
-		return fmt.Sprintf("the chart version changed from %s to %s", held.ChartVersion, md.Version)
-	case !req.valuesMatch(held.ConfigDigest):
-		return "the values changed"
-	}
-	return ""
+	return chartOrValuesChange(req, newSnapshot(req, cur, ""))
 }
 
 func (m *Machine) lastRelease(ctx context.Context) (*releasev1.Release, error) {

@@ -97,18 +97,28 @@ func Observe(req *Request, cur *releasev1.Release) Observation {
 }
 
 func outOfSyncReason(req *Request, latest *helmv2.Snapshot) string {
-	md := req.Chart.Metadata()
-	switch {
-	case req.Force:
+	if req.Force {
 		return "a release was forced"
-	case latest.ChartName != md.Name:
-		return fmt.Sprintf("chart changed from %s to %s", latest.ChartName, md.Name)
-	case latest.ChartVersion != md.Version:
-		return fmt.Sprintf("chart version changed from %s to %s", latest.ChartVersion, md.Version)
-	case !req.valuesMatch(latest.ConfigDigest):
-		return "values changed"
+	}
+	if reason := chartOrValuesChange(req, latest); reason != "" {
+		return reason
 	}
 	return postRenderChange(req)
+}
+
+// chartOrValuesChange says how the chart or the values of req differ from
+// those the revision s was made with, or "" when they do not.
+func chartOrValuesChange(req *Request, s *helmv2.Snapshot) string {
+	md := req.Chart.Metadata()
+	switch {
+	case s.ChartName != md.Name:
+		return fmt.Sprintf("chart changed from %s to %s", s.ChartName, md.Name)
+	case s.ChartVersion != md.Version:
+		return fmt.Sprintf("chart version changed from %s to %s", s.ChartVersion, md.Version)
+	case !req.valuesMatch(s.ConfigDigest):
+		return "values changed"
+	}
+	return ""
 }
 
 // ignoreTestFailures tells whether failed tests leave the release as is.
