@@ -38,37 +38,19 @@ build_tool() {
 	ln -sf "$target" "$bin_dir/$name"
 }
 
-# install_source_crds copies source-controller's CRDs from its module into the
-# cache (same key as the binary) and links them as bin/source-controller-crds,
-# so the test cluster can install them without a Go toolchain lookup at runtime.
-install_source_crds() {
-	local key
-	key=$(cat "$here/source-controller/go.mod" "$here/source-controller/go.sum" | sha256sum | cut -c1-16)
-	local target="$cache_root/source-controller-crds-$key"
-	if [[ ! -d "$target" ]]; then
-		local mod_dir
-		mod_dir=$(cd "$here/source-controller" && go list -m -f '{{.Dir}}' github.com/fluxcd/source-controller)
-		rm -rf "$target.tmp"
-		mkdir -p "$target.tmp"
-		cp "$mod_dir"/config/crd/bases/*.yaml "$target.tmp/"
-		chmod u+w "$target.tmp"/*.yaml
-		mv "$target.tmp" "$target"
-	fi
-	ln -sfn "$target" "$bin_dir/source-controller-crds"
-}
-
-# install_module_config <module dir> <link name> <module> copies the config/
-# directory (CRDs, manager, RBAC) of a pinned module into the cache, keyed
-# like its binary, so tests read upstream's manifests without a Go lookup.
-install_module_config() {
-	local dir=$1 name=$2 module=$3 key
+# install_module_dir <module dir> <link name> <module> <subdir> copies a
+# directory of a pinned module (CRDs, manifests) into the cache, keyed like
+# the module's binary, and links it as bin/<link name>, so tests read it
+# without a Go toolchain lookup at runtime.
+install_module_dir() {
+	local dir=$1 name=$2 module=$3 subdir=$4 key
 	key=$(cat "$here/$dir/go.mod" "$here/$dir/go.sum" | sha256sum | cut -c1-16)
 	local target="$cache_root/$name-$key"
 	if [[ ! -d "$target" ]]; then
 		local mod_dir
 		mod_dir=$(cd "$here/$dir" && go list -m -f '{{.Dir}}' "$module")
 		rm -rf "$target.tmp"
-		cp -r "$mod_dir/config" "$target.tmp"
+		cp -r "$mod_dir/$subdir" "$target.tmp"
 		chmod -R u+w "$target.tmp"
 		mv "$target.tmp" "$target"
 	fi
@@ -104,11 +86,11 @@ for tool in "${want[@]}"; do
 	kwok) build_tool kwok kwok sigs.k8s.io/kwok/cmd/kwok ;;
 	source-controller)
 		build_tool source-controller source-controller github.com/fluxcd/source-controller
-		install_source_crds ;;
+		install_module_dir source-controller source-controller-crds github.com/fluxcd/source-controller config/crd/bases ;;
 	helm-controller-upstream)
 		# Upstream Flux helm-controller, for takeover and going-back tests only.
 		build_tool helm-controller helm-controller-upstream github.com/fluxcd/helm-controller
-		install_module_config helm-controller helm-controller-upstream-config github.com/fluxcd/helm-controller ;;
+		install_module_dir helm-controller helm-controller-upstream-config github.com/fluxcd/helm-controller config ;;
 	flux2-manifests) install_flux_manifests ;;
 	*) echo "unknown tool $tool" >&2; exit 2 ;;
 	esac
