@@ -68,3 +68,38 @@ func TestBlake3Snapshots(t *testing.T) {
 	runWithAlgorithm(t, h, digest.BLAKE3)
 	wantCalls(t, h)
 }
+
+// A status last written by an old upstream controller has only the
+// deprecated lastAttemptedValuesChecksum (hex SHA-1 of the values). The
+// same values must not count as a new attempt: the failure counters stay,
+// as upstream falls back to that checksum.
+func TestLegacyValuesChecksumKeepsFailureCounters(t *testing.T) {
+	h := newHarness()
+	req := h.request()
+	sha1Values := chartutil.DigestValues(digest.Algorithm("sha1"), h.values)
+	tests := []struct {
+		name     string
+		checksum string
+		want     int64
+	}{
+		{"same values", sha1Values.Encoded(), 2},
+		{"other values", chartutil.DigestValues(digest.Algorithm("sha1"), map[string]any{"replicas": 9}).Encoded(), 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := &h.obj.Status
+			st.LastAttemptedGeneration = h.obj.Generation
+			st.LastAttemptedRevision = req.Chart.Metadata().Version
+			st.LastAttemptedConfigDigest = ""
+			st.LastAttemptedValuesChecksum = tt.checksum
+			st.Failures, st.InstallFailures = 2, 2
+			(&Machine{}).trackAttempt(req)
+			if st.Failures != tt.want || st.InstallFailures != tt.want {
+				t.Errorf("failures %d, install failures %d, want %d", st.Failures, st.InstallFailures, tt.want)
+			}
+			if st.LastAttemptedValuesChecksum != "" || st.LastAttemptedConfigDigest != req.ConfigDigest {
+				t.Errorf("checksum %q, config digest %q: want the deprecated field replaced", st.LastAttemptedValuesChecksum, st.LastAttemptedConfigDigest)
+			}
+		})
+	}
+}

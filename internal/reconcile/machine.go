@@ -241,7 +241,8 @@ func (m *Machine) trackAttempt(req *Request) {
 	st := &obj.Status
 	revision := req.Chart.Metadata().Version
 	req.specChanged = st.LastAttemptedGeneration != obj.Generation
-	if st.LastAttemptedRevision != revision || !req.valuesMatch(st.LastAttemptedConfigDigest) ||
+	lastValues := lastAttemptedValuesDigest(st.LastAttemptedConfigDigest, st.LastAttemptedValuesChecksum)
+	if st.LastAttemptedRevision != revision || !req.valuesMatch(lastValues) ||
 		st.LastAttemptedGeneration != obj.Generation || st.LastAttemptedRevisionDigest != req.OCIDigest {
 		st.ClearFailures()
 	}
