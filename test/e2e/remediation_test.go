@@ -622,7 +622,15 @@ func TestResetAndForceRequests(t *testing.T) {
 			if hr.Status.LastHandledForceAt != force {
 				return fmt.Errorf("lastHandledForceAt %q, want %q", hr.Status.LastHandledForceAt, force)
 			}
-			return remCondition(hr, meta.ReadyCondition, metav1.ConditionTrue, helmv2.UpgradeSucceededReason)
+			if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionTrue, helmv2.UpgradeSucceededReason); err != nil {
+				return err
+			}
+			// Conditions are written in a request before the rest of the
+			// status: wait for the history too.
+			if latest := hr.Status.History.Latest(); latest == nil || latest.Version < 2 {
+				return fmt.Errorf("history %s, waiting for the forced revision", remSnapshots(hr.Status.History))
+			}
+			return nil
 		})
 		latest := hr.Status.History.Latest()
 		if latest.Version != 2 {
