@@ -48,7 +48,7 @@ release-manifests: ## Write dist/helm-controller.crds.yaml and dist/helm-control
 	go run ./hack/release manifests -out $(DIST_DIR) -version $(VERSION)
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code, the CRD and the RBAC role.
+generate: ## Regenerate deepcopy code, the CRD (and its copy in config/flux) and the RBAC role.
 	go tool controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	go tool controller-gen crd paths=./api/... output:crd:dir=config/crd/bases
 	go run ./hack/crd-dedupe config/crd/bases/*.yaml
@@ -67,7 +67,7 @@ vet: ## Run go vet on every package.
 	go vet ./...
 
 .PHONY: tools
-tools: ## Build (or reuse cached) etcd, kube-*, kwok and source-controller.
+tools: ## Build (or reuse cached) etcd, kube-*, kwok, source-controller and upstream helm-controller; fetch Flux's manifests.
 	hack/tools/build.sh >/dev/null
 
 ##@ Test
