@@ -79,8 +79,10 @@ func (h *helmRunner) runAfterHooks(ctx context.Context, verb string, wait action
 	if err != nil {
 		// Helm failed (it recorded the failure itself) or got no further
 		// than validation; a cancelled action may leave the revision
-		// pending, like a cancelled Helm wait does.
-		return rel, err
+		// pending, like a cancelled Helm wait does. A new revision that
+		// cancelled Helm's own waits (the CRD wait) is a cancellation, as
+		// under beforeHooks.
+		return rel, h.newRevision.canceled(err)
 	}
 	if !held.Holding() {
 		// Helm only logs a failed final storage write, so "success" can

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
+	"github.com/afterhooks/helm-controller/internal/reconcile"
 )
 
 func TestAfterHooksApplies(t *testing.T) {
@@ -76,5 +79,23 @@ func TestAfterHooksSuccessWithoutHeldRevisionIsAnError(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "readiness") {
 		t.Errorf("error %q does not say the readiness wait did not run", err)
+	}
+}
+
+// With CancelHealthCheckOnNewRevision, a new revision that cancels Helm's
+// own waits under afterHooks (the CRD wait) is a cancellation, mapped as the
+// beforeHooks path maps it, not a failure of the action.
+func TestAfterHooksHelmCancelledByNewRevision(t *testing.T) {
+	cfg := helmaction.NewConfiguration()
+	cfg.Releases = storage.Init(driver.NewMemory())
+	h := &helmRunner{cfg: cfg, obj: &v2.HelmRelease{},
+		newRevision: &newRevisionWatch{trigger: "HelmRelease/apps/web generation changed"}}
+	run := func(*helmaction.Configuration, action.Options) (*releasev1.Release, error) {
+		return nil, fmt.Errorf("waiting for CRDs to be established: %w", context.Canceled)
+	}
+	_, err := h.runAfterHooks(context.Background(), "install", action.Wait{Timeout: time.Minute}, run)
+	var canceled *reconcile.HealthCheckCanceledError
+	if !errors.As(err, &canceled) {
+		t.Fatalf("runAfterHooks = %v, want a HealthCheckCanceledError", err)
 	}
 }
