@@ -1,7 +1,7 @@
 // Package dist builds what a release ships: the multi-platform container
 // image (without a Docker daemon) and the release manifests. `make image`,
 // `make image-push` and `make release-manifests` run it through
-// hack/release; the tests in test/image call it directly, so both build the
+// hack/release; TestImage in test/e2e calls it directly, so both build the
 // same thing.
 package dist
 
@@ -151,7 +151,7 @@ func (b Build) validate() error {
 	case b.Revision == "" || b.Created.IsZero():
 		return fmt.Errorf("build needs a revision and a creation time")
 	}
-	if _, err := name.NewTag(Repository + ":" + b.Version); err != nil {
+	if _, err := Tag(b.Version); err != nil {
 		return fmt.Errorf("version %q is not a valid image tag: %w", b.Version, err)
 	}
 	return nil
