@@ -22,11 +22,17 @@ k8s_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=${k8s_version} \
  -X k8s.io/component-base/version.gitTreeState=clean \
  -X k8s.io/component-base/version.buildDate=2026-01-01T00:00:00Z"
 
+# module_key <module dir> names a tool module's pinned versions: what is
+# built or copied from it is cached under this key.
+module_key() {
+	cat "$here/$1/go.mod" "$here/$1/go.sum" | sha256sum | cut -c1-16
+}
+
 # build_tool <module dir> <binary name> <package> [ldflags]
 build_tool() {
 	local dir=$1 name=$2 pkg=$3 ldflags=${4:--s -w}
 	local key
-	key=$(cat "$here/$dir/go.mod" "$here/$dir/go.sum" | sha256sum | cut -c1-16)
+	key=$(module_key "$dir")
 	local target="$cache_root/$name-$key"
 	if [[ ! -x "$target" ]]; then
 		echo "building $name ($dir, key $key)" >&2
@@ -44,7 +50,7 @@ build_tool() {
 # without a Go toolchain lookup at runtime.
 install_module_dir() {
 	local dir=$1 name=$2 module=$3 subdir=$4 key
-	key=$(cat "$here/$dir/go.mod" "$here/$dir/go.sum" | sha256sum | cut -c1-16)
+	key=$(module_key "$dir")
 	local target="$cache_root/$name-$key"
 	if [[ ! -d "$target" ]]; then
 		local mod_dir
