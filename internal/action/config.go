@@ -192,30 +192,3 @@ func (f *ConfigFactory) Build(storageNamespace, releaseNamespace string, opts ..
 func NewRESTClientGetter(cfg *rest.Config) genericclioptions.RESTClientGetter {
 	return kube.NewGetter(cfg, "", true)
 }
-
-// WithDriver returns a copy of cfg whose release storage is d, with cfg's
-// MaxHistory; the kube client, REST getter, capabilities, hook output and
-// logger are shared. Actions run on the copy read and write releases only
-// through d.
-func WithDriver(cfg *helmaction.Configuration, d driver.Driver) (*helmaction.Configuration, error) {
-	if cfg == nil || cfg.Releases == nil {
-		return nil, errors.New("action: configuration without release storage")
-	}
-	if d == nil {
-		return nil, errors.New("action: nil storage driver")
-	}
-	handler := cfg.Logger().Handler()
-	store := storage.Init(d)
-	store.MaxHistory = cfg.Releases.MaxHistory
-	store.SetLogger(handler)
-
-	c := helmaction.NewConfiguration(helmaction.ConfigurationSetLogger(handler))
-	c.RESTClientGetter = cfg.RESTClientGetter
-	c.KubeClient = cfg.KubeClient
-	c.RegistryClient = cfg.RegistryClient
-	c.Capabilities = cfg.Capabilities
-	c.CustomTemplateFuncs = cfg.CustomTemplateFuncs
-	c.HookOutputFunc = cfg.HookOutputFunc
-	c.Releases = store
-	return c, nil
-}

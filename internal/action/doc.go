@@ -68,10 +68,10 @@
 //
 // # afterHooks
 //
-// waitStrategy afterHooks is not handled here yet. It will hook in through
-// WithStorageDriver: the action runs with Helm's hookOnly wait, a storage
-// driver wrapper keeps the release pending-install/upgrade/rollback while
-// Helm records it as deployed, and the release is only marked deployed (or
-// failed) after the controller's own readiness wait that follows the post
-// hooks.
+// Install, Upgrade and Rollback run with waitStrategy afterHooks when the
+// action's waitStrategy (else Options.DefaultWaitStrategy) says so: they
+// hand Helm's action to internal/afterhooks (afterhooks.go here is the one
+// call site), which runs it with Helm's hookOnly wait and does the
+// readiness wait after the post hooks. ResumeWait finishes such a wait
+// after a restart.
 package action

@@ -19,6 +19,16 @@ func Install(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 	if obj == nil {
 		return nil, errNilObject
 	}
+	if afterHooks(obj, verbInstall, o) {
+		return runAfterHooks(ctx, cfg, obj, verbInstall, o, func(c *helmaction.Configuration, o Options) (*releasev1.Release, error) {
+			return install(ctx, c, obj, chrt, values, o)
+		})
+	}
+	return install(ctx, cfg, obj, chrt, values, o)
+}
+
+// install runs Helm's install with the wait o asks for.
+func install(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, values map[string]any, o Options) (*releasev1.Release, error) {
 	install, err := newInstall(cfg, obj, o)
 	if err != nil {
 		return nil, err

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/afterhooks"
 )
 
 // Options carries what the caller decides outside the HelmRelease spec:
@@ -54,6 +55,16 @@ type Options struct {
 	// disableWaitForJobs still apply to the hooks as usual. RollbackOnFailure
 	// is never set, so Helm cannot turn hookOnly back into a resource wait.
 	HookOnlyWait bool
+
+	// DefaultWaitStrategy is the waitStrategy of install, upgrade and
+	// rollback when the HelmRelease leaves it unset (--default-wait-strategy
+	// and the DefaultToAfterHooks feature gate); empty means beforeHooks.
+	// Actions with waitStrategy afterHooks run through internal/afterhooks.
+	DefaultWaitStrategy v2.HookWaitStrategy
+
+	// AfterHooksObserver hears the phases of afterHooks actions (events,
+	// progress, metrics); may be nil.
+	AfterHooksObserver afterhooks.Observer
 
 	// StatusReaders judge the readiness of the kinds they support before
 	// kstatus' built-in rules do: spec.healthCheckExprs, compiled by

@@ -5,24 +5,36 @@ import (
 	"errors"
 
 	helmaction "helm.sh/helm/v4/pkg/action"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 )
 
 // Rollback rolls the release of obj back to revision toVersion; 0 means the
-// revision before the last one, as in Helm. ctx is accepted for symmetry:
-// Helm's rollback cannot be cancelled, only Options.WaitContext bounds its
-// wait.
+// revision before the last one, as in Helm. Helm's rollback cannot be
+// cancelled, only Options.WaitContext bounds its wait; under afterHooks ctx
+// ending interrupts the readiness wait, which leaves the revision pending.
 //
 // spec.rollback.recreate has no Helm 4 equivalent (Helm removed pod
 // recreation); it is ignored with a warning in Helm's log, as upstream does.
-func Rollback(_ context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, toVersion int, o Options) error {
+func Rollback(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, toVersion int, o Options) error {
 	if obj == nil {
 		return errNilObject
 	}
 	if toVersion < 0 {
 		return errors.New("rollback: negative target revision")
 	}
+	if afterHooks(obj, verbRollback, o) {
+		_, err := runAfterHooks(ctx, cfg, obj, verbRollback, o, func(c *helmaction.Configuration, o Options) (*releasev1.Release, error) {
+			return nil, rollback(c, obj, toVersion, o)
+		})
+		return err
+	}
+	return rollback(cfg, obj, toVersion, o)
+}
+
+// rollback runs Helm's rollback with the wait o asks for.
+func rollback(cfg *helmaction.Configuration, obj *v2.HelmRelease, toVersion int, o Options) error {
 	name := ReleaseName(obj)
 	// Helm decides "auto" from the revision rolled back to.
 	var targetApplyMethod string

@@ -20,6 +20,16 @@ func Upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 	if obj == nil {
 		return nil, errNilObject
 	}
+	if afterHooks(obj, verbUpgrade, o) {
+		return runAfterHooks(ctx, cfg, obj, verbUpgrade, o, func(c *helmaction.Configuration, o Options) (*releasev1.Release, error) {
+			return upgrade(ctx, c, obj, chrt, values, o)
+		})
+	}
+	return upgrade(ctx, cfg, obj, chrt, values, o)
+}
+
+// upgrade runs Helm's upgrade with the wait o asks for.
+func upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, values map[string]any, o Options) (*releasev1.Release, error) {
 	name := ReleaseName(obj)
 	// Helm decides "auto" from the last release; so do we, to hand Helm a
 	// pair of force flags it accepts.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -12,7 +13,9 @@ import (
 	helmaction "helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
-	"helm.sh/helm/v4/pkg/kube"
+	helmkube "helm.sh/helm/v4/pkg/kube"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage"
 	"helm.sh/helm/v4/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,7 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/afterhooks/helm-controller/internal/action"
+	"github.com/afterhooks/helm-controller/internal/kube"
 	"github.com/afterhooks/helm-controller/test/envtestserver"
 )
 
@@ -72,6 +75,28 @@ func clusterChart(withDeployment bool) *chartv2.Chart {
 	return c
 }
 
+// clusterConfig is a Helm configuration on the API server at restCfg that
+// stores releases as Secrets in ns, through wrap when it is not nil.
+func clusterConfig(t *testing.T, restCfg *rest.Config, ns string, wrap func(driver.Driver) driver.Driver) *helmaction.Configuration {
+	t.Helper()
+	getter := kube.NewGetter(restCfg, ns, true)
+	cs, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := helmkube.New(getter)
+	kc.Namespace = ns
+	var d driver.Driver = driver.NewSecrets(cs.CoreV1().Secrets(ns))
+	if wrap != nil {
+		d = wrap(d)
+	}
+	cfg := helmaction.NewConfiguration(helmaction.ConfigurationSetLogger(slog.DiscardHandler))
+	cfg.RESTClientGetter = getter
+	cfg.KubeClient = kc
+	cfg.Releases = storage.Init(d)
+	return cfg
+}
+
 // End to end: a real install with the hookOnly wait and the wrapper, the
 // readiness wait with each strategy, then Commit or Fail.
 func TestAfterHooksOnAPIServer(t *testing.T) {
@@ -80,21 +105,17 @@ func TestAfterHooksOnAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	factory, err := action.NewConfigFactoryFromRESTConfig(restCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	tests := []struct {
 		name           string
 		withDeployment bool
-		strategy       kube.WaitStrategy
+		strategy       helmkube.WaitStrategy
 		wantNotReady   string // empty: ready
 	}{
-		{name: "ready, status watcher", strategy: kube.StatusWatcherStrategy},
-		{name: "ready, legacy", strategy: kube.LegacyStrategy},
-		{name: "not ready, status watcher", withDeployment: true, strategy: kube.StatusWatcherStrategy, wantNotReady: "Deployment/%s/web: InProgress"},
-		{name: "not ready, legacy", withDeployment: true, strategy: kube.LegacyStrategy, wantNotReady: "Deployment/%s/web: InProgress"},
+		{name: "ready, status watcher", strategy: helmkube.StatusWatcherStrategy},
+		{name: "ready, legacy", strategy: helmkube.LegacyStrategy},
+		{name: "not ready, status watcher", withDeployment: true, strategy: helmkube.StatusWatcherStrategy, wantNotReady: "Deployment/%s/web: InProgress"},
+		{name: "not ready, legacy", withDeployment: true, strategy: helmkube.LegacyStrategy, wantNotReady: "Deployment/%s/web: InProgress"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -103,19 +124,16 @@ func TestAfterHooksOnAPIServer(t *testing.T) {
 				t.Fatal(err)
 			}
 			var held *Held
-			cfg, err := factory.Build(ns, ns, action.WithStorageDriver(func(d driver.Driver) driver.Driver {
+			cfg := clusterConfig(t, restCfg, ns, func(d driver.Driver) driver.Driver {
 				var w driver.Driver
 				w, held = Wrap(d, Target{Name: relName, Timeout: 4 * time.Second})
 				return w
-			}))
-			if err != nil {
-				t.Fatal(err)
-			}
+			})
 			in := helmaction.NewInstall(cfg)
 			in.ReleaseName = relName
 			in.Namespace = ns
 			in.Timeout = 30 * time.Second
-			in.WaitStrategy = kube.HookOnlyStrategy
+			in.WaitStrategy = helmkube.HookOnlyStrategy
 			in.WaitForJobs = true
 			if _, err := in.Run(clusterChart(tt.withDeployment), nil); err != nil {
 				t.Fatalf("install: %v", err)
@@ -166,5 +184,158 @@ func TestAfterHooksOnAPIServer(t *testing.T) {
 				t.Errorf("after Fail: %s %q", failed.Info.Status, failed.Info.Description)
 			}
 		})
+	}
+}
+
+// upgradeAction runs Helm's upgrade of relName to chrt with the hookOnly
+// wait, as afterHooks runs it.
+func upgradeAction(ns string, chrt *chartv2.Chart) func(*helmaction.Configuration) (*releasev1.Release, error) {
+	return func(c *helmaction.Configuration) (*releasev1.Release, error) {
+		up := helmaction.NewUpgrade(c)
+		up.Namespace = ns
+		up.Timeout = 30 * time.Second
+		up.WaitStrategy = helmkube.HookOnlyStrategy
+		r, err := up.RunWithContext(context.Background(), relName, chrt, nil)
+		rel, _ := toV1(r)
+		return rel, err
+	}
+}
+
+func installAction(ns string, chrt *chartv2.Chart) func(*helmaction.Configuration) (*releasev1.Release, error) {
+	return func(c *helmaction.Configuration) (*releasev1.Release, error) {
+		in := helmaction.NewInstall(c)
+		in.ReleaseName = relName
+		in.Namespace = ns
+		in.Timeout = 30 * time.Second
+		in.WaitStrategy = helmkube.HookOnlyStrategy
+		r, err := in.RunWithContext(context.Background(), chrt, nil)
+		rel, _ := toV1(r)
+		return rel, err
+	}
+}
+
+func newNamespace(t *testing.T, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	if _, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// upgradeChart is testChart at 2.0.0 plus a ConfigMap "extra" and a
+// Deployment that never becomes ready here.
+func upgradeChart() *chartv2.Chart {
+	c := testChart("2.0.0")
+	c.Templates = append(c.Templates,
+		&common.File{Name: "templates/extra.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n")},
+		&common.File{Name: "templates/deploy.yaml", Data: []byte(deploymentTemplate)})
+	return c
+}
+
+// upgrade.cleanupOnFail under afterHooks: when the readiness wait fails,
+// what the failed upgrade created is deleted, as Helm does when its own
+// wait fails; what the previous revision had stays.
+func TestRunCleanupOnFailOnAPIServer(t *testing.T) {
+	restCfg := apiServer(t)
+	cs, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cleanup := range []bool{true, false} {
+		t.Run(fmt.Sprintf("cleanupOnFail=%t", cleanup), func(t *testing.T) {
+			ns := fmt.Sprintf("cleanup-%t", cleanup)
+			newNamespace(t, cs, ns)
+			cfg := clusterConfig(t, restCfg, ns, nil)
+			a := Action{Verb: "install", Release: relName,
+				Readiness: Readiness{Strategy: helmkube.StatusWatcherStrategy, WaitForJobs: true, Timeout: 5 * time.Second}}
+			if _, err := Run(context.Background(), cfg, a, installAction(ns, testChart("1.0.0"))); err != nil {
+				t.Fatalf("install: %v", err)
+			}
+			a.Verb, a.CleanupOnFail = "upgrade", cleanup
+			rel, err := Run(context.Background(), cfg, a, upgradeAction(ns, upgradeChart()))
+			var nre *NotReadyError
+			if !errors.As(err, &nre) {
+				t.Fatalf("upgrade: %v, want the readiness wait to fail", err)
+			}
+			if rel == nil || rel.Version != 2 || rel.Info.Status != "failed" {
+				t.Fatalf("upgrade returned %+v, want v2 failed", rel)
+			}
+			if got := statuses(t, cfg.Releases.Driver); got != "v1=deployed v2=failed" {
+				t.Errorf("storage: %s", got)
+			}
+			ctx := context.Background()
+			if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, relName+"-cm", metav1.GetOptions{}); err != nil {
+				t.Errorf("the ConfigMap of v1: %v", err)
+			}
+			_, extraErr := cs.CoreV1().ConfigMaps(ns).Get(ctx, "extra", metav1.GetOptions{})
+			dep, depErr := cs.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+			if !cleanup {
+				if extraErr != nil || depErr != nil {
+					t.Errorf("without cleanupOnFail the new objects must stay: configmap %v, deployment %v", extraErr, depErr)
+				}
+				return
+			}
+			if !apierrors.IsNotFound(extraErr) {
+				t.Errorf("ConfigMap extra, created by the failed upgrade: %v, want deleted", extraErr)
+			}
+			// Background propagation: the Deployment may linger with a
+			// deletion timestamp until the garbage collector runs.
+			if depErr == nil && dep.DeletionTimestamp == nil {
+				t.Error("Deployment web, created by the failed upgrade, was not deleted")
+			} else if depErr != nil && !apierrors.IsNotFound(depErr) {
+				t.Error(depErr)
+			}
+		})
+	}
+}
+
+// A hook whose previous object is still terminating (a finalizer holds it)
+// is re-created only once that object is gone: Helm deletes hooks before
+// creating them again (before-hook-creation), and under afterHooks the
+// deletion is awaited as it is under beforeHooks. Helm's own hookOnly wait
+// does not await it: the new hook is then applied onto the terminating
+// object and vanishes with it.
+func TestRunAwaitsHookDeletionsOnAPIServer(t *testing.T) {
+	restCfg := apiServer(t)
+	cs, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns, finalizer = "hook-deletion", "test.afterhooks.io/hold"
+	newNamespace(t, cs, ns)
+	ctx := context.Background()
+	held := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "post", Namespace: ns, Finalizers: []string{finalizer}}}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, held, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, "post", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan error, 1)
+	go func() {
+		time.Sleep(2 * time.Second)
+		cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "post", metav1.GetOptions{})
+		if err == nil {
+			cm.Finalizers = nil
+			_, err = cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+		}
+		released <- err
+	}()
+
+	cfg := clusterConfig(t, restCfg, ns, nil)
+	a := Action{Verb: "install", Release: relName,
+		Readiness: Readiness{Strategy: helmkube.StatusWatcherStrategy, WaitForJobs: true, Timeout: 10 * time.Second}}
+	rel, err := Run(ctx, cfg, a, installAction(ns, testChart("1.0.0")))
+	if err := <-released; err != nil {
+		t.Fatalf("releasing the finalizer: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("install: %v", err)
+	}
+	if rel.Info.Status != "deployed" {
+		t.Errorf("install ended %s", rel.Info.Status)
+	}
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "post", metav1.GetOptions{})
+	if err != nil || cm.DeletionTimestamp != nil || len(cm.Finalizers) != 0 {
+		t.Errorf("hook ConfigMap after the install: %+v, %v; want the new one", cm, err)
 	}
 }

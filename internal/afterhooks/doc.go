@@ -1,10 +1,35 @@
 // Package afterhooks implements waitStrategy afterHooks: the readiness wait
 // of an install, upgrade or rollback runs after the post hooks instead of
-// before them.
+// before them. The whole lifecycle lives here; internal/action calls it
+// from one place (runAfterHooks and ResumeWait in its afterhooks.go) when
+// an action's waitStrategy is afterHooks.
 //
-// The Helm action runs with kube.HookOnlyStrategy, so Helm waits for its
-// hooks but not for the release's resources, and its storage driver is
-// wrapped by Wrap. The wrapper lets every write through except two:
+// # Lifecycle
+//
+// Run (run.go) is one action, start to end:
+//
+//  1. wrap: a copy of the Helm configuration whose storage driver is Wrap's
+//     (held.go) and whose kube client (kube.go) awaits hook deletions and
+//     records what the apply creates;
+//  2. run: Helm's action on that copy with kube.HookOnlyStrategy, so Helm
+//     runs pre hooks, apply and post hooks but does not wait for the
+//     release's resources; the wrapper holds back the "deployed" record,
+//     stored pending with a deadline (marker.go);
+//  3. wait: WaitReady (wait.go), which names what is not ready;
+//  4. commit or fail: Held.Commit marks the revision deployed (superseding
+//     the previous one only now), Held.Fail marks it failed with what is
+//     not ready and, with cleanupOnFail, the objects the action created are
+//     deleted.
+//
+// When the controller stops during the wait the revision stays pending with
+// its marker. Resume picks it up in the next run: Recover rebuilds the Held
+// from storage and the wait continues for what is left of its deadline
+// (ResumeTimeout); no hook runs twice. An Observer hears each phase, for
+// events, the Reconciling condition and metrics.
+//
+// # The storage wrapper
+//
+// Wrap lets every write through except two:
 //
 //   - the Update that moves the target revision to "deployed" is stored
 //     with the revision's pending status (pending-install, pending-upgrade
@@ -13,14 +38,6 @@
 //     stored as Helm wrote them;
 //   - an Update that moves another revision of the same release to
 //     "superseded" is deferred.
-//
-// The caller then waits with WaitReady and finishes with Held.Commit
-// (target deployed, deferred revisions superseded, in Helm's order) or
-// Held.Fail (target failed, the previous revisions left as they were). When
-// the controller restarts between the action and the end of the wait,
-// IsAwaitingReadiness recognises the pending revision and Recover rebuilds
-// the Held from storage, so the wait resumes within what is left of its
-// timeout and the hooks never run twice.
 //
 // # Helm v4.2.4 storage sequences
 //

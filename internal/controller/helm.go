@@ -87,41 +87,62 @@ func (h *helmRunner) Install(ctx context.Context, chart *chartv2.Chart, values m
 		install.Replace = true
 		obj.Spec.Install = &install
 	}
-	pr, err := h.postRenderer()
+	opts, err := h.actionOptions(true)
 	if err != nil {
 		return nil, err
 	}
-	if afterHooksInstall(obj, h.defaultWait) {
-		return h.runAfterHooks(ctx, "install", action.InstallWait(obj, h.opts),
-			func(cfg *helmaction.Configuration, o action.Options) (*releasev1.Release, error) {
-				o.PostRenderer = pr
-				return action.Install(ctx, cfg, obj, chart, values, o)
-			})
-	}
-	defer observePhase("install", v2.BeforeHooks, "helm", time.Now())
-	opts := h.opts
-	opts.PostRenderer = pr
+	defer h.observeHelm("install", obj.GetInstall().GetWaitStrategy(opts.DefaultWaitStrategy), time.Now())
 	rel, err := action.Install(ctx, h.cfg, obj, chart, values, opts)
 	return rel, h.newRevision.canceled(err)
 }
 
 func (h *helmRunner) Upgrade(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
-	pr, err := h.postRenderer()
+	opts, err := h.actionOptions(true)
 	if err != nil {
 		return nil, err
 	}
-	if afterHooksUpgrade(h.obj, h.defaultWait) {
-		return h.runAfterHooks(ctx, "upgrade", action.UpgradeWait(h.obj, h.opts),
-			func(cfg *helmaction.Configuration, o action.Options) (*releasev1.Release, error) {
-				o.PostRenderer = pr
-				return action.Upgrade(ctx, cfg, h.obj, chart, values, o)
-			})
-	}
-	defer observePhase("upgrade", v2.BeforeHooks, "helm", time.Now())
-	opts := h.opts
-	opts.PostRenderer = pr
+	defer h.observeHelm("upgrade", h.obj.GetUpgrade().GetWaitStrategy(opts.DefaultWaitStrategy), time.Now())
 	rel, err := action.Upgrade(ctx, h.cfg, h.obj, chart, values, opts)
 	return rel, h.newRevision.canceled(err)
+}
+
+// actionOptions are the options of an install, upgrade or rollback:
+// the controller's, with the afterHooks observer and, for install and
+// upgrade (render), the post renderer. Invalid post renderers fail the
+// action before Helm renders anything.
+func (h *helmRunner) actionOptions(render bool) (action.Options, error) {
+	opts := h.opts
+	opts.DefaultWaitStrategy = h.defaultWait
+	opts.AfterHooksObserver = &afterHooksObserver{obj: h.obj, release: h.releaseName(), recorder: h.recorder, progress: h.progress}
+	if render {
+		pr, err := h.postRenderer()
+		if err != nil {
+			return opts, err
+		}
+		opts.PostRenderer = pr
+	}
+	return opts, nil
+}
+
+// rollbackOptions are the options of a rollback. A rollback that starts
+// after a new revision was seen (a remediation of the action that new
+// revision abandoned) is not bound to the already cancelled wait context:
+// it would fail at once and leave the release without its remediation.
+func (h *helmRunner) rollbackOptions() (action.Options, error) {
+	opts, err := h.actionOptions(false)
+	if h.newRevision.Trigger() != "" {
+		opts.WaitContext = nil
+	}
+	return opts, err
+}
+
+// observeHelm records the duration of a beforeHooks Helm action (hooks,
+// apply and readiness wait); afterHooks actions report their phases
+// through the observer.
+func (h *helmRunner) observeHelm(verb string, strategy v2.HookWaitStrategy, started time.Time) {
+	if strategy != v2.AfterHooks {
+		observePhase(verb, v2.BeforeHooks, "helm", started)
+	}
 }
 
 // postRenderer builds the post renderer install and upgrade run on the
@@ -138,15 +159,23 @@ func (h *helmRunner) Test(ctx context.Context) (*releasev1.Release, error) {
 }
 
 func (h *helmRunner) Rollback(ctx context.Context, toVersion int) error {
-	if afterHooksRollback(h.obj, h.defaultWait) {
-		_, err := h.runAfterHooks(ctx, "rollback", action.RollbackWait(h.obj, h.opts),
-			func(cfg *helmaction.Configuration, o action.Options) (*releasev1.Release, error) {
-				return nil, action.Rollback(ctx, cfg, h.obj, toVersion, o)
-			})
+	opts, err := h.rollbackOptions()
+	if err != nil {
 		return err
 	}
-	defer observePhase("rollback", v2.BeforeHooks, "helm", time.Now())
-	return h.newRevision.canceled(action.Rollback(ctx, h.cfg, h.obj, toVersion, h.opts))
+	defer h.observeHelm("rollback", h.obj.GetRollback().GetWaitStrategy(opts.DefaultWaitStrategy), time.Now())
+	return h.newRevision.canceled(action.Rollback(ctx, h.cfg, h.obj, toVersion, opts))
+}
+
+// ResumeWait finishes the afterHooks readiness wait of rel, which an
+// earlier run of the controller left pending; see afterhooks.Resume.
+func (h *helmRunner) ResumeWait(ctx context.Context, rel *releasev1.Release) (*releasev1.Release, error) {
+	opts, err := h.actionOptions(false)
+	if err != nil {
+		return nil, err
+	}
+	resumed, err := action.ResumeWait(ctx, h.cfg, h.obj, rel, opts)
+	return resumed, h.newRevision.canceled(err)
 }
 
 func (h *helmRunner) Uninstall(ctx context.Context) error {

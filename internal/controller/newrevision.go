@@ -98,8 +98,8 @@ func (r *HelmReleaseReconciler) baselineOf(ctx context.Context, obj *v2.HelmRele
 func startNewRevisionWatch(parent context.Context, interval time.Duration, check func(context.Context) string) *newRevisionWatch {
 	// The wait context must outlive nothing but the reconcile; it is
 	// cancelled by a trigger, by Stop or with the reconcile's context.
-	ctx, cancel := context.WithCancel(parent)
-	w := &newRevisionWatch{ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	ctx, cancel := context.WithCancelCause(parent)
+	w := &newRevisionWatch{ctx: ctx, cancel: func() { cancel(nil) }, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		ticker := time.NewTicker(interval)
@@ -115,7 +115,9 @@ func startNewRevisionWatch(parent context.Context, interval time.Duration, check
 				w.trigger = trigger
 				w.mu.Unlock()
 				ctrl.LoggerFrom(parent).Info("new reconciliation triggered, canceling health checks", "trigger", trigger)
-				cancel()
+				// The cause names the trigger to whoever fails the
+				// abandoned revision (see afterhooks.Action.Abandon).
+				cancel(&reconcile.HealthCheckCanceledError{Trigger: trigger, Err: context.Canceled})
 				return
 			}
 		}

@@ -74,36 +74,6 @@ func (p *progressReporter) close() {
 	p.mu.Unlock()
 }
 
-// helmCallbacks returns a reporter for callbacks that Helm makes from its
-// own goroutines during one action. Helm can return (a cancelled context)
-// while such a goroutine still runs; closing the returned reporter when the
-// action returns waits for a report in flight and drops later ones, so
-// they never touch the object the reconcile works on again.
-func (p *progressReporter) helmCallbacks() *callbackReporter {
-	return &callbackReporter{parent: p}
-}
-
-// callbackReporter forwards reports to its parent until closed.
-type callbackReporter struct {
-	mu     sync.Mutex
-	closed bool
-	parent *progressReporter
-}
-
-func (c *callbackReporter) report(msg string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.closed {
-		c.parent.report(msg)
-	}
-}
-
-func (c *callbackReporter) close() {
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
-}
-
 // waitingFor words the readiness wait of rel: "waiting for 3 resources:
 // deployment/app, service/app, job/seed".
 func waitingFor(rel *releasev1.Release) string {

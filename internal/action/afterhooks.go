@@ -1,0 +1,95 @@
+package action
+
+import (
+	"context"
+
+	helmaction "helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/release/common"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/afterhooks"
+)
+
+// verb names an install, upgrade or rollback in afterHooks messages.
+type verb string
+
+const (
+	verbInstall  verb = "install"
+	verbUpgrade  verb = "upgrade"
+	verbRollback verb = "rollback"
+)
+
+// afterHooks tells whether the action of obj named by v runs with
+// waitStrategy afterHooks: its own waitStrategy, else the caller's
+// default; never when its wait is disabled.
+func afterHooks(obj *v2.HelmRelease, v verb, o Options) bool {
+	var s v2.HookWaitStrategy
+	switch v {
+	case verbInstall:
+		s = obj.GetInstall().GetWaitStrategy(o.DefaultWaitStrategy)
+	case verbUpgrade:
+		s = obj.GetUpgrade().GetWaitStrategy(o.DefaultWaitStrategy)
+	case verbRollback:
+		s = obj.GetRollback().GetWaitStrategy(o.DefaultWaitStrategy)
+	}
+	return s == v2.AfterHooks
+}
+
+// runAfterHooks is the one place an action hands over to internal/afterhooks:
+// run executes Helm's action, with Helm's hookOnly wait, on the
+// configuration afterhooks gives it; the readiness wait, cleanupOnFail and
+// the final record follow in afterhooks.
+func runAfterHooks(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, v verb, o Options,
+	run func(*helmaction.Configuration, Options) (*releasev1.Release, error)) (*releasev1.Release, error) {
+	return afterhooks.Run(ctx, cfg, afterHooksAction(obj, v, o), func(c *helmaction.Configuration) (*releasev1.Release, error) {
+		hookOnly := o
+		hookOnly.HookOnlyWait = true
+		return run(c, hookOnly)
+	})
+}
+
+// ResumeWait finishes the afterHooks readiness wait of pending, the latest
+// revision of obj's release, which an earlier run of the controller left
+// pending; see afterhooks.Resume. The wait and cleanup are those of the
+// action that created the revision.
+func ResumeWait(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, pending *releasev1.Release, o Options) (*releasev1.Release, error) {
+	if obj == nil {
+		return nil, errNilObject
+	}
+	v := verbInstall
+	if pending != nil && pending.Info != nil {
+		switch pending.Info.Status {
+		case common.StatusPendingUpgrade:
+			v = verbUpgrade
+		case common.StatusPendingRollback:
+			v = verbRollback
+		}
+	}
+	return afterhooks.Resume(ctx, cfg, afterHooksAction(obj, v, o))
+}
+
+// afterHooksAction describes the afterHooks run of obj's action v.
+func afterHooksAction(obj *v2.HelmRelease, v verb, o Options) afterhooks.Action {
+	var wait Wait
+	cleanup := false
+	switch v {
+	case verbInstall:
+		wait = InstallWait(obj, o)
+	case verbUpgrade:
+		wait = UpgradeWait(obj, o)
+		cleanup = obj.GetUpgrade().CleanupOnFail
+	case verbRollback:
+		wait = RollbackWait(obj, o)
+		cleanup = obj.GetRollback().CleanupOnFail
+	}
+	return afterhooks.Action{
+		Verb:          string(v),
+		Release:       ReleaseName(obj),
+		Readiness:     afterhooks.Readiness{Strategy: wait.Strategy, WaitForJobs: wait.WaitForJobs, Timeout: wait.Timeout},
+		CleanupOnFail: cleanup,
+		StatusReaders: o.StatusReaders,
+		Abandon:       o.WaitContext,
+		Observer:      o.AfterHooksObserver,
+	}
+}
