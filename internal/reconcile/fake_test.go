@@ -38,6 +38,8 @@ type fakeHelm struct {
 	// returned, as the runner's finishWait does.
 	interrupt string
 	shutdown  func()
+	// onRollback is called when a rollback starts.
+	onRollback func()
 }
 
 func newFakeHelm() *fakeHelm {
@@ -127,6 +129,9 @@ func (f *fakeHelm) Test(context.Context) (*releasev1.Release, error) {
 
 func (f *fakeHelm) Rollback(_ context.Context, toVersion int) error {
 	f.calls = append(f.calls, "rollback")
+	if f.onRollback != nil {
+		f.onRollback()
+	}
 	if err := f.fail["rollback"]; err != nil {
 		return err
 	}

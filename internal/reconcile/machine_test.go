@@ -886,3 +886,56 @@ func TestStaleHeldRevisionIsSupersededNotCharged(t *testing.T) {
 	}
 	wantCondition(t, h, meta.ReadyCondition, metav1.ConditionTrue, helmv2.UpgradeSucceededReason)
 }
+
+// A remediation rollback that does not finish is not reported as a failed
+// rollback: interrupted by shutdown it says nothing (the next run resumes
+// or decides), abandoned for a new revision it says canceled.
+func TestUnfinishedRollbackIsNotRollbackFailed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// rollbackErr is what the rollback returns; shutdown is the
+		// controller stopping while it runs.
+		rollbackErr error
+		shutdown    bool
+		wantReason  string // Remediated reason; "" for none written
+	}{
+		{name: "interrupted by shutdown", shutdown: true,
+			rollbackErr: fmt.Errorf("afterhooks: readiness wait interrupted: %w", context.Canceled)},
+		{name: "abandoned for a new revision", wantReason: meta.HealthCheckCanceledReason,
+			rollbackErr: &HealthCheckCanceledError{Trigger: "HelmRelease/default/app", Err: context.Canceled}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(func(o *v2.HelmRelease) {
+				o.Spec.Upgrade = &v2.Upgrade{}
+				o.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 1}
+			})
+			h.mustRun(t)
+			h.calls()
+			h.chart = newFakeChart("podinfo", "6.1.0")
+			h.helm.fail["upgrade"] = errors.New("deployment not ready")
+			h.helm.fail["rollback"] = tc.rollbackErr
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.shutdown {
+				h.helm.onRollback = cancel
+			}
+			m := &Machine{Helm: h.helm, Recorder: h.recorder}
+			if err := m.Run(ctx, h.request()); err == nil {
+				t.Fatal("no error")
+			}
+			wantCalls(t, h, "upgrade", "rollback")
+			c := conditions.Get(h.obj, helmv2.RemediatedCondition)
+			switch {
+			case tc.wantReason == "" && c != nil:
+				t.Errorf("Remediated %s/%s: %s, want none", c.Status, c.Reason, c.Message)
+			case tc.wantReason != "" && (c == nil || c.Reason != tc.wantReason):
+				t.Errorf("Remediated %+v, want reason %s", c, tc.wantReason)
+			}
+			for _, e := range h.recorder.events {
+				if e.Reason == helmv2.RollbackFailedReason {
+					t.Errorf("event %+v", e)
+				}
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 )
 
@@ -27,6 +28,20 @@ func (m *Machine) rollback(ctx context.Context, req *Request) error {
 		recordSnapshot(req, rel, helmv2.ReleaseActionRollback)
 	}
 	latest := req.Object.Status.History.Latest()
+	if err != nil && ctx.Err() != nil {
+		// Interrupted (the controller stops), not failed: under afterHooks
+		// the revision stays pending and the next run resumes its wait.
+		return fmt.Errorf("Helm rollback to previous release %s interrupted: %w", target, err)
+	}
+	var canceled *HealthCheckCanceledError
+	if errors.As(err, &canceled) {
+		// Abandoned for a new desired state, which the next reconcile,
+		// already queued, works on.
+		msg := fmt.Sprintf("Helm rollback to previous release %s canceled: %s", target, canceled)
+		conditions.MarkFalse(req.Object, helmv2.RemediatedCondition, meta.HealthCheckCanceledReason, "%s", msg)
+		m.normal(req, latest, meta.HealthCheckCanceledReason, msg)
+		return canceled
+	}
 	if err != nil {
 		msg := fmt.Sprintf("Helm rollback to previous release %s failed: %s", target, trimError(err))
 		conditions.MarkFalse(req.Object, helmv2.RemediatedCondition, helmv2.RollbackFailedReason, "%s", msg)
