@@ -343,6 +343,10 @@ var ownedConditions = []string{
 	helmv2.DriftedCondition,
 }
 
+// statusWriteTimeout bounds the final status write of a reconcile, which
+// outlives a cancelled reconcile context.
+const statusWriteTimeout = 10 * time.Second
+
 // finalizeStatus writes the outcome of a reconcile back to the API server.
 func (r *HelmReleaseReconciler) finalizeStatus(ctx context.Context, patcher *patch.SerialPatcher, obj *v2.HelmRelease, reconcileErr error) error {
 	if v, ok := meta.ReconcileAnnotationValue(obj.GetAnnotations()); ok {
@@ -357,7 +361,12 @@ func (r *HelmReleaseReconciler) finalizeStatus(ctx context.Context, patcher *pat
 		}
 	}
 
-	err := patcher.Patch(ctx, obj, patch.WithOwnedConditions{Conditions: ownedConditions}, patch.WithFieldOwner(r.FieldManager))
+	// A reconcile interrupted by shutdown still records what it did (a new
+	// revision in the history, a failure counted): losing that would make
+	// the next run misread the release. The write gets a moment of its own.
+	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusWriteTimeout)
+	defer cancel()
+	err := patcher.Patch(writeCtx, obj, patch.WithOwnedConditions{Conditions: ownedConditions}, patch.WithFieldOwner(r.FieldManager))
 	if err != nil && deleted && apierrors.IsNotFound(err) {
 		return nil
 	}
