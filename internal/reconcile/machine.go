@@ -185,6 +185,11 @@ func staleHeldRevision(req *Request, cur *releasev1.Release) string {
 	if cur.Info.Status == common.StatusPendingRollback {
 		return ""
 	}
+	if req.previousOCIDigest != req.OCIDigest {
+		// Helm's record does not say which OCI artifact the revision was
+		// made from; the previous attempt does.
+		return fmt.Sprintf("chart artifact changed from '%s' to '%s'", req.previousOCIDigest, req.OCIDigest)
+	}
 	return chartOrValuesChange(req, newSnapshot(req, cur, ""))
 }
 
@@ -241,6 +246,7 @@ func (m *Machine) trackAttempt(req *Request) {
 	st := &obj.Status
 	revision := req.Chart.Metadata().Version
 	req.specChanged = st.LastAttemptedGeneration != obj.Generation
+	req.previousOCIDigest = st.LastAttemptedRevisionDigest
 	lastValues := lastAttemptedValuesDigest(st.LastAttemptedConfigDigest, st.LastAttemptedValuesChecksum)
 	if st.LastAttemptedRevision != revision || !req.valuesMatch(lastValues) ||
 		st.LastAttemptedGeneration != obj.Generation || st.LastAttemptedRevisionDigest != req.OCIDigest {

@@ -939,3 +939,33 @@ func TestUnfinishedRollbackIsNotRollbackFailed(t *testing.T) {
 		})
 	}
 }
+
+// A held revision made from another OCI artifact (same chart version, new
+// digest) is not resumed under the new digest: its snapshot would claim an
+// artifact it was not made from. It is superseded by a new revision.
+func TestHeldRevisionFromAnotherOCIArtifactIsSuperseded(t *testing.T) {
+	h := newHarness(func(o *v2.HelmRelease) {
+		o.Spec.Upgrade = &v2.Upgrade{WaitStrategy: v2.AfterHooks}
+	})
+	const oldDigest, newDigest = "sha256:aaaa", "sha256:bbbb"
+	req := h.request()
+	req.OCIDigest = oldDigest
+	if err := (&Machine{Helm: h.helm, Recorder: h.recorder}).Run(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	chart, _ := h.chart.Load()
+	h.helm.newRelease(chart, h.values, common.StatusPendingUpgrade).Info.Description = awaitingMarker(time.Now().Add(time.Minute))
+	h.calls()
+
+	req = h.request()
+	req.OCIDigest = newDigest
+	if err := (&Machine{Helm: h.helm, Recorder: h.recorder}).Run(context.Background(), req); err != nil {
+		t.Fatalf("reconcile failed: %v", err)
+	}
+	if calls := h.calls(); reflect.DeepEqual(calls, []string{"resume"}) || len(calls) == 0 || calls[len(calls)-1] != "upgrade" {
+		t.Fatalf("calls %v, want the held revision superseded by an upgrade", calls)
+	}
+	if latest := h.obj.Status.History.Latest(); latest.OCIDigest != newDigest || latest.Version != 3 {
+		t.Errorf("latest snapshot v%d with OCI digest %q, want v3 with %q", latest.Version, latest.OCIDigest, newDigest)
+	}
+}

@@ -75,6 +75,10 @@ type Request struct {
 	// algorithm upstream helm-controller uses by default.
 	DigestAlgorithm digest.Algorithm
 
+	// previousOCIDigest is the OCI artifact digest the previous reconcile
+	// attempted, which made any revision it left pending.
+	previousOCIDigest string
+
 	// specChanged is set by the machine when the HelmRelease's generation
 	// differs from the one its previous reconcile attempted: a revision
 	// that reconcile left pending was made from another spec.
