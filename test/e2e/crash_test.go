@@ -272,7 +272,10 @@ type crashController struct {
 	// binary is the controller to run; the one under test when empty.
 	binary string
 	// args are extra controller flags, e.g. feature gates.
-	args   []string
+	args []string
+	// kubeconfig is the cluster the controller talks to; the test
+	// cluster's admin kubeconfig when empty.
+	kubeconfig string
 	logDir string
 	starts int
 	proc   *controllerProcess
@@ -326,7 +329,11 @@ func (c *crashController) start(t *testing.T) {
 	if binary == "" {
 		binary = env.binary
 	}
-	p, err := startController(binary, env.cluster.Kubeconfig(), logPath,
+	kubeconfig := c.kubeconfig
+	if kubeconfig == "" {
+		kubeconfig = env.cluster.Kubeconfig()
+	}
+	p, err := startController(binary, kubeconfig, logPath,
 		append([]string{"--watch-label-selector=" + crashShardLabel + "=" + c.shard}, c.args...)...)
 	if err != nil {
 		t.Fatalf("starting the shard controller: %v", err)
