@@ -276,9 +276,9 @@ type crashController struct {
 	// kubeconfig is the cluster the controller talks to; the test
 	// cluster's admin kubeconfig when empty.
 	kubeconfig string
-	logDir string
-	starts int
-	proc   *controllerProcess
+	logDir     string
+	starts     int
+	proc       *controllerProcess
 	// logs of the processes started during the current subtest.
 	logs []*controllerProcess
 }
