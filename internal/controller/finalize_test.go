@@ -3,10 +3,15 @@ package controller
 import (
 	"context"
 	"testing"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -36,7 +41,7 @@ func TestFinalStatusWriteSurvivesCancelledReconcile(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	obj.Status.History = helmv2.Snapshots{{Name: "web", Namespace: "apps", Version: 2, Status: "deployed", ChartVersion: "1.0.0"}}
 	cancel() // SIGTERM arrived while Helm finished
-	if err := r.finalizeStatus(ctx, patcher, obj, context.Canceled); err != nil {
+	if err := r.finalizeStatus(ctx, patcher, obj, false); err != nil {
 		t.Fatalf("finalizeStatus: %v", err)
 	}
 	got := &v2.HelmRelease{}
@@ -45,5 +50,34 @@ func TestFinalStatusWriteSurvivesCancelledReconcile(t *testing.T) {
 	}
 	if latest := got.Status.History.Latest(); latest == nil || latest.Version != 2 {
 		t.Errorf("stored history %+v, want v2 recorded", got.Status.History)
+	}
+}
+
+// A HelmRelease waiting for a dependency has not been reconciled at its
+// generation: as upstream, observedGeneration stays behind, so kstatus
+// tools read it as in progress rather than failed.
+func TestWaitingDoesNotObserveTheGeneration(t *testing.T) {
+	obj := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web", Generation: 2,
+		Finalizers: []string{helmv2.HelmReleaseFinalizer}}}
+	obj.Spec.Interval = metav1.Duration{Duration: time.Minute}
+	obj.Spec.DependsOn = []helmv2.DependencyReference{{Name: "database"}}
+	obj.Status.ObservedGeneration = 1
+	c := fake.NewClientBuilder().WithScheme(newRevisionScheme(t)).WithObjects(obj).
+		WithStatusSubresource(&v2.HelmRelease{}).Build()
+	r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: record.NewFakeRecorder(10),
+		FieldManager: ControllerName, RequeueDependency: 5 * time.Second}
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
+	if err != nil || res.RequeueAfter == 0 {
+		t.Fatalf("Reconcile = %+v, %v; want a requeue without error", res, err)
+	}
+	got := &v2.HelmRelease{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.ObservedGeneration != 1 {
+		t.Errorf("observedGeneration %d while waiting for a dependency, want it left at 1", got.Status.ObservedGeneration)
+	}
+	if c := conditions.Get(got, meta.ReadyCondition); c == nil || c.Status != metav1.ConditionFalse || c.Reason != helmv2.DependencyNotReadyReason {
+		t.Errorf("Ready %+v, want False/DependencyNotReady", c)
 	}
 }

@@ -152,7 +152,13 @@ func (r *HelmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	patcher := patch.NewSerialPatcher(obj, r.Client)
 
 	defer func() {
-		if err := r.finalizeStatus(ctx, patcher, obj, retErr); err != nil {
+		// Waiting is not an error to retry with backoff: the result says
+		// when to look again. It is not a finished reconcile either.
+		waiting := errors.Is(retErr, errWaiting)
+		if waiting {
+			retErr = nil
+		}
+		if err := r.finalizeStatus(ctx, patcher, obj, retErr == nil && !waiting); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
 		r.Metrics.RecordDuration(ctx, obj, start)
@@ -179,7 +185,7 @@ func (r *HelmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	r.Metrics.RecordSuspend(ctx, obj, false)
 
 	if result, wait := r.waitForDependencies(ctx, obj); wait {
-		return result, nil
+		return result, errWaiting
 	}
 	return r.reconcileRelease(ctx, patcher, obj)
 }
@@ -347,14 +353,23 @@ var ownedConditions = []string{
 // outlives a cancelled reconcile context.
 const statusWriteTimeout = 10 * time.Second
 
+// errWaiting ends a reconcile that waits for something outside the
+// HelmRelease (its chart source, its dependencies), to be looked at again
+// after the returned result's RequeueAfter. As upstream, such a reconcile
+// does not observe the generation: kstatus tools read the HelmRelease as
+// in progress, not as failed.
+var errWaiting = errors.New("waiting for a prerequisite")
+
 // finalizeStatus writes the outcome of a reconcile back to the API server.
-func (r *HelmReleaseReconciler) finalizeStatus(ctx context.Context, patcher *patch.SerialPatcher, obj *v2.HelmRelease, reconcileErr error) error {
+// finished says the reconcile of this generation completed (successfully,
+// or with a failure recorded in the status).
+func (r *HelmReleaseReconciler) finalizeStatus(ctx context.Context, patcher *patch.SerialPatcher, obj *v2.HelmRelease, finished bool) error {
 	if v, ok := meta.ReconcileAnnotationValue(obj.GetAnnotations()); ok {
 		obj.Status.LastHandledReconcileAt = v
 	}
 
 	deleted := !obj.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(obj, helmv2.HelmReleaseFinalizer)
-	if !deleted && !obj.Spec.Suspend && reconcileErr == nil && controllerutil.ContainsFinalizer(obj, helmv2.HelmReleaseFinalizer) {
+	if !deleted && !obj.Spec.Suspend && finished && controllerutil.ContainsFinalizer(obj, helmv2.HelmReleaseFinalizer) {
 		obj.Status.ObservedGeneration = obj.Generation
 		if !conditions.IsUnknown(obj, meta.ReadyCondition) {
 			conditions.Delete(obj, meta.ReconcilingCondition)

@@ -86,7 +86,7 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		if recheck <= 0 {
 			recheck = obj.GetRequeueAfter()
 		}
-		return jitter.JitteredRequeueInterval(ctrl.Result{RequeueAfter: recheck}), nil
+		return jitter.JitteredRequeueInterval(ctrl.Result{RequeueAfter: recheck}), errWaiting
 	}
 	if err != nil {
 		return r.fail(obj, helmv2.ArtifactFailedReason, err)
