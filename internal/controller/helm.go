@@ -53,6 +53,8 @@ type helmRunner struct {
 	driftIgnore []jsondiff.IgnoreRule
 	// drift is built on first use by driftChecker.
 	drift *drift.Checker
+	// logs keeps Helm's last log lines for failure events.
+	logs *helmLogTail
 	// newRevision cancels readiness waits when a new reconcile is queued
 	// (CancelHealthCheckOnNewRevision); its context is opts.WaitContext.
 	// Nil when the gate is off.
@@ -60,6 +62,15 @@ type helmRunner struct {
 }
 
 func (h *helmRunner) releaseName() string { return action.ReleaseName(h.obj) }
+
+// recorderWithLogs is rec with Helm's last log lines added to the failure
+// events of the state machine.
+func (h *helmRunner) recorderWithLogs(rec reconcile.EventRecorder) reconcile.EventRecorder {
+	if h.logs == nil {
+		return rec
+	}
+	return logTailRecorder{EventRecorder: rec, tail: h.logs}
+}
 
 // RESTClientGetter is the release's target cluster and identity, for code
 // beside the Helm actions (inventory, drift detection) that must look at

@@ -203,8 +203,8 @@ func (r *HelmReleaseReconciler) sourceArtifact(ctx context.Context, obj *v2.Helm
 		}
 		return nil, fmt.Errorf("could not get source %s '%s': %w", kind, key, err)
 	}
-	if msg := sourceNotReady(source, kind); msg != "" {
-		return nil, &sourceNotReadyError{msg: msg}
+	if msg, failed := sourceNotReady(source, kind); msg != "" {
+		return nil, &sourceNotReadyError{msg: msg, sourceFailed: failed}
 	}
 	return source.GetArtifact(), nil
 }
@@ -214,7 +214,13 @@ func (r *HelmReleaseReconciler) sourceArtifact(ctx context.Context, obj *v2.Helm
 const SourceNotReadyReason = "SourceNotReady"
 
 // sourceNotReadyError is a source that is not ready to be used.
-type sourceNotReadyError struct{ msg string }
+// sourceFailed: the source reports a failure of its own (a chart version
+// that does not exist, a repository it cannot reach), as opposed to not
+// having got to it yet.
+type sourceNotReadyError struct {
+	msg          string
+	sourceFailed bool
+}
 
 func (e *sourceNotReadyError) Error() string { return e.msg }
 
@@ -222,8 +228,10 @@ func (e *sourceNotReadyError) Error() string { return e.msg }
 // as upstream decides it, or "" when it is: its latest generation is not
 // reconciled yet (the Ready message tells why when Ready is False), it is
 // stalled, or it has no artifact. A failing source that still serves an
-// artifact of its current generation is used.
-func sourceNotReady(src sourceObject, kind string) string {
+// artifact of its current generation is used. failed tells whether the
+// reason is a failure the source reports itself (its Ready=False or
+// Stalled message).
+func sourceNotReady(src sourceObject, kind string) (msg string, failed bool) {
 	why := ""
 	getter, hasConditions := src.(conditions.Getter)
 	observed, err := object.GetStatusObservedGeneration(src)
@@ -237,16 +245,16 @@ func sourceNotReady(src sourceObject, kind string) string {
 	case src.GetGeneration() != observed:
 		why = "latest generation of object has not been reconciled"
 		if hasConditions && conditions.IsFalse(getter, meta.ReadyCondition) {
-			why = conditions.GetMessage(getter, meta.ReadyCondition)
+			why, failed = conditions.GetMessage(getter, meta.ReadyCondition), true
 		}
 	case hasConditions && conditions.IsStalled(getter):
-		why = conditions.GetMessage(getter, meta.StalledCondition)
+		why, failed = conditions.GetMessage(getter, meta.StalledCondition), true
 	case src.GetArtifact() == nil:
 		why = "does not have an artifact"
 	default:
-		return ""
+		return "", false
 	}
-	return fmt.Sprintf("%s '%s/%s' is not ready: %s", kind, src.GetNamespace(), src.GetName(), why)
+	return fmt.Sprintf("%s '%s/%s' is not ready: %s", kind, src.GetNamespace(), src.GetName(), why), failed
 }
 
 // sourceReader reads source objects: from the API server with
@@ -317,7 +325,7 @@ func (r *HelmReleaseReconciler) reconcileDelete(ctx context.Context, obj *v2.Hel
 			return err
 		}
 		if runner != nil {
-			machine := &reconcile.Machine{Helm: runner, Recorder: r.EventRecorder}
+			machine := &reconcile.Machine{Helm: runner, Recorder: runner.recorderWithLogs(r.EventRecorder)}
 			if err := machine.Uninstall(ctx, &reconcile.Request{Object: obj}); err != nil {
 				return err
 			}

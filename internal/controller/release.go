@@ -13,10 +13,12 @@ import (
 	"github.com/fluxcd/pkg/runtime/jitter"
 	"github.com/fluxcd/pkg/runtime/patch"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"github.com/go-logr/logr"
 	"helm.sh/helm/v4/pkg/release/common"
 	"helm.sh/helm/v4/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -81,6 +83,12 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		// never gets, so without the recheck Ready would keep the first,
 		// vague reason instead of the source's own failure.
 		ctrl.LoggerFrom(ctx).Info(notReady.Error())
+		if notReady.sourceFailed && !hasReadyFalse(obj, SourceNotReadyReason, notReady.msg) {
+			// Unlike upstream, a failure the source reports (a missing
+			// chart version or repository) is announced once, so alerts
+			// see it; a source that just has not got to it yet is not.
+			r.EventRecorder.Event(obj, corev1.EventTypeWarning, SourceNotReadyReason, notReady.msg)
+		}
 		conditions.MarkFalse(obj, meta.ReadyCondition, SourceNotReadyReason, "%s", notReady)
 		recheck := r.RequeueDependency
 		if recheck <= 0 {
@@ -138,7 +146,7 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	}
 	r.handleAnnotations(obj, req)
 
-	machine := &reconcile.Machine{Helm: runner, Recorder: r.EventRecorder, Progress: progress.report}
+	machine := &reconcile.Machine{Helm: runner, Recorder: runner.recorderWithLogs(r.EventRecorder), Progress: progress.report}
 	runErr := machine.Run(ctx, req)
 	// From here on the reconcile owns the object again; late progress
 	// reports from Helm's goroutines are dropped.
@@ -173,11 +181,13 @@ func (r *HelmReleaseReconciler) newHelmRunner(ctx context.Context, obj *v2.HelmR
 			return nil, &targetError{err: fmt.Errorf("connecting to %s: %w", target.Cluster, err)}
 		}
 	}
-	cfg, err := factory.Build(up.GetStorageNamespace(), up.GetReleaseNamespace(), action.WithLogger(ctrl.LoggerFrom(ctx)))
+	logs := newHelmLogTail()
+	cfg, err := factory.Build(up.GetStorageNamespace(), up.GetReleaseNamespace(),
+		action.WithSlogHandler(logs.handler(logr.ToSlogHandler(ctrl.LoggerFrom(ctx)))))
 	if err != nil {
 		return nil, fmt.Errorf("could not build the Helm configuration: %w", err)
 	}
-	return &helmRunner{cfg: cfg, getter: factory.RESTClientGetter(), target: target, obj: obj, opts: r.ActionOptions,
+	return &helmRunner{cfg: cfg, logs: logs, getter: factory.RESTClientGetter(), target: target, obj: obj, opts: r.ActionOptions,
 		defaultWait: r.DefaultWaitStrategy, recorder: r.EventRecorder, progress: progress,
 		fieldManager: factory.FieldManager(), overrideManagers: r.OverrideManagers}, nil
 }
@@ -352,8 +362,16 @@ func (r *HelmReleaseReconciler) fail(obj *v2.HelmRelease, reason string, err err
 	r.EventRecorder.Event(obj, corev1.EventTypeWarning, reason, err.Error())
 	if reason == helmv2.ArtifactFailedReason {
 		// The source watch brings the HelmRelease back once the artifact
-		// changes; until then the interval is soon enough.
-		return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
+		// changes; until then the interval is soon enough. The
+		// generation is not reconciled yet, as upstream has it.
+		return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, errWaiting
 	}
 	return ctrl.Result{}, err
+}
+
+// hasReadyFalse tells whether obj already reads Ready=False with reason
+// and message.
+func hasReadyFalse(obj *v2.HelmRelease, reason, msg string) bool {
+	c := conditions.Get(obj, meta.ReadyCondition)
+	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason && c.Message == msg
 }

@@ -23,18 +23,19 @@ func TestSourceNotReady(t *testing.T) {
 		return c
 	}
 	cases := []struct {
-		name    string
-		src     sourceObject
-		wantMsg string
+		name       string
+		src        sourceObject
+		wantMsg    string
+		wantFailed bool // the source reports a failure of its own
 	}{
 		{name: "ready", src: chart(2, 2, artifact, cond(meta.ReadyCondition, metav1.ConditionTrue, ""))},
 		{name: "failing but with an artifact of this generation", src: chart(2, 2, artifact, cond(meta.ReadyCondition, metav1.ConditionFalse, "fetch failed"))},
 		{name: "generation not reconciled", src: chart(3, 2, artifact),
 			wantMsg: "HelmChart 'flux/apps-web' is not ready: latest generation of object has not been reconciled"},
 		{name: "generation not reconciled, failing", src: chart(3, 2, artifact, cond(meta.ReadyCondition, metav1.ConditionFalse, "no chart version 9.x")),
-			wantMsg: "HelmChart 'flux/apps-web' is not ready: no chart version 9.x"},
+			wantMsg: "HelmChart 'flux/apps-web' is not ready: no chart version 9.x", wantFailed: true},
 		{name: "stalled", src: chart(2, 2, artifact, cond(meta.StalledCondition, metav1.ConditionTrue, "invalid URL")),
-			wantMsg: "HelmChart 'flux/apps-web' is not ready: invalid URL"},
+			wantMsg: "HelmChart 'flux/apps-web' is not ready: invalid URL", wantFailed: true},
 		{name: "no artifact", src: chart(1, 1, nil),
 			wantMsg: "HelmChart 'flux/apps-web' is not ready: does not have an artifact"},
 		{name: "never reconciled", src: &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "podinfo", Generation: 1}},
@@ -46,8 +47,8 @@ func TestSourceNotReady(t *testing.T) {
 			if _, ok := tc.src.(*sourcev1.OCIRepository); ok {
 				kind = sourcev1.OCIRepositoryKind
 			}
-			if got := sourceNotReady(tc.src, kind); got != tc.wantMsg {
-				t.Errorf("sourceNotReady = %q, want %q", got, tc.wantMsg)
+			if got, failed := sourceNotReady(tc.src, kind); got != tc.wantMsg || failed != tc.wantFailed {
+				t.Errorf("sourceNotReady = %q, %t; want %q, %t", got, failed, tc.wantMsg, tc.wantFailed)
 			}
 		})
 	}

@@ -55,7 +55,7 @@ func (r *HelmReleaseReconciler) uninstallPreviousTarget(ctx context.Context, obj
 	if err != nil {
 		return r.fail(obj, RESTClientErrorReason, err)
 	}
-	machine := &reconcile.Machine{Helm: runner, Recorder: r.EventRecorder}
+	machine := &reconcile.Machine{Helm: runner, Recorder: runner.recorderWithLogs(r.EventRecorder)}
 	if err := machine.Uninstall(ctx, &reconcile.Request{Object: obj}); err != nil {
 		return ctrl.Result{}, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -16,6 +17,9 @@ import (
 // in the source's own words, not only that the source is not ready, and
 // follows the source while it fails (upstream rechecks at
 // --requeue-dependency, 2s for the e2e controller; the interval is an hour).
+// Unlike upstream, the source's own failure is also a Warning event, sent
+// once and not at every recheck. The generation is not observed while the
+// source fails, as upstream.
 func TestSourceFailureIsNamed(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -40,6 +44,9 @@ func TestSourceFailureIsNamed(t *testing.T) {
 				if err := get(ctx, hr, ns, hr.Name); err != nil {
 					return err
 				}
+				if hr.Status.ObservedGeneration == hr.Generation {
+					return fmt.Errorf("observedGeneration %d reached while the source fails", hr.Status.ObservedGeneration)
+				}
 				ready := conditions.Get(hr, meta.ReadyCondition)
 				if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != "SourceNotReady" {
 					return fmt.Errorf("Ready %+v, want False/SourceNotReady", ready)
@@ -51,6 +58,17 @@ func TestSourceFailureIsNamed(t *testing.T) {
 				}
 				return nil
 			})
+			// The source's failure is announced, once per message.
+			remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, "SourceNotReady", tc.want[0])
+			events, err := remEvents(context.Background(), ns, hr.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range events {
+				if e.Reason == "SourceNotReady" && e.Count > 1 {
+					t.Errorf("SourceNotReady event repeated %d times: %s", e.Count, e.Message)
+				}
+			}
 			if n := releaseRevisions(t, ns, "podinfo"); n != 0 {
 				t.Errorf("%d Helm revisions for a release whose source failed", n)
 			}
