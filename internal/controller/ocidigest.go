@@ -11,6 +11,11 @@ import (
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 )
 
+// ChartMutateErrorReason: the chart from an OCIRepository could not be
+// pinned to its artifact (upstream's reason): the tag names another version
+// than the chart's, or the revision has no usable digest.
+const ChartMutateErrorReason = "ChartMutateError"
+
 // ociDigestLength is how many hex characters of the OCI manifest digest go
 // into the chart version's build metadata, as upstream does.
 const ociDigestLength = 12
@@ -33,7 +38,7 @@ func ociChartVersion(chartVersion, revision string) (string, string, error) {
 			return "", "", fmt.Errorf("artifact revision %s: tag %q is not a version: %w", revision, tag, err)
 		}
 		if !tagVer.Equal(ver) {
-			return "", "", fmt.Errorf("artifact revision %s does not match chart version %s", revision, chartVersion)
+			return "", "", fmt.Errorf("artifact revision %s does not match chart version %s", tag, chartVersion)
 		}
 		digest = d
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/jitter"
 	"github.com/fluxcd/pkg/runtime/patch"
+	"github.com/fluxcd/pkg/ssa/jsondiff"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/go-logr/logr"
 	"helm.sh/helm/v4/pkg/release/common"
@@ -112,24 +113,6 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		return r.uninstallPreviousTarget(ctx, obj, reason)
 	}
 
-	progress := &progressReporter{ctx: ctx, obj: obj, patcher: patcher, owner: r.FieldManager}
-	runner, err := r.newHelmRunner(ctx, obj, progress)
-	if err != nil {
-		reason := InitFailedReason
-		if errors.As(err, new(*targetError)) {
-			reason = RESTClientErrorReason
-		}
-		return r.fail(obj, reason, err)
-	}
-	runner.driftIgnore = driftIgnore
-	if runner.opts.StatusReaders, err = runner.healthCheckReaders(healthChecks); err != nil {
-		return r.fail(obj, InitFailedReason, err)
-	}
-	runner.newRevision = r.watchForNewRevision(ctx, obj, artifact)
-	defer runner.newRevision.Stop()
-	runner.opts.WaitContext = runner.newRevision.Context()
-	obj.Status.StorageNamespace = obj.Upstream().GetStorageNamespace()
-
 	req := &reconcile.Request{
 		Object:                  obj,
 		ReleaseName:             action.ReleaseName(obj),
@@ -141,9 +124,23 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	}
 	if obj.Spec.ChartRef != nil && obj.Spec.ChartRef.Kind == sourcev1.OCIRepositoryKind {
 		if err := r.applyOCIRevision(req, chart, artifact.Revision); err != nil {
-			return r.fail(obj, helmv2.ArtifactFailedReason, err)
+			return r.fail(obj, ChartMutateErrorReason, err)
 		}
 	}
+
+	progress := &progressReporter{ctx: ctx, obj: obj, patcher: patcher, owner: r.FieldManager}
+	newRevision := r.watchForNewRevision(ctx, obj, artifact)
+	defer newRevision.Stop()
+	runner, err := r.newHelmRunner(ctx, obj, runnerExtras{progress: progress, driftIgnore: driftIgnore,
+		healthChecks: healthChecks, newRevision: newRevision})
+	if err != nil {
+		reason := InitFailedReason
+		if errors.As(err, new(*targetError)) {
+			reason = RESTClientErrorReason
+		}
+		return r.fail(obj, reason, err)
+	}
+	obj.Status.StorageNamespace = obj.Upstream().GetStorageNamespace()
 	r.handleAnnotations(obj, req)
 
 	machine := &reconcile.Machine{Helm: runner, Recorder: runner.recorderWithLogs(r.EventRecorder), Progress: progress.report}
@@ -159,9 +156,10 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 // namespaces) on obj's target cluster and identity (spec.kubeConfig,
 // spec.serviceAccountName, --default-service-account) and the runner the
 // state machine drives. Everything the runner does, and everything that
-// asks it for its REST config or mapper, reaches that target. progress
-// may be nil. A target that cannot be built is a *targetError.
-func (r *HelmReleaseReconciler) newHelmRunner(ctx context.Context, obj *v2.HelmRelease, progress *progressReporter) (*helmRunner, error) {
+// asks it for its REST config or mapper, reaches that target. The runner
+// is complete when returned; extras may be zero. A target that cannot be
+// built is a *targetError.
+func (r *HelmReleaseReconciler) newHelmRunner(ctx context.Context, obj *v2.HelmRelease, extras runnerExtras) (*helmRunner, error) {
 	up := obj.Upstream()
 	target, err := r.Targets.Build(ctx, kube.Request{
 		Kind:               helmv2.HelmReleaseKind,
@@ -187,9 +185,29 @@ func (r *HelmReleaseReconciler) newHelmRunner(ctx context.Context, obj *v2.HelmR
 	if err != nil {
 		return nil, fmt.Errorf("could not build the Helm configuration: %w", err)
 	}
-	return &helmRunner{cfg: cfg, logs: logs, getter: factory.RESTClientGetter(), target: target, obj: obj, opts: r.ActionOptions,
-		defaultWait: r.DefaultWaitStrategy, recorder: r.EventRecorder, progress: progress,
-		fieldManager: factory.FieldManager(), overrideManagers: r.OverrideManagers}, nil
+	runner := &helmRunner{cfg: cfg, logs: logs, getter: factory.RESTClientGetter(), target: target, obj: obj, opts: r.ActionOptions,
+		defaultWait: r.DefaultWaitStrategy, recorder: r.EventRecorder, progress: extras.progress,
+		fieldManager: factory.FieldManager(), overrideManagers: r.OverrideManagers,
+		driftIgnore: extras.driftIgnore, newRevision: extras.newRevision}
+	runner.opts.WaitContext = extras.newRevision.Context()
+	if runner.opts.StatusReaders, err = runner.healthCheckReaders(extras.healthChecks); err != nil {
+		return nil, err
+	}
+	return runner, nil
+}
+
+// runnerExtras is what a runner for a full reconcile uses beyond the
+// target: all optional (an uninstall needs none of it).
+type runnerExtras struct {
+	// progress reports afterHooks phases in the Reconciling condition.
+	progress *progressReporter
+	// driftIgnore are the compiled spec.driftDetection ignore rules.
+	driftIgnore []jsondiff.IgnoreRule
+	// healthChecks builds the readers of spec.healthCheckExprs.
+	healthChecks healthcheck.Readers
+	// newRevision abandons readiness waits for a new revision
+	// (CancelHealthCheckOnNewRevision).
+	newRevision *newRevisionWatch
 }
 
 // uninstallRunner returns the runner that uninstalls the release of a
@@ -209,7 +227,7 @@ func (r *HelmReleaseReconciler) uninstallRunner(ctx context.Context, obj *v2.Hel
 	}
 	// The release to remove is the one the status records, even when the
 	// spec has since been changed to name another.
-	runner, err := r.newHelmRunner(ctx, previousTarget(obj), nil)
+	runner, err := r.newHelmRunner(ctx, previousTarget(obj), runnerExtras{})
 	switch {
 	case apierrors.IsNotFound(err):
 		log.Error(err, "skipping the Helm uninstall: the kubeconfig of the release is gone; its objects are left in place")

@@ -51,7 +51,7 @@ func previousTarget(obj *v2.HelmRelease) *v2.HelmRelease {
 // the new one. The status then starts afresh and the reconcile is requeued.
 func (r *HelmReleaseReconciler) uninstallPreviousTarget(ctx context.Context, obj *v2.HelmRelease, reason string) (ctrl.Result, error) {
 	ctrl.LoggerFrom(ctx).Info(fmt.Sprintf("release target configuration changed (%s): uninstalling the current release", reason))
-	runner, err := r.newHelmRunner(ctx, previousTarget(obj), nil)
+	runner, err := r.newHelmRunner(ctx, previousTarget(obj), runnerExtras{})
 	if err != nil {
 		return r.fail(obj, RESTClientErrorReason, err)
 	}

@@ -23,6 +23,7 @@ type options struct {
 	version    string
 	appVersion string
 	values     map[string]any
+	ociTag     string
 }
 
 // WithVersion publishes the chart under version instead of the one in
@@ -34,6 +35,13 @@ func WithVersion(version string) Option {
 // WithName publishes the chart under name instead of the one in Chart.yaml.
 func WithName(name string) Option {
 	return func(o *options) { o.name = name }
+}
+
+// WithOCITag pushes the chart to the OCI registry under tag instead of its
+// version, as someone tagging a chart by hand might; the HelmRepository
+// still lists it under its version.
+func WithOCITag(tag string) Option {
+	return func(o *options) { o.ociTag = tag }
 }
 
 // WithAppVersion overrides appVersion in Chart.yaml.

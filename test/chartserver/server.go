@@ -183,8 +183,14 @@ func (s *Server) AddChart(dir string, opts ...Option) (ChartRef, error) {
 		return ChartRef{}, fmt.Errorf("%s %s: %w", name, version, ErrChartExists)
 	}
 
-	ociRef := s.ociHost + "/" + ociRepositoryPrefix + "/" + name + ":" + version
-	pushed, err := s.registry.Push(pkg.data, ociRef)
+	tag, pushOpts := version, []registry.PushOption(nil)
+	if o.ociTag != "" {
+		// Helm refuses a tag other than the version unless told not to
+		// be strict.
+		tag, pushOpts = o.ociTag, append(pushOpts, registry.PushOptStrictMode(false))
+	}
+	ociRef := s.ociHost + "/" + ociRepositoryPrefix + "/" + name + ":" + tag
+	pushed, err := s.registry.Push(pkg.data, ociRef, pushOpts...)
 	if err != nil {
 		return ChartRef{}, fmt.Errorf("pushing %s to registry: %w", ociRef, err)
 	}

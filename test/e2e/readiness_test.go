@@ -76,6 +76,30 @@ func TestReadyNeverLies(t *testing.T) {
 				hr.Spec.ChartRef = &helmv2.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: "ghost-oci"}
 				return hr
 			}},
+		{name: "oci-tag-is-another-version", reason: "ChartMutateError", inMessage: "artifact revision 9.9.9-%s does not match chart version 0.1.0-%s", event: true, observed: &no,
+			release: func(t *testing.T, ns, repo string) *v2.HelmRelease {
+				chart := remPublish(t, "e2e-broken", "0.1.0", ns, chartserver.WithOCITag("9.9.9-"+ns))
+				oci := &sourcev1.OCIRepository{
+					ObjectMeta: metav1.ObjectMeta{Name: "mistagged", Namespace: ns},
+					Spec: sourcev1.OCIRepositorySpec{
+						URL:       env.charts.OCIRepositoryURL() + "/" + chart.Name,
+						Reference: &sourcev1.OCIRepositoryRef{Tag: "9.9.9-" + ns},
+						Insecure:  true,
+						Interval:  metav1.Duration{Duration: time.Minute},
+						LayerSelector: &sourcev1.OCILayerSelector{
+							MediaType: "application/vnd.cncf.helm.chart.content.v1.tar+gzip",
+							Operation: sourcev1.OCILayerCopy,
+						},
+					},
+				}
+				if err := env.client.Create(context.Background(), oci); err != nil {
+					t.Fatal(err)
+				}
+				hr := remRelease(ns, "app", repo, chart.Name, chart.Version, "")
+				hr.Spec.Chart = nil
+				hr.Spec.ChartRef = &helmv2.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: oci.Name}
+				return hr
+			}},
 		{name: "missing-values-secret", reason: "ValuesError", inMessage: "missing-values", event: true, observed: &no,
 			release: func(_ *testing.T, ns, repo string) *v2.HelmRelease {
 				hr := remPodinfo(ns, "podinfo", repo, "")
@@ -139,9 +163,7 @@ func TestReadyNeverLies(t *testing.T) {
 			hr := tc.release(t, ns, repo.Name)
 			remCreate(t, hr)
 			inMessage := tc.inMessage
-			if strings.Contains(inMessage, "%s") {
-				inMessage = fmt.Sprintf(inMessage, ns)
-			}
+			inMessage = strings.ReplaceAll(inMessage, "%s", ns)
 			eventually(t, time.Minute, fmt.Sprintf("Ready=False/%s naming %q", tc.reason, inMessage), func(ctx context.Context) error {
 				if err := get(ctx, hr, ns, hr.Name); err != nil {
 					return err
