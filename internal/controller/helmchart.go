@@ -7,11 +7,13 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	eventv1 "github.com/fluxcd/pkg/apis/event/v1beta1"
+	"github.com/fluxcd/pkg/ssa"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 )
@@ -31,22 +33,32 @@ func (r *HelmReleaseReconciler) reconcileChartTemplate(ctx context.Context, obj 
 		return err
 	}
 
-	chart := &sourcev1.HelmChart{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	op, err := controllerutil.CreateOrPatch(ctx, r.Client, chart, func() error {
-		var labels, annotations map[string]string
-		if tpl.ObjectMeta != nil {
-			labels, annotations = tpl.ObjectMeta.Labels, tpl.ObjectMeta.Annotations
-		}
-		// The template's metadata is the HelmChart's, as upstream does, with
-		// upstream's owner labels naming the HelmRelease.
-		chart.Labels = maps.Clone(labels)
-		if chart.Labels == nil {
-			chart.Labels = map[string]string{}
-		}
-		chart.Labels[helmv2.GroupVersion.Group+"/name"] = obj.Name
-		chart.Labels[helmv2.GroupVersion.Group+"/namespace"] = obj.Namespace
-		chart.Annotations = annotations
-		chart.Spec = sourcev1.HelmChartSpec{
+	chart := chartFromTemplate(obj, ns, name)
+	entry, err := r.applyChart(ctx, obj, chart)
+	if err != nil {
+		return fmt.Errorf("failed to apply HelmChart %s/%s: %w", ns, name, err)
+	}
+	// Upstream's trace events: persisted as Normal Kubernetes events, not
+	// forwarded to notification-controller.
+	if verb := map[ssa.Action]string{ssa.CreatedAction: "Created", ssa.ConfiguredAction: "Configured"}[entry.Action]; verb != "" {
+		r.EventRecorder.Eventf(obj, eventv1.EventTypeTrace, "HelmChart"+verb, "%s HelmChart/%s/%s with SourceRef '%s/%s/%s'",
+			verb, ns, name, tpl.Spec.SourceRef.Kind, ns, tpl.Spec.SourceRef.Name)
+	}
+	obj.Status.HelmChart = ns + "/" + name
+	return nil
+}
+
+// chartFromTemplate is the HelmChart the template of obj asks for.
+func chartFromTemplate(obj *v2.HelmRelease, ns, name string) *sourcev1.HelmChart {
+	tpl := obj.Spec.Chart
+	var labels, annotations map[string]string
+	if tpl.ObjectMeta != nil {
+		labels, annotations = maps.Clone(tpl.ObjectMeta.Labels), maps.Clone(tpl.ObjectMeta.Annotations)
+	}
+	chart := &sourcev1.HelmChart{
+		TypeMeta:   metav1.TypeMeta{APIVersion: sourcev1.GroupVersion.String(), Kind: sourcev1.HelmChartKind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels, Annotations: annotations},
+		Spec: sourcev1.HelmChartSpec{
 			Chart:   tpl.Spec.Chart,
 			Version: tpl.Spec.Version,
 			SourceRef: sourcev1.LocalHelmChartSourceReference{
@@ -58,25 +70,34 @@ func (r *HelmReleaseReconciler) reconcileChartTemplate(ctx context.Context, obj 
 			ReconcileStrategy:        tpl.Spec.ReconcileStrategy,
 			ValuesFiles:              tpl.Spec.ValuesFiles,
 			IgnoreMissingValuesFiles: tpl.Spec.IgnoreMissingValuesFiles,
-		}
-		if v := tpl.Spec.Verify; v != nil {
-			chart.Spec.Verify = &sourcev1.HelmChartVerification{Provider: v.Provider, SecretRef: v.SecretRef}
-		}
-		return nil
-	})
+		},
+	}
+	if v := tpl.Spec.Verify; v != nil {
+		chart.Spec.Verify = &sourcev1.HelmChartVerification{Provider: v.Provider, SecretRef: v.SecretRef}
+	}
+	return chart
+}
+
+// applyChart writes chart with server-side apply as upstream does: same
+// field manager, same owner labels naming the HelmRelease, so either
+// controller can take the HelmChart over from the other. Fields an older
+// build of this controller set with a merge patch are handed over to the
+// apply.
+func (r *HelmReleaseReconciler) applyChart(ctx context.Context, obj *v2.HelmRelease, chart *sourcev1.HelmChart) (*ssa.ChangeSetEntry, error) {
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(chart)
 	if err != nil {
-		return fmt.Errorf("failed to create or update HelmChart %s/%s: %w", ns, name, err)
+		return nil, fmt.Errorf("converting the HelmChart: %w", err)
 	}
-	// Upstream's trace events: persisted as Normal Kubernetes events, not
-	// forwarded to notification-controller.
-	if verb := map[controllerutil.OperationResult]string{
-		controllerutil.OperationResultCreated: "Created", controllerutil.OperationResultUpdated: "Configured",
-	}[op]; verb != "" {
-		r.EventRecorder.Eventf(obj, eventv1.EventTypeTrace, "HelmChart"+verb, "%s HelmChart/%s/%s with SourceRef '%s/%s/%s'",
-			verb, ns, name, tpl.Spec.SourceRef.Kind, ns, tpl.Spec.SourceRef.Name)
+	u := &unstructured.Unstructured{Object: raw}
+	manager := r.FieldManager
+	if manager == "" {
+		manager = ControllerName
 	}
-	obj.Status.HelmChart = ns + "/" + name
-	return nil
+	rm := ssa.NewResourceManager(r.Client, nil, ssa.Owner{Group: helmv2.GroupVersion.Group, Field: manager})
+	rm.SetOwnerLabels([]*unstructured.Unstructured{u}, obj.Name, obj.Namespace)
+	opts := ssa.DefaultApplyOptions()
+	opts.Cleanup.FieldManagers = []ssa.FieldManager{{Name: manager, ExactMatch: true, OperationType: metav1.ManagedFieldsOperationUpdate}}
+	return rm.Apply(ctx, u, opts)
 }
 
 // deleteStaleChart removes the HelmChart recorded in the status when the

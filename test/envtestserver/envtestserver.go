@@ -19,6 +19,11 @@ import (
 // Shared is a lazily started API server. The zero value is ready to use;
 // call Stop from TestMain after m.Run.
 type Shared struct {
+	// SourceCRDs installs source-controller's CRDs (HelmChart,
+	// HelmRepository, OCIRepository...) from the tool cache. Set it before
+	// the first Config.
+	SourceCRDs bool
+
 	once sync.Once
 	env  *envtest.Environment
 	cfg  *rest.Config
@@ -49,6 +54,10 @@ func (s *Shared) start() {
 		}
 	}
 	env := &envtest.Environment{BinaryAssetsDirectory: binDir}
+	if s.SourceCRDs {
+		env.CRDDirectoryPaths = []string{filepath.Join(binDir, "source-controller-crds")}
+		env.ErrorIfCRDPathMissing = true
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		s.err = fmt.Errorf("starting the API server: %w", err)
