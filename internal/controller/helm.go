@@ -55,6 +55,8 @@ type helmRunner struct {
 	drift *drift.Checker
 	// logs keeps Helm's last log lines for failure events.
 	logs *helmLogTail
+	// writes records what the actions wrote to Helm storage.
+	writes *action.WriteLog
 	// newRevision cancels readiness waits when a new reconcile is queued
 	// (CancelHealthCheckOnNewRevision); its context is opts.WaitContext.
 	// Nil when the gate is off.
@@ -86,6 +88,8 @@ func (h *helmRunner) RESTMapper() (apimeta.RESTMapper, error) { return h.getter.
 func (h *helmRunner) LastRelease(context.Context) (*releasev1.Release, error) {
 	return action.LastRelease(h.cfg, h.releaseName())
 }
+
+func (h *helmRunner) LastWritten() *releasev1.Release { return h.writes.Last() }
 
 func (h *helmRunner) Install(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
 	obj := h.obj

@@ -179,13 +179,14 @@ func (r *HelmReleaseReconciler) newHelmRunner(ctx context.Context, obj *v2.HelmR
 			return nil, &targetError{err: fmt.Errorf("connecting to %s: %w", target.Cluster, err)}
 		}
 	}
-	logs := newHelmLogTail()
+	logs, writes := newHelmLogTail(), &action.WriteLog{}
 	cfg, err := factory.Build(up.GetStorageNamespace(), up.GetReleaseNamespace(),
-		action.WithSlogHandler(logs.handler(logr.ToSlogHandler(ctrl.LoggerFrom(ctx)))))
+		action.WithSlogHandler(logs.handler(logr.ToSlogHandler(ctrl.LoggerFrom(ctx)))),
+		action.WithStorageDriver(writes.Wrap))
 	if err != nil {
 		return nil, fmt.Errorf("could not build the Helm configuration: %w", err)
 	}
-	runner := &helmRunner{cfg: cfg, logs: logs, getter: factory.RESTClientGetter(), target: target, obj: obj, opts: r.ActionOptions,
+	runner := &helmRunner{cfg: cfg, logs: logs, writes: writes, getter: factory.RESTClientGetter(), target: target, obj: obj, opts: r.ActionOptions,
 		defaultWait: r.DefaultWaitStrategy, recorder: r.EventRecorder, progress: extras.progress,
 		fieldManager: factory.FieldManager(), overrideManagers: r.OverrideManagers,
 		driftIgnore: extras.driftIgnore, newRevision: extras.newRevision}

@@ -40,7 +40,15 @@ type fakeHelm struct {
 	shutdown  func()
 	// onRollback is called when a rollback starts.
 	onRollback func()
+	// written is the release last written by an action, as LastWritten
+	// reports it; the harness clears it before each reconcile, as each
+	// reconcile has a runner of its own.
+	written *releasev1.Release
+	// storageReads counts LastRelease calls.
+	storageReads int
 }
+
+func (f *fakeHelm) LastWritten() *releasev1.Release { return f.written }
 
 func newFakeHelm() *fakeHelm {
 	return &fakeHelm{name: "app", namespace: "default", fail: map[string]error{}, now: time.Unix(1_700_000_000, 0)}
@@ -54,6 +62,7 @@ func (f *fakeHelm) last() *releasev1.Release {
 }
 
 func (f *fakeHelm) LastRelease(context.Context) (*releasev1.Release, error) {
+	f.storageReads++
 	if f.storageErr != nil {
 		return nil, f.storageErr
 	}
@@ -74,6 +83,7 @@ func (f *fakeHelm) newRelease(chart *chartv2.Chart, values map[string]any, statu
 		Info: &releasev1.Info{Status: status, FirstDeployed: f.now, LastDeployed: f.now},
 	}
 	f.releases = append(f.releases, rel)
+	f.written = rel
 	return rel
 }
 
@@ -121,6 +131,7 @@ func (f *fakeHelm) Test(context.Context) (*releasev1.Release, error) {
 	}
 	rel.Hooks = []*releasev1.Hook{{Name: "smoke", Kind: "Pod", Events: []releasev1.HookEvent{releasev1.HookTest},
 		LastRun: releasev1.HookExecution{StartedAt: f.now, CompletedAt: f.now, Phase: phase}}}
+	f.written = rel
 	if f.testFails {
 		return rel, errors.New("pod smoke failed")
 	}
@@ -151,6 +162,7 @@ func (f *fakeHelm) Uninstall(context.Context) error {
 		return err
 	}
 	f.releases = nil
+	f.written = nil
 	return nil
 }
 
@@ -169,6 +181,7 @@ func (f *fakeHelm) ResumeWait(_ context.Context, rel *releasev1.Release) (*relea
 	}
 	if err := f.fail["resume"]; err != nil {
 		rel.Info.Status = common.StatusFailed
+		f.written = rel
 		return rel, err
 	}
 	for _, r := range f.releases {
@@ -177,12 +190,14 @@ func (f *fakeHelm) ResumeWait(_ context.Context, rel *releasev1.Release) (*relea
 		}
 	}
 	rel.Info.Status = common.StatusDeployed
+	f.written = rel
 	return rel, nil
 }
 
 func (f *fakeHelm) Unlock(_ context.Context, rel *releasev1.Release) error {
 	f.calls = append(f.calls, "unlock")
 	rel.Info.Status = common.StatusFailed
+	f.written = rel
 	return nil
 }
 

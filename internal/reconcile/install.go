@@ -63,7 +63,7 @@ func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2
 		succeeded, failed, verb = helmv2.UpgradeSucceededReason, helmv2.UpgradeFailedReason, "upgrade"
 	}
 	target := fmt.Sprintf("%s with chart %s@%s", req.releaseName(), req.Chart.Metadata().Name, req.Chart.Metadata().Version)
-	stored := rel != nil && m.stored(ctx, rel)
+	stored := rel != nil && m.stored(rel)
 	if stored {
 		s := recordSnapshot(req, rel, action)
 		target = describeRelease(s)
@@ -128,8 +128,8 @@ func (m *Machine) interrupted(ctx context.Context) bool {
 	if ctx.Err() == nil {
 		return false
 	}
-	last, err := m.lastRelease(ctx)
-	if err != nil || last == nil {
+	last := m.Helm.LastWritten()
+	if last == nil {
 		return false
 	}
 	awaiting, _ := afterhooks.IsAwaitingReadiness(last)
@@ -139,9 +139,10 @@ func (m *Machine) interrupted(ctx context.Context) bool {
 // stored tells whether rel is in Helm storage. A chart that fails to render
 // fails before Helm writes anything, yet Helm returns its in-memory release
 // with the error; the history must only describe releases that exist.
-func (m *Machine) stored(ctx context.Context, rel *releasev1.Release) bool {
-	last, err := m.lastRelease(ctx)
-	return err == nil && last != nil && last.Version == rel.Version && last.Name == rel.Name
+// What the action wrote says so; storage is not read back.
+func (m *Machine) stored(rel *releasev1.Release) bool {
+	last := m.Helm.LastWritten()
+	return last != nil && last.Version == rel.Version && last.Name == rel.Name
 }
 
 // markPreviousSuperseded mirrors in the history what Helm did in storage

@@ -51,6 +51,7 @@ func (h *harness) configDigest() string {
 
 func (h *harness) run(t *testing.T) error {
 	t.Helper()
+	h.helm.written = nil
 	m := &Machine{Helm: h.helm, Recorder: h.recorder}
 	return m.Run(context.Background(), h.request())
 }
@@ -967,5 +968,28 @@ func TestHeldRevisionFromAnotherOCIArtifactIsSuperseded(t *testing.T) {
 	}
 	if latest := h.obj.Status.History.Latest(); latest.OCIDigest != newDigest || latest.Version != 3 {
 		t.Errorf("latest snapshot v%d with OCI digest %q, want v3 with %q", latest.Version, latest.OCIDigest, newDigest)
+	}
+}
+
+// What an action stored is known from what it wrote, not read back: an
+// install reads storage once to find nothing and once to find it in sync,
+// and an upgrade whose chart does not render the same.
+func TestActionsDoNotReadStorageBack(t *testing.T) {
+	h := newHarness()
+	h.mustRun(t)
+	if h.helm.storageReads != 2 {
+		t.Errorf("install read storage %d times, want 2 (before and after)", h.helm.storageReads)
+	}
+	h.helm.storageReads = 0
+	h.chart = newFakeChart("podinfo", "6.1.0")
+	h.helm.renderFails = true
+	if err := h.run(t); err == nil {
+		t.Fatal("render failure not reported")
+	}
+	if h.helm.storageReads != 1 {
+		t.Errorf("failed upgrade read storage %d times, want 1", h.helm.storageReads)
+	}
+	if n := len(h.obj.Status.History); n != 1 {
+		t.Errorf("history has %d entries, want the installed release only", n)
 	}
 }

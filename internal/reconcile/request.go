@@ -22,6 +22,10 @@ type Helm interface {
 	// LastRelease returns the newest release in storage, or an error
 	// satisfying errors.Is(err, driver.ErrReleaseNotFound).
 	LastRelease(ctx context.Context) (*releasev1.Release, error)
+	// LastWritten returns the release record the actions of this Helm
+	// last wrote to storage (and did not delete since), as it was written,
+	// or nil: what an action stored, known without reading storage back.
+	LastWritten() *releasev1.Release
 	Install(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error)
 	Upgrade(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error)
 	Test(ctx context.Context) (*releasev1.Release, error)

@@ -48,7 +48,7 @@ func (m *Machine) resume(ctx context.Context, req *Request, cur *releasev1.Relea
 // restart; rollbacks are remediations, so Remediated tells the outcome.
 func (m *Machine) recordResumedRollback(ctx context.Context, req *Request, rel *releasev1.Release, err error) error {
 	var s *helmv2.Snapshot
-	if rel != nil && m.stored(ctx, rel) {
+	if rel != nil && m.stored(rel) {
 		s = recordSnapshot(req, rel, helmv2.ReleaseActionRollback)
 	}
 	if err != nil {

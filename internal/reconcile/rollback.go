@@ -24,7 +24,7 @@ func (m *Machine) rollback(ctx context.Context, req *Request) error {
 	up := req.Object.Upstream()
 	m.announce(req, "rollback", up.GetRollback().GetTimeout(up.GetTimeout()), false)
 	err := m.Helm.Rollback(ctx, prev.Version)
-	if rel, _ := m.lastRelease(ctx); rel != nil && rel.Version != req.Object.Status.History.Latest().Version {
+	if rel := m.Helm.LastWritten(); rel != nil && rel.Version != req.Object.Status.History.Latest().Version {
 		recordSnapshot(req, rel, helmv2.ReleaseActionRollback)
 	}
 	latest := req.Object.Status.History.Latest()
