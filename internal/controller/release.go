@@ -321,7 +321,7 @@ func (r *HelmReleaseReconciler) outcome(obj *v2.HelmRelease, err error) (ctrl.Re
 		// Nothing will change until the spec, the chart or the values do, or
 		// a reset is requested; retrying on a backoff would only add noise.
 		conditions.MarkStalled(obj, retriesExceededReason, "Failed to %s after %d attempt(s)",
-			obj.Status.LastAttemptedReleaseAction, obj.Status.Failures)
+			obj.Status.LastAttemptedReleaseAction, attempts(obj))
 		conditions.Delete(obj, meta.ReconcilingCondition)
 		return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
 	case errors.As(err, &retry):
@@ -393,4 +393,14 @@ func (r *HelmReleaseReconciler) fail(obj *v2.HelmRelease, reason string, err err
 func hasReadyFalse(obj *v2.HelmRelease, reason, msg string) bool {
 	c := conditions.Get(obj, meta.ReadyCondition)
 	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason && c.Message == msg
+}
+
+// attempts is how often the last attempted action failed, as its
+// remediation counts it (upstream's figure in the Stalled message).
+func attempts(obj *v2.HelmRelease) int64 {
+	up := obj.Upstream()
+	if rem := up.GetActiveRemediation(); rem != nil {
+		return rem.GetFailureCount(up)
+	}
+	return obj.Status.Failures
 }

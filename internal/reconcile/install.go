@@ -93,6 +93,7 @@ func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2
 		conditions.MarkFalse(req.Object, helmv2.ReleasedCondition, failed, "%s", msg)
 		m.warning(req, latest, failed, msg)
 		if !stored {
+			countFailure(req)
 			return &notRecordedError{err: errors.New(msg)}
 		}
 		incrementFailures(req, action)

@@ -310,10 +310,23 @@ func (m *Machine) failed(ctx context.Context, req *Request, actionErr error) err
 	return m.remediate(ctx, req, actionErr)
 }
 
-// incrementFailures counts a failed action where remediation looks.
+// incrementFailures counts a failed install or upgrade that Helm stored,
+// where remediation looks, and in status.failures.
 func incrementFailures(req *Request, action helmv2.ReleaseAction) {
 	st := &req.Object.Status
 	st.Failures++
+	countActionFailure(req, action)
+}
+
+// countFailure counts a failed action in status.failures only, as upstream
+// does for every action that fails (a refused install, a failed test, a
+// failed remediation), whether or not it counts for remediation.
+func countFailure(req *Request) { req.Object.Status.Failures++ }
+
+// countActionFailure counts a failure where the remediation of action
+// looks: installFailures or upgradeFailures.
+func countActionFailure(req *Request, action helmv2.ReleaseAction) {
+	st := &req.Object.Status
 	switch action {
 	case helmv2.ReleaseActionInstall:
 		st.InstallFailures++

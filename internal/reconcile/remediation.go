@@ -39,8 +39,18 @@ func (m *Machine) remediate(ctx context.Context, req *Request, cause error) erro
 	if err != nil {
 		return fmt.Errorf("%v; remediation failed: %w", cause, err)
 	}
-	if exhausted {
+	if exhausted && !uninstalledAfterUpgrade(req, rem) {
+		// The next action would be the one whose retries are used up.
 		return fmt.Errorf("%w: %v", ErrRetriesExhausted, cause)
 	}
+	// As upstream: an upgrade remediated by an uninstall leaves an install
+	// to do next, whose retries are its own.
 	return cause
+}
+
+// uninstalledAfterUpgrade tells whether the remediation just run was the
+// uninstall of a failed upgrade.
+func uninstalledAfterUpgrade(req *Request, rem helmv2.Remediation) bool {
+	return req.Object.Status.LastAttemptedReleaseAction == helmv2.ReleaseActionUpgrade &&
+		rem.GetStrategy() == helmv2.UninstallRemediationStrategy
 }

@@ -22,10 +22,13 @@ func (m *Machine) test(ctx context.Context, req *Request) error {
 		msg := fmt.Sprintf("Helm test failed for release %s: %s", describeRelease(latest), trimError(err))
 		conditions.MarkFalse(req.Object, helmv2.TestSuccessCondition, helmv2.TestFailedReason, "%s", msg)
 		m.warning(req, latest, helmv2.TestFailedReason, msg)
+		// As upstream: a failed test counts in status.failures even when
+		// ignored; for remediation only when it is not.
+		countFailure(req)
 		if ignoreTestFailures(req) {
 			return nil
 		}
-		incrementFailures(req, req.Object.Status.LastAttemptedReleaseAction)
+		countActionFailure(req, req.Object.Status.LastAttemptedReleaseAction)
 		return fmt.Errorf("%s", msg)
 	}
 	msg := testSuccessMessage(latest)
