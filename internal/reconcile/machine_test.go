@@ -254,8 +254,9 @@ func TestUpgradeFailureUninstallStrategy(t *testing.T) {
 	}
 	wantCalls(t, h, "upgrade", "uninstall")
 	wantCondition(t, h, helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.UninstallSucceededReason)
-	// A remediation in place keeps Ready False and says what was done.
-	wantCondition(t, h, meta.ReadyCondition, metav1.ConditionFalse, helmv2.UninstallSucceededReason)
+	// As upstream: Ready keeps the failure that caused the uninstall;
+	// Remediated says what was done about it.
+	wantCondition(t, h, meta.ReadyCondition, metav1.ConditionFalse, helmv2.UpgradeFailedReason)
 }
 
 func TestRetryOnFailureSkipsRemediation(t *testing.T) {
@@ -456,7 +457,7 @@ func TestResumeAfterRestart(t *testing.T) {
 		{name: "upgrade finishes", pending: common.StatusPendingUpgrade,
 			wantCalls: []string{"resume"}, wantReady: helmv2.UpgradeSucceededReason, readyTrue: true},
 		{name: "install wait fails and is remediated", pending: common.StatusPendingInstall, resumeErr: errors.New("Deployment/default/app: InProgress"),
-			wantCalls: []string{"resume", "uninstall"}, wantReady: helmv2.UninstallSucceededReason},
+			wantCalls: []string{"resume", "uninstall"}, wantReady: helmv2.InstallFailedReason},
 		{name: "upgrade wait fails and rolls back", pending: common.StatusPendingUpgrade, resumeErr: errors.New("Deployment/default/app: InProgress"),
 			wantCalls: []string{"resume", "rollback"}, wantReady: helmv2.RollbackSucceededReason},
 	}

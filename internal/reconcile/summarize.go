@@ -4,6 +4,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // summarize sets Ready from the release and drift conditions once the release is in
@@ -22,27 +23,44 @@ func summarize(req *Request) {
 // summarizeRelease sets Ready from the outcome of the release actions.
 func summarizeRelease(req *Request) {
 	obj := req.Object
-	if rem := conditions.Get(obj, helmv2.RemediatedCondition); rem != nil {
+	rem := conditions.Get(obj, helmv2.RemediatedCondition)
+	if rem != nil && !uninstallRemediation(rem) {
 		conditions.MarkFalse(obj, meta.ReadyCondition, rem.Reason, "%s", rem.Message)
 		return
 	}
-	// As upstream: tests speak for Ready only when their failures count
-	// (spec.test.ignoreFailures unset); otherwise the release does.
-	if test := conditions.Get(obj, helmv2.TestSuccessCondition); test != nil && !req.Object.Upstream().GetTest().IgnoreFailures {
-		if test.Status == "True" {
-			conditions.MarkTrue(obj, meta.ReadyCondition, test.Reason, "%s", test.Message)
-			return
-		}
-		conditions.MarkFalse(obj, meta.ReadyCondition, test.Reason, "%s", test.Message)
+	outcome := releaseOutcome(req)
+	if outcome == nil {
+		conditions.MarkTrue(obj, meta.ReadyCondition, meta.SucceededReason, "release %s is in sync", req.releaseName())
 		return
 	}
-	if rel := conditions.Get(obj, helmv2.ReleasedCondition); rel != nil {
-		if rel.Status == "True" {
-			conditions.MarkTrue(obj, meta.ReadyCondition, rel.Reason, "%s", rel.Message)
-		} else {
-			conditions.MarkFalse(obj, meta.ReadyCondition, rel.Reason, "%s", rel.Message)
-		}
+	if rem != nil && outcome.Status == metav1.ConditionTrue {
+		// An uninstalled release is never Ready, whatever came before.
+		conditions.MarkFalse(obj, meta.ReadyCondition, rem.Reason, "%s", rem.Message)
 		return
 	}
-	conditions.MarkTrue(obj, meta.ReadyCondition, meta.SucceededReason, "release %s is in sync", req.releaseName())
+	if outcome.Status == metav1.ConditionTrue {
+		conditions.MarkTrue(obj, meta.ReadyCondition, outcome.Reason, "%s", outcome.Message)
+		return
+	}
+	conditions.MarkFalse(obj, meta.ReadyCondition, outcome.Reason, "%s", outcome.Message)
+}
+
+// releaseOutcome is the condition that speaks for the release: as
+// upstream, the tests when their failures count (spec.test.ignoreFailures
+// unset), otherwise the last release action. Nil when neither ran.
+func releaseOutcome(req *Request) *metav1.Condition {
+	obj := req.Object
+	if test := conditions.Get(obj, helmv2.TestSuccessCondition); test != nil && !obj.Upstream().GetTest().IgnoreFailures {
+		return test
+	}
+	return conditions.Get(obj, helmv2.ReleasedCondition)
+}
+
+// uninstallRemediation tells whether the Remediated condition reports an
+// uninstall. Upstream never summarizes after one, so Ready keeps the failed
+// install or upgrade that caused it: the uninstall is what was done about
+// the failure, not its cause, and alerts key on the cause. A rollback is
+// different: it changed what runs, so Ready names it, as upstream's does.
+func uninstallRemediation(rem *metav1.Condition) bool {
+	return rem.Reason == helmv2.UninstallSucceededReason || rem.Reason == helmv2.UninstallFailedReason
 }
