@@ -6,11 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -450,5 +453,24 @@ func TestCheckDependenciesGetError(t *testing.T) {
 	assertDependencyResult(t, err, depOtherError, nil, []string{"failed to get dependency 'default/db'"}, nil)
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("error %v does not wrap the API error", err)
+	}
+}
+
+// Once its dependencies are ready, a HelmRelease that was waiting for them
+// no longer reads DependencyNotReady: as upstream, Ready turns Unknown
+// until this attempt's outcome is known.
+func TestMetDependenciesClearTheWait(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(depTestScheme(t)).WithObjects(readyRelease("default", "db")).Build()
+	r := &HelmReleaseReconciler{Client: c, EventRecorder: record.NewFakeRecorder(1)}
+	self := depRelease("default", "app", 1, 1, "", "")
+	self.Spec.DependsOn = []meta.DependencyReference{depRef("", "db", "")}
+	conditions.MarkFalse(self, meta.ReadyCondition, helmv2.DependencyNotReadyReason, "dependency 'default/db' is not ready")
+
+	if _, wait := r.waitForDependencies(context.Background(), self); wait {
+		t.Fatal("waits for a ready dependency")
+	}
+	ready := conditions.Get(self, meta.ReadyCondition)
+	if ready == nil || ready.Status != metav1.ConditionUnknown || ready.Reason != meta.ProgressingReason {
+		t.Errorf("Ready %+v, want Unknown/Progressing", ready)
 	}
 }

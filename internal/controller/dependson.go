@@ -21,6 +21,7 @@ const invalidDependencyReason = "InvalidDependency"
 // on is not ready. It returns true when the reconcile must stop here.
 func (r *HelmReleaseReconciler) waitForDependencies(ctx context.Context, obj *v2.HelmRelease) (ctrl.Result, bool) {
 	if len(obj.Spec.DependsOn) == 0 {
+		clearPassedCheck(obj, helmv2.DependencyNotReadyReason, invalidDependencyReason)
 		return ctrl.Result{}, false
 	}
 	err := checkDependencies(ctx, r.Client, obj, dependencyOptions{
@@ -28,6 +29,7 @@ func (r *HelmReleaseReconciler) waitForDependencies(ctx context.Context, obj *v2
 		AdditiveCEL:          r.AdditiveCELDependencyCheck,
 	})
 	if err == nil {
+		clearPassedCheck(obj, helmv2.DependencyNotReadyReason, invalidDependencyReason)
 		return ctrl.Result{}, false
 	}
 

@@ -68,6 +68,7 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	if _, err := postrender.Build(&obj.Spec.HelmReleaseSpec, obj.Name, obj.Namespace); err != nil {
 		return r.stallOnInvalidSpec(obj, InvalidPostRenderersReason, err)
 	}
+	clearPassedCheck(obj, InvalidDriftDetectionReason, meta.InvalidCELExpressionReason, InvalidPostRenderersReason)
 
 	if obj.Spec.Chart != nil {
 		if err := r.reconcileChartTemplate(ctx, obj); err != nil {
@@ -104,11 +105,13 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	if err != nil {
 		return r.fail(obj, helmv2.ArtifactFailedReason, fmt.Errorf("chart artifact %s: %w", artifact.Revision, err))
 	}
+	clearPassedCheck(obj, helmv2.ArtifactFailedReason, SourceNotReadyReason)
 
 	values, err := r.composeValues(ctx, obj)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	clearPassedCheck(obj, ValuesErrorReason)
 	if reason := releaseTargetChanged(obj); reason != "" {
 		return r.uninstallPreviousTarget(ctx, obj, reason)
 	}
@@ -386,6 +389,16 @@ func (r *HelmReleaseReconciler) fail(obj *v2.HelmRelease, reason string, err err
 		return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, errWaiting
 	}
 	return ctrl.Result{}, err
+}
+
+// clearPassedCheck turns a Ready=False left by a check that has now passed
+// into Unknown, as upstream marks a met prerequisite: the old cause is no
+// longer true, and this attempt's outcome is not known yet. (Stalled needs
+// no such care: marking the reconcile in progress removes it.)
+func clearPassedCheck(obj *v2.HelmRelease, reasons ...string) {
+	if conditions.HasAnyReason(obj, meta.ReadyCondition, reasons...) {
+		conditions.MarkUnknown(obj, meta.ReadyCondition, meta.ProgressingReason, "reconciliation in progress")
+	}
 }
 
 // hasReadyFalse tells whether obj already reads Ready=False with reason
