@@ -1,0 +1,350 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/utils/ptr"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/chartserver"
+)
+
+// TestUpstreamParity runs scenarios of upstream's own end-to-end suite
+// (its config/testdata, served locally) against the real upstream
+// helm-controller and against ours, side by side, and compares what Flux
+// users' alerts, dashboards and `flux get` read once each step settles:
+// the Ready, Released, Remediated, TestSuccess and Stalled conditions
+// (status and reason), the failure counters, the last attempted action,
+// status.history and Helm storage.
+func TestUpstreamParity(t *testing.T) {
+	t.Parallel()
+	crashloop := map[string]any{"podAnnotations": map[string]any{"sim.afterhooks.io/fail": "crashloop"}}
+	short := &metav1.Duration{Duration: 3 * time.Second}
+	scenarios := []parityScenario{
+		{
+			// The install fails; its last failure is remediated by an
+			// uninstall that keeps the history.
+			name: "install-fail-remediate",
+			release: func(t *testing.T, ns, repo string) *v2.HelmRelease {
+				hr := parityPodinfo(t, ns, repo, crashloop)
+				hr.Spec.Timeout = short
+				hr.Spec.Install = &v2.Install{Install: helmv2.Install{
+					Remediation: &helmv2.InstallRemediation{RemediateLastFailure: ptr.To(true)}}}
+				hr.Spec.Uninstall = &helmv2.Uninstall{KeepHistory: true}
+				return hr
+			},
+			steps: []parityStep{{name: "stalled", settled: parityStalled, want: []string{
+				"Ready: False/InstallFailed", "Remediated: True/UninstallSucceeded", "history [v1 uninstalled]"}}},
+		},
+		{
+			// The install fails, is uninstalled, fails again and stays.
+			name: "install-fail-retry",
+			release: func(t *testing.T, ns, repo string) *v2.HelmRelease {
+				hr := parityPodinfo(t, ns, repo, crashloop)
+				hr.Spec.Timeout = short
+				hr.Spec.Install = &v2.Install{Install: helmv2.Install{
+					Remediation: &helmv2.InstallRemediation{Retries: 1}}}
+				return hr
+			},
+			steps: []parityStep{{name: "stalled", settled: parityStalled, want: []string{
+				"Remediated: -", "history [v1 failed]", "storage [v1 failed]"}}},
+		},
+		{
+			// A healthy release is upgraded to pods that never become
+			// ready; the failed upgrade is remediated by an uninstall.
+			name: "upgrade-fail-remediate-uninstall",
+			release: func(t *testing.T, ns, repo string) *v2.HelmRelease {
+				return parityPodinfo(t, ns, repo, nil)
+			},
+			steps: []parityStep{
+				{name: "installed", settled: parityReady},
+				{name: "stalled", settled: parityStalled, want: []string{"Failed to install after 1 attempt(s)",
+					"install 1 upgrade 1", "history [v1 failed]"}, change: func(hr *v2.HelmRelease) {
+					hr.Spec.Values = jsonValuesFrom(crashloop)
+					hr.Spec.Timeout = short
+					hr.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{Remediation: &helmv2.UpgradeRemediation{
+						RemediateLastFailure: ptr.To(true), Strategy: ptr.To(helmv2.UninstallRemediationStrategy)}}}
+				}},
+			},
+		},
+		{
+			// The impersonated account may not create an
+			// HorizontalPodAutoscaler, so Helm refuses the install up front;
+			// granting it lets the release recover by itself.
+			name: "impersonation-podinfo-fail",
+			release: func(t *testing.T, ns, repo string) *v2.HelmRelease {
+				impersonationAccount(t, ns, "gotk-reconciler",
+					rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"*"}, Verbs: []string{"*"}},
+					rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"*"}, Verbs: []string{"*"}})
+				hr := parityPodinfo(t, ns, repo, map[string]any{"hpa": map[string]any{"enabled": true, "maxReplicas": 2, "cpu": 10}})
+				hr.Spec.ServiceAccountName = "gotk-reconciler"
+				return hr
+			},
+			steps: []parityStep{
+				{name: "refused", settled: parityNotReady, backoff: true, want: []string{"Stalled: -", "history []"}},
+				{name: "recovered", settled: parityReady, backoff: true, act: func(t *testing.T, hr *v2.HelmRelease) {
+					impersonationAccount(t, hr.Namespace, "autoscaling",
+						rbacv1.PolicyRule{APIGroups: []string{"autoscaling"}, Resources: []string{"*"}, Verbs: []string{"*"}})
+					rb := &rbacv1.RoleBinding{}
+					if err := get(context.Background(), rb, hr.Namespace, "autoscaling"); err != nil {
+						t.Fatal(err)
+					}
+					rb.Subjects = append(rb.Subjects, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: hr.Namespace, Name: "gotk-reconciler"})
+					if err := env.client.Update(context.Background(), rb); err != nil {
+						t.Fatal(err)
+					}
+				}},
+			},
+		},
+		{
+			// A failing Helm test whose failures are ignored.
+			name: "install-test-fail-ignore",
+			release: func(t *testing.T, ns, repo string) *v2.HelmRelease {
+				chart := remPublish(t, "e2e-tests", "0.1.0", ns, chartserver.WithValues(map[string]any{"testFail": true}))
+				hr := remRelease(ns, "tested", repo, chart.Name, chart.Version, "")
+				hr.Spec.Test = &helmv2.Test{Enable: true, IgnoreFailures: true}
+				return hr
+			},
+			steps: []parityStep{{name: "ready", settled: parityReady, want: []string{"Ready: True/InstallSucceeded"}}},
+		},
+	}
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			sides := []*paritySide{
+				{name: "upstream", binary: upstreamBinary(t)},
+				{name: "ours"},
+			}
+			for _, side := range sides {
+				side.ns = newNamespace(t)
+				repo := createHelmRepository(t, side.ns)
+				shard := "parity-" + rand.String(8)
+				side.ctl = newShardController(t, side.ns, shard, side.binary)
+				side.ctl.ensureRunning(t)
+				side.hr = sc.release(t, side.ns, repo.Name)
+				side.hr.Labels = map[string]string{crashShardLabel: shard}
+				remCreate(t, side.hr)
+			}
+			for _, step := range sc.steps {
+				for _, side := range sides {
+					if step.act != nil {
+						step.act(t, side.hr)
+					}
+					if step.change != nil {
+						patchSpec(t, side.hr, step.change)
+					}
+				}
+				got := map[string]paritySnapshot{}
+				for _, side := range sides {
+					snap := side.settle(t, step)
+					if step.backoff {
+						snap = snap.failuresCounted()
+					}
+					got[side.name] = snap
+				}
+				if diff := got["upstream"].diff(got["ours"]); diff != "" {
+					t.Errorf("after %q, ours differs from upstream (field: upstream | ours):\n%s", step.name, diff)
+				} else {
+					t.Logf("after %q both read:\n%s", step.name, got["ours"])
+				}
+				// What the issue reported of upstream, so that a change in
+				// both controllers alike still shows.
+				for _, want := range step.want {
+					if !strings.Contains(got["ours"].String(), want) {
+						t.Errorf("after %q ours does not read %q:\n%s", step.name, want, got["ours"])
+					}
+				}
+			}
+		})
+	}
+}
+
+type parityScenario struct {
+	name string
+	// release builds the HelmRelease of the scenario in ns, from the
+	// HelmRepository repo (and anything else it needs).
+	release func(t *testing.T, ns, repo string) *v2.HelmRelease
+	steps   []parityStep
+}
+
+type parityStep struct {
+	name string
+	// act changes the world, change the spec, before the step settles;
+	// both optional.
+	act    func(t *testing.T, hr *v2.HelmRelease)
+	change func(hr *v2.HelmRelease)
+	// settled is nil once the HelmRelease reached the step's end state.
+	settled func(hr *v2.HelmRelease) error
+	// backoff: the step's failures are retried with backoff, so how many
+	// status.failures counts depends on how long the step took; compare
+	// only that they are counted.
+	backoff bool
+	// want: lines the snapshot must hold, whatever upstream reads.
+	want []string
+}
+
+// paritySide is one controller running the scenario in a namespace of
+// its own.
+type paritySide struct {
+	name, binary, ns string
+	ctl              *crashController
+	hr               *v2.HelmRelease
+}
+
+// settle waits for the step's end state, then for the snapshot to stay
+// the same for a while, and returns it.
+func (s *paritySide) settle(t *testing.T, step parityStep) paritySnapshot {
+	t.Helper()
+	eventually(t, 2*time.Minute, fmt.Sprintf("%s: %s", s.name, step.name), func(ctx context.Context) error {
+		s.ctl.mustRun(t)
+		if err := get(ctx, s.hr, s.ns, s.hr.Name); err != nil {
+			return err
+		}
+		return step.settled(s.hr)
+	})
+	snap := s.snapshot(t)
+	eventually(t, time.Minute, fmt.Sprintf("%s: %s stays put", s.name, step.name), func(ctx context.Context) error {
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			time.Sleep(pollInterval)
+			next := s.snapshot(t)
+			if d := snap.diff(next); d != "" {
+				snap = next
+				return fmt.Errorf("still changing:\n%s", d)
+			}
+		}
+		return nil
+	})
+	return snap
+}
+
+// paritySnapshot is what the comparison looks at.
+type paritySnapshot struct {
+	conditions                                map[string]string
+	stalledMessage                            string
+	installFailures, upgradeFailures, failure int64
+	lastAction                                string
+	history, storage                          []string
+}
+
+var parityConditions = []string{meta.ReadyCondition, helmv2.ReleasedCondition, helmv2.RemediatedCondition,
+	helmv2.TestSuccessCondition, meta.StalledCondition}
+
+func (s *paritySide) snapshot(t *testing.T) paritySnapshot {
+	t.Helper()
+	if err := get(context.Background(), s.hr, s.ns, s.hr.Name); err != nil {
+		t.Fatal(err)
+	}
+	st := s.hr.Status
+	snap := paritySnapshot{conditions: map[string]string{}, installFailures: st.InstallFailures,
+		upgradeFailures: st.UpgradeFailures, failure: st.Failures, lastAction: string(st.LastAttemptedReleaseAction)}
+	for _, typ := range parityConditions {
+		if c := conditions.Get(s.hr, typ); c != nil {
+			snap.conditions[typ] = fmt.Sprintf("%s/%s", c.Status, c.Reason)
+		} else {
+			snap.conditions[typ] = "-"
+		}
+	}
+	snap.stalledMessage = conditions.GetMessage(s.hr, meta.StalledCondition)
+	for _, h := range st.History {
+		snap.history = append(snap.history, fmt.Sprintf("v%d %s", h.Version, h.Status))
+	}
+	for _, r := range remStorage(t, s.ns, s.hr.Name) {
+		snap.storage = append(snap.storage, fmt.Sprintf("v%d %s", r.Release.Version, r.Release.Info.Status))
+	}
+	return snap
+}
+
+// failuresCounted is s with status.failures reduced to whether any was
+// counted (0 or 1).
+func (s paritySnapshot) failuresCounted() paritySnapshot {
+	s.failure = min(s.failure, 1)
+	return s
+}
+
+// diff lists the fields where o differs from s, one per line.
+func (s paritySnapshot) diff(o paritySnapshot) string {
+	var b strings.Builder
+	line := func(field string, a, c any) {
+		if !reflect.DeepEqual(a, c) {
+			fmt.Fprintf(&b, "  %s: %v | %v\n", field, a, c)
+		}
+	}
+	for _, typ := range parityConditions {
+		line(typ, s.conditions[typ], o.conditions[typ])
+	}
+	line("Stalled message", s.stalledMessage, o.stalledMessage)
+	line("installFailures", s.installFailures, o.installFailures)
+	line("upgradeFailures", s.upgradeFailures, o.upgradeFailures)
+	line("failures", s.failure, o.failure)
+	line("lastAttemptedReleaseAction", s.lastAction, o.lastAction)
+	line("history", s.history, o.history)
+	line("storage", s.storage, o.storage)
+	return b.String()
+}
+
+func (s paritySnapshot) String() string {
+	var b strings.Builder
+	for _, typ := range parityConditions {
+		fmt.Fprintf(&b, "  %s: %s\n", typ, s.conditions[typ])
+	}
+	if s.stalledMessage != "" {
+		fmt.Fprintf(&b, "  Stalled message: %s\n", s.stalledMessage)
+	}
+	fmt.Fprintf(&b, "  failures: install %d upgrade %d total %d; last action %q\n  history %v\n  storage %v",
+		s.installFailures, s.upgradeFailures, s.failure, s.lastAction, s.history, s.storage)
+	return b.String()
+}
+
+func parityPodinfo(t *testing.T, ns, repo string, values map[string]any) *v2.HelmRelease {
+	t.Helper()
+	hr := remPodinfo(ns, "podinfo", repo, "")
+	if values != nil {
+		hr.Spec.Values = jsonValuesFrom(values)
+	}
+	return hr
+}
+
+func parityStalled(hr *v2.HelmRelease) error {
+	if !conditions.IsStalled(hr) {
+		return fmt.Errorf("not stalled: %s", remConditions(hr))
+	}
+	return nil
+}
+
+func parityReady(hr *v2.HelmRelease) error {
+	if hr.Status.ObservedGeneration != hr.Generation || !conditions.IsReady(hr) {
+		return fmt.Errorf("not ready at generation %d: %s", hr.Generation, remConditions(hr))
+	}
+	return nil
+}
+
+// parityNotReady: a reconcile of the current spec failed.
+func parityNotReady(hr *v2.HelmRelease) error {
+	c := conditions.Get(hr, meta.ReadyCondition)
+	if hr.Status.LastAttemptedGeneration != hr.Generation || c == nil || c.Status != metav1.ConditionFalse {
+		return fmt.Errorf("not failed yet: %s", remConditions(hr))
+	}
+	return nil
+}
+
+func jsonValuesFrom(values map[string]any) *apiextensionsv1.JSON {
+	raw, err := json.Marshal(values)
+	if err != nil {
+		panic(err) // test data only
+	}
+	return &apiextensionsv1.JSON{Raw: raw}
+}
