@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/afterhooks/helm-controller/internal/kube"
+	"github.com/afterhooks/helm-controller/internal/kubeclient"
 )
 
 // DefaultFieldManager is the field manager Helm applies objects with.
@@ -27,6 +28,11 @@ type ConfigFactory struct {
 	getter       genericclioptions.RESTClientGetter
 	clientSet    kubernetes.Interface
 	fieldManager string
+	// clusters is shared with every factory made by ForGetter: what Helm
+	// would otherwise work out per action is kept per API server.
+	clusters *kubeclient.Clusters
+	// fieldValidation is clusters' entry for this factory's API server.
+	fieldValidation *kubeclient.FieldValidation
 }
 
 // FactoryOption configures a ConfigFactory.
@@ -49,32 +55,34 @@ func NewConfigFactory(getter genericclioptions.RESTClientGetter, opts ...Factory
 	if getter == nil {
 		return nil, errors.New("action: nil RESTClientGetter")
 	}
-	f := &ConfigFactory{getter: getter, fieldManager: DefaultFieldManager}
+	f := &ConfigFactory{getter: getter, fieldManager: DefaultFieldManager, clusters: kubeclient.NewClusters()}
 	for _, o := range opts {
 		o(f)
 	}
 	if f.fieldManager == "" {
 		return nil, errors.New("action: empty field manager")
 	}
-	cs, err := clientSetFor(getter)
-	if err != nil {
+	if err := f.connect(); err != nil {
 		return nil, err
 	}
-	f.clientSet = cs
 	helmkube.ManagedFieldsManager = f.fieldManager
 	return f, nil
 }
 
-func clientSetFor(getter genericclioptions.RESTClientGetter) (kubernetes.Interface, error) {
-	restCfg, err := getter.ToRESTConfig()
+// connect makes the factory's clientset and finds its cluster's shared
+// caches.
+func (f *ConfigFactory) connect() error {
+	restCfg, err := f.getter.ToRESTConfig()
 	if err != nil {
-		return nil, fmt.Errorf("action: REST config: %w", err)
+		return fmt.Errorf("action: REST config: %w", err)
 	}
 	cs, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
-		return nil, fmt.Errorf("action: Kubernetes client: %w", err)
+		return fmt.Errorf("action: Kubernetes client: %w", err)
 	}
-	return cs, nil
+	f.clientSet = cs
+	f.fieldValidation = f.clusters.FieldValidation(restCfg.Host)
+	return nil
 }
 
 // NewConfigFactoryFromRESTConfig is NewConfigFactory for a *rest.Config,
@@ -94,11 +102,11 @@ func (f *ConfigFactory) ForGetter(getter genericclioptions.RESTClientGetter) (*C
 	if getter == nil {
 		return nil, errors.New("action: nil RESTClientGetter")
 	}
-	cs, err := clientSetFor(getter)
-	if err != nil {
+	other := &ConfigFactory{getter: getter, fieldManager: f.fieldManager, clusters: f.clusters}
+	if err := other.connect(); err != nil {
 		return nil, err
 	}
-	return &ConfigFactory{getter: getter, clientSet: cs, fieldManager: f.fieldManager}, nil
+	return other, nil
 }
 
 // RESTClientGetter returns the getter the factory was made with.
@@ -163,7 +171,7 @@ func (f *ConfigFactory) Build(storageNamespace, releaseNamespace string, opts ..
 		opt(&o)
 	}
 
-	kc := helmkube.New(f.getter)
+	kc := kubeclient.NewClient(f.getter, f.fieldValidation)
 	kc.Namespace = releaseNamespace
 	kc.SetLogger(o.handler)
 

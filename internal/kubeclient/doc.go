@@ -1,0 +1,12 @@
+// Package kubeclient is the seam between the controller and Helm's kube
+// client. Helm builds its client for one action at a time; a controller runs
+// thousands of actions against the same cluster, so what Helm would work out
+// again for every action is kept here once per cluster and shared:
+//
+//   - FieldValidation: which kinds the API server validates itself (the
+//     fieldValidation query parameter). Helm finds out from the server's
+//     OpenAPI v3 document, which it fetches and decodes for every action
+//     because each action invalidates discovery to read fresh capabilities.
+//
+// internal/action builds every Helm configuration through NewClient.
+package kubeclient
