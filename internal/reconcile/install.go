@@ -92,7 +92,12 @@ func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2
 		msg := fmt.Sprintf("Helm %s failed for release %s: %s", verb, target, trimError(err))
 		conditions.MarkFalse(req.Object, helmv2.ReleasedCondition, failed, "%s", msg)
 		m.warning(req, latest, failed, msg)
-		if !stored {
+		if !stored || ctx.Err() != nil {
+			// Nothing stored, or the controller stopped in the middle of
+			// the action (Helm then fails the revision with "context
+			// canceled"): nothing is known about the release itself, so
+			// the attempt is not counted towards remediation and the next
+			// run tries again instead of stalling on used-up retries.
 			countFailure(req)
 			return &notRecordedError{err: errors.New(msg)}
 		}
@@ -109,12 +114,12 @@ func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2
 	return nil
 }
 
-// notRecordedError is a failure that left no outcome of this attempt in
-// Helm storage: the install or upgrade failed before Helm stored a revision
-// (the chart did not render, Helm refused to start), or the API failed
-// around a resumed readiness wait (the revision is still pending). Nothing
-// about the release is known to have failed, so nothing is counted or
-// remediated, and the reconcile is retried with backoff, as upstream does.
+// notRecordedError is a failure that says nothing about the release: the
+// install or upgrade failed before Helm stored a revision (the chart did
+// not render, Helm refused to start), the controller stopped in the middle
+// of it, or the API failed around a resumed readiness wait (the revision is
+// still pending). Nothing is counted towards remediation or remediated, and
+// the reconcile is retried with backoff, as upstream does for the first.
 // A values typo must not roll back a healthy release, and a timeout of the
 // API must not uninstall one whose resources may be ready.
 type notRecordedError struct{ err error }

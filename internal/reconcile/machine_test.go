@@ -997,3 +997,42 @@ func TestActionsDoNotReadStorageBack(t *testing.T) {
 		t.Errorf("history has %d entries, want the installed release only", n)
 	}
 }
+
+// An install or upgrade the controller's own shutdown cut short (Helm marks
+// the revision failed with "context canceled") is not the release's
+// failure: it is recorded but not counted towards remediation, so the next
+// controller tries again instead of stalling on used-up retries.
+func TestShutdownDuringActionIsNotCountedAgainstRetries(t *testing.T) {
+	for _, action := range []string{"install", "upgrade"} {
+		t.Run(action, func(t *testing.T) {
+			h := newHarness()
+			if action == "upgrade" {
+				h.mustRun(t)
+				h.values = map[string]any{"replicas": 2}
+			}
+			h.calls()
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // the controller is stopping while Helm works
+			h.helm.fail[action] = fmt.Errorf("Release %q failed: %w", "app", context.Canceled)
+			m := &Machine{Helm: h.helm, Recorder: h.recorder}
+			if err := m.Run(ctx, h.request()); err == nil {
+				t.Fatal("the interrupted action was not reported")
+			}
+			wantCalls(t, h, action)
+			st := h.obj.Status
+			if st.InstallFailures != 0 || st.UpgradeFailures != 0 {
+				t.Errorf("installFailures %d, upgradeFailures %d: a shutdown was charged to the release", st.InstallFailures, st.UpgradeFailures)
+			}
+
+			// The next controller: the same spec is tried again.
+			delete(h.helm.fail, action)
+			h.mustRun(t)
+			if got := h.calls(); len(got) == 0 || got[0] == "rollback" || got[0] == "uninstall" {
+				t.Errorf("next run called %v, want the action again", got)
+			}
+			if last := h.helm.last(); last.Info.Status != common.StatusDeployed {
+				t.Errorf("latest revision %s after the next run", last.Info.Status)
+			}
+		})
+	}
+}
