@@ -105,12 +105,15 @@ func TestSmoke(t *testing.T) {
 			if err := get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
-			if hr.Status.ObservedGeneration != hr.Generation {
-				return fmt.Errorf("observedGeneration %d, generation %d", hr.Status.ObservedGeneration, hr.Generation)
-			}
+			// A missing source is waited for: as upstream, the generation
+			// is not observed, but Ready speaks for it.
 			ready := conditions.Get(hr, meta.ReadyCondition)
-			if ready == nil || ready.Reason != helmv2.ArtifactFailedReason || !strings.Contains(ready.Message, "missing-chart") {
-				return fmt.Errorf("Ready condition %+v does not report the missing source after resuming", ready)
+			if ready == nil || ready.ObservedGeneration != hr.Generation || ready.Reason != helmv2.ArtifactFailedReason ||
+				!strings.Contains(ready.Message, "missing-chart") {
+				return fmt.Errorf("Ready condition %+v does not report the missing source of generation %d after resuming", ready, hr.Generation)
+			}
+			if hr.Status.ObservedGeneration == hr.Generation {
+				return fmt.Errorf("generation %d observed while its source is missing", hr.Generation)
 			}
 			return nil
 		})
