@@ -12,6 +12,8 @@ GO_TEST_FLAGS ?= -count=1
 # The version stamped into the binary and used as the image tag; never "latest".
 VERSION ?= $(shell hack/version.sh)
 DIST_DIR ?= $(CURDIR)/dist
+# Fleet sizes for `make bench`, comma-separated (e.g. 100,400).
+BENCH_N ?= 100
 # Packages that need no cluster binaries beyond envtest's API server.
 UNIT_PKGS = $$(go list ./... | grep -v '/test/')
 E2E_PKGS = ./test/...
@@ -82,6 +84,10 @@ test-unit: tools ## Unit and envtest tests (no full cluster), with the race dete
 .PHONY: test-e2e
 test-e2e: tools ## End-to-end tests on throwaway local clusters.
 	go test $(GO_TEST_FLAGS) -timeout 60m $(E2E_PKGS)
+
+.PHONY: bench
+bench: tools ## Benchmark upstream helm-controller against ours on BENCH_N podinfo releases (default 100) and print a table.
+	go run ./hack/bench -n $(BENCH_N)
 
 ##@ Demo
 

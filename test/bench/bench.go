@@ -1,0 +1,210 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/afterhooks/helm-controller/test/cluster"
+)
+
+// Controller names accepted in Options.Controllers.
+const (
+	// Upstream is Flux's helm-controller from the tool cache (make tools).
+	Upstream = "upstream"
+	// Ours is this repository's controller, built from the checkout.
+	Ours = "ours"
+)
+
+// upstreamBinaryName is the name hack/tools/build.sh gives upstream's binary.
+const upstreamBinaryName = "helm-controller-upstream"
+
+// Defaults for Options.
+const (
+	DefaultConcurrent = 4
+	DefaultSettle     = 10 * time.Second
+)
+
+// Options configure Run.
+type Options struct {
+	// Releases lists fleet sizes (N); each is run with every controller.
+	Releases []int
+	// Controllers are Upstream and/or Ours, run in this order for each N.
+	Controllers []string
+	// Concurrent is both controllers' --concurrent; DefaultConcurrent when 0.
+	Concurrent int
+	// Settle is the pause between the install and no-op phases;
+	// DefaultSettle when 0.
+	Settle time.Duration
+	// ProfileDir, when set, receives a CPU profile of Ours taken during the
+	// install phase and a heap profile taken at the end of each run.
+	ProfileDir string
+	// RepoRoot is the checkout Ours is built from and whose CRDs are
+	// installed; the module of the working directory when empty.
+	RepoRoot string
+	// ChartDir is the podinfo chart; RepoRoot/../shared/charts/podinfo
+	// when empty.
+	ChartDir string
+	// ToolBinDir holds the cluster binaries and upstream's controller;
+	// found as test/cluster finds it when empty.
+	ToolBinDir string
+	// Progress receives a line per step; discarded when nil.
+	Progress io.Writer
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if len(o.Releases) == 0 {
+		return o, errors.New("no fleet size given")
+	}
+	for _, n := range o.Releases {
+		if n < 1 {
+			return o, fmt.Errorf("fleet size must be at least 1, got %d", n)
+		}
+	}
+	if len(o.Controllers) == 0 {
+		return o, errors.New("no controller given")
+	}
+	for _, name := range o.Controllers {
+		if name != Upstream && name != Ours {
+			return o, fmt.Errorf("unknown controller %q (want %s or %s)", name, Upstream, Ours)
+		}
+	}
+	if o.Concurrent == 0 {
+		o.Concurrent = DefaultConcurrent
+	}
+	if o.Settle == 0 {
+		o.Settle = DefaultSettle
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	if o.RepoRoot == "" {
+		root, err := moduleRoot()
+		if err != nil {
+			return o, err
+		}
+		o.RepoRoot = root
+	}
+	if o.ChartDir == "" {
+		o.ChartDir = filepath.Join(o.RepoRoot, "..", "shared", "charts", "podinfo")
+	}
+	if _, err := os.Stat(filepath.Join(o.ChartDir, "Chart.yaml")); err != nil {
+		return o, fmt.Errorf("podinfo chart not found: %w", err)
+	}
+	return o, nil
+}
+
+// Row is what one run measured: one controller reconciling a fleet of N.
+type Row struct {
+	Controller string
+	Releases   int
+
+	// Install phase: from the first create until all are Ready.
+	TimeToReady        time.Duration
+	InstallCPU         time.Duration
+	APIRequests        float64 // growth of apiserver_request_total, all clients
+	ControllerRequests float64 // growth of the controller's rest_client_requests_total
+
+	// No-op phase: from the reconcile requests until all were handled.
+	NoopCPU time.Duration
+
+	// Downloads are known only for Ours; see the package documentation.
+	DownloadsCounted bool
+	InstallDownloads float64
+	NoopDownloads    float64
+
+	PeakRSSBytes int64
+}
+
+// Run benchmarks every controller at every fleet size, one run at a time,
+// each on a fresh cluster. On error it returns the rows measured so far.
+func Run(ctx context.Context, opts Options) ([]Row, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	buildDir, err := os.MkdirTemp("", "helm-controller-bench-build-*")
+	if err != nil {
+		return nil, fmt.Errorf("creating the build directory: %w", err)
+	}
+	defer os.RemoveAll(buildDir)
+	binaries, err := controllerBinaries(ctx, opts, buildDir)
+	if err != nil {
+		return nil, err
+	}
+	var rows []Row
+	for _, n := range opts.Releases {
+		for _, name := range opts.Controllers {
+			row, err := runOnce(ctx, opts, runSpec{controller: name, binary: binaries[name], releases: n})
+			if err != nil {
+				return rows, fmt.Errorf("%s controller with %d releases: %w", name, n, err)
+			}
+			rows = append(rows, row)
+		}
+	}
+	return rows, nil
+}
+
+// controllerBinaries finds upstream's binary and builds ours, as asked.
+func controllerBinaries(ctx context.Context, opts Options, buildDir string) (map[string]string, error) {
+	binaries := map[string]string{}
+	if slices.Contains(opts.Controllers, Upstream) {
+		path, err := upstreamBinary(opts.ToolBinDir)
+		if err != nil {
+			return nil, err
+		}
+		binaries[Upstream] = path
+	}
+	if slices.Contains(opts.Controllers, Ours) {
+		path := filepath.Join(buildDir, "helm-controller")
+		began := time.Now()
+		if err := buildOurs(ctx, opts.RepoRoot, path); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(opts.Progress, "bench: built %s in %s\n", Ours, time.Since(began).Round(100*time.Millisecond))
+		binaries[Ours] = path
+	}
+	return binaries, nil
+}
+
+func upstreamBinary(toolBinDir string) (string, error) {
+	dir, err := cluster.ToolBinDir(toolBinDir)
+	if err != nil {
+		return "", fmt.Errorf("locating the tool cache: %w", err)
+	}
+	path, err := filepath.EvalSymlinks(filepath.Join(dir, upstreamBinaryName))
+	if err != nil {
+		return "", fmt.Errorf("%s is missing from the tool cache; run 'make tools': %w", upstreamBinaryName, err)
+	}
+	return path, nil
+}
+
+func buildOurs(ctx context.Context, repoRoot, output string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", output, ".")
+	cmd.Dir = repoRoot
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("building the controller in %s: %w\n%s", repoRoot, err, out)
+	}
+	return nil
+}
+
+// moduleRoot is the directory of the go.mod governing the working directory.
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("not inside a Go module; run from the helm-controller checkout or set Options.RepoRoot")
+	}
+	return filepath.Dir(gomod), nil
+}

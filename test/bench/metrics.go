@@ -1,0 +1,96 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Metric names read by the benchmark.
+const (
+	apiServerRequests  = "apiserver_request_total"
+	clientRequests     = "rest_client_requests_total"
+	oursChartDownloads = "helm_controller_chart_downloads_total"
+)
+
+// sumMetric adds up every series of the named metric in a Prometheus text
+// exposition. A metric that is absent is an error: a renamed metric must
+// not read as zero.
+func sumMetric(exposition, name string) (float64, error) {
+	var sum float64
+	found := false
+	for line := range strings.Lines(exposition) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		series, value, ok := splitSample(line)
+		if !ok || metricName(series) != name {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return 0, fmt.Errorf("parsing the value of %q: %w", line, err)
+		}
+		sum += v
+		found = true
+	}
+	if !found {
+		return 0, fmt.Errorf("metric %s is not exposed", name)
+	}
+	return sum, nil
+}
+
+// splitSample cuts a sample line into its series (name and labels) and its
+// value; an optional timestamp after the value is dropped. Label values may
+// hold spaces, so the series ends at the closing brace when there is one.
+func splitSample(line string) (series, value string, ok bool) {
+	rest := line
+	if open := strings.IndexByte(line, '{'); open >= 0 {
+		closing := strings.LastIndexByte(line, '}')
+		if closing < open {
+			return "", "", false
+		}
+		series, rest = line[:closing+1], line[closing+1:]
+	} else {
+		name, after, found := strings.Cut(line, " ")
+		if !found {
+			return "", "", false
+		}
+		series, rest = name, after
+	}
+	fields := strings.Fields(rest)
+	if len(fields) == 0 {
+		return "", "", false
+	}
+	return series, fields[0], true
+}
+
+func metricName(series string) string {
+	name, _, _ := strings.Cut(series, "{")
+	return name
+}
+
+// apiServerRequestCount is the total of apiserver_request_total: every
+// request any client made so far.
+func (env *environment) apiServerRequestCount(ctx context.Context) (float64, error) {
+	body, err := env.apiServer.Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("scraping the API server's metrics: %w", err)
+	}
+	return sumMetric(string(body), apiServerRequests)
+}
+
+// controllerMetric reads one metric from the controller's /metrics.
+func (p *controllerProcess) controllerMetric(ctx context.Context, name string) (float64, error) {
+	body, err := fetch(ctx, p.metricsBase+"/metrics")
+	if err != nil {
+		return 0, fmt.Errorf("scraping the %s controller's metrics: %w", p.name, err)
+	}
+	v, err := sumMetric(string(body), name)
+	if err != nil {
+		return 0, fmt.Errorf("%s controller: %w", p.name, err)
+	}
+	return v, nil
+}

@@ -1,0 +1,69 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// cpuProfileSeconds is how long the CPU profile of the install phase runs.
+const cpuProfileSeconds = 30
+
+// pendingProfile is a CPU profile being taken in the background.
+type pendingProfile struct {
+	done chan error
+}
+
+// wait returns once the profile is written; a nil profile (none asked
+// for) is done at once.
+func (p *pendingProfile) wait() error {
+	if p == nil {
+		return nil
+	}
+	return <-p.done
+}
+
+// startCPUProfile asks ours for a CPU profile from its pprof endpoint (served
+// beside the metrics) and saves it when it arrives. It returns nil when
+// no profile is wanted; upstream is never profiled.
+func (r *run) startCPUProfile(ctx context.Context) *pendingProfile {
+	if r.opts.ProfileDir == "" || r.controller != Ours {
+		return nil
+	}
+	p := &pendingProfile{done: make(chan error, 1)}
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", r.ctl.metricsBase, cpuProfileSeconds)
+	go func() {
+		// The endpoint answers only after the profile's duration.
+		ctx, cancel := context.WithTimeout(ctx, cpuProfileSeconds*time.Second+time.Minute)
+		defer cancel()
+		p.done <- r.saveProfile(ctx, url, "cpu")
+	}()
+	return p
+}
+
+// saveHeapProfile saves ours' heap profile at the end of the run.
+func (r *run) saveHeapProfile(ctx context.Context) error {
+	if r.opts.ProfileDir == "" || r.controller != Ours {
+		return nil
+	}
+	return r.saveProfile(ctx, r.ctl.metricsBase+"/debug/pprof/heap", "heap")
+}
+
+// saveProfile writes what url returns to <dir>/<controller>-n<N>-<kind>.pprof.
+func (r *run) saveProfile(ctx context.Context, url, kind string) error {
+	data, err := fetch(ctx, url)
+	if err != nil {
+		return fmt.Errorf("taking the %s profile: %w", kind, err)
+	}
+	if err := os.MkdirAll(r.opts.ProfileDir, 0o755); err != nil {
+		return fmt.Errorf("creating the profile directory: %w", err)
+	}
+	path := filepath.Join(r.opts.ProfileDir, fmt.Sprintf("%s-n%d-%s.pprof", r.controller, r.releases, kind))
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return fmt.Errorf("saving the %s profile: %w", kind, err)
+	}
+	fmt.Fprintf(r.progress, "%s profile saved to %s\n", kind, path)
+	return nil
+}

@@ -1,0 +1,232 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// runSpec is one cell of the benchmark matrix.
+type runSpec struct {
+	controller string
+	binary     string
+	releases   int
+}
+
+// run is the state of one run while it is measured.
+type run struct {
+	runSpec
+	opts     Options
+	env      *environment
+	ctl      *controllerProcess
+	progress io.Writer
+	row      Row
+}
+
+// runOnce measures one controller with one fleet size on a fresh cluster
+// and stops everything it started, whatever happens.
+func runOnce(ctx context.Context, opts Options, spec runSpec) (row Row, err error) {
+	progress := prefixWriter{w: opts.Progress, prefix: fmt.Sprintf("bench: %s N=%d: ", spec.controller, spec.releases)}
+	workDir, err := os.MkdirTemp("", "helm-controller-bench-*")
+	if err != nil {
+		return row, fmt.Errorf("creating the work directory: %w", err)
+	}
+	defer os.RemoveAll(workDir)
+
+	env, err := startEnvironment(ctx, opts, progress)
+	if err != nil {
+		return row, err
+	}
+	defer func() { err = errors.Join(err, env.stop()) }()
+
+	ctl, err := startController(controllerConfig{
+		name:       spec.controller,
+		binary:     spec.binary,
+		kubeconfig: env.cluster.Kubeconfig(),
+		logPath:    filepath.Join(workDir, "controller.log"),
+		concurrent: opts.Concurrent,
+	})
+	if err != nil {
+		return row, err
+	}
+	r := &run{runSpec: spec, opts: opts, env: env, ctl: ctl, progress: progress,
+		row: Row{Controller: spec.controller, Releases: spec.releases}}
+	measureErr := r.measure(ctx)
+	stopErr := ctl.stop()
+	// The log is read before the deferred clean-up removes the work directory.
+	if err := errors.Join(measureErr, stopErr); err != nil {
+		return row, ctl.explain(err)
+	}
+	return r.row, nil
+}
+
+func (r *run) measure(ctx context.Context) error {
+	if err := r.ctl.waitServing(ctx); err != nil {
+		return fmt.Errorf("waiting for the controller to serve metrics: %w", err)
+	}
+	if err := r.ctl.waitIdle(ctx); err != nil {
+		return fmt.Errorf("waiting for the controller to finish starting: %w", err)
+	}
+	profile, err := r.installPhase(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.settle(ctx); err != nil {
+		return err
+	}
+	// The profile may outlast a short install; it must not reach into
+	// the no-op phase.
+	if err := profile.wait(); err != nil {
+		return err
+	}
+	if err := r.noopPhase(ctx); err != nil {
+		return err
+	}
+	if r.row.PeakRSSBytes, err = r.ctl.peakRSSBytes(); err != nil {
+		return err
+	}
+	return r.saveHeapProfile(ctx)
+}
+
+// installTimeout grows with the fleet: a few seconds per release on a
+// small machine, never less than five minutes.
+func installTimeout(n int) time.Duration {
+	return max(5*time.Minute, time.Duration(n)*3*time.Second)
+}
+
+// noopTimeout: a reconcile with nothing to do is faster than an install.
+func noopTimeout(n int) time.Duration {
+	return max(3*time.Minute, time.Duration(n)*2*time.Second)
+}
+
+// installPhase creates the fleet and waits until all of it is Ready. It
+// returns the CPU profile started with it, still running if the phase was
+// shorter than the profile.
+func (r *run) installPhase(ctx context.Context) (*pendingProfile, error) {
+	before, err := r.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	profile := r.startCPUProfile(ctx)
+	began := time.Now()
+	if err := r.env.createFleet(ctx, r.releases); err != nil {
+		return nil, err
+	}
+	err = r.env.waitFleet(ctx, fleetWait{
+		what:     "install: Ready",
+		releases: r.releases,
+		timeout:  installTimeout(r.releases),
+		check:    readyForGeneration,
+		alive:    r.ctl.alive,
+		progress: r.progress,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.row.TimeToReady = time.Since(began)
+	after, err := r.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.row.InstallCPU = after.cpu - before.cpu
+	r.row.APIRequests = after.apiRequests - before.apiRequests
+	r.row.ControllerRequests = after.controllerRequests - before.controllerRequests
+	r.row.InstallDownloads = after.downloads - before.downloads
+	fmt.Fprintf(r.progress, "install: all %d Ready in %s, controller CPU %s\n",
+		r.releases, r.row.TimeToReady.Round(100*time.Millisecond), r.row.InstallCPU)
+	return profile, nil
+}
+
+// settle leaves time for what follows the installs (status writes, events,
+// requeues) to finish, so the no-op phase measures only no-op reconciles.
+func (r *run) settle(ctx context.Context) error {
+	if err := sleep(ctx, r.opts.Settle); err != nil {
+		return err
+	}
+	return r.ctl.alive()
+}
+
+// noopPhase asks every release for a reconcile that has nothing to do and
+// waits until every one was handled.
+func (r *run) noopPhase(ctx context.Context) error {
+	before, err := r.snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	token := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	began := time.Now()
+	if err := r.env.requestReconcile(ctx, r.releases, token); err != nil {
+		return err
+	}
+	err = r.env.waitFleet(ctx, fleetWait{
+		what:     "no-op: reconcile handled",
+		releases: r.releases,
+		timeout:  noopTimeout(r.releases),
+		check:    handledAndReady(token),
+		alive:    r.ctl.alive,
+		progress: r.progress,
+	})
+	if err != nil {
+		return err
+	}
+	after, err := r.snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	r.row.NoopCPU = after.cpu - before.cpu
+	r.row.NoopDownloads = after.downloads - before.downloads
+	r.row.DownloadsCounted = r.controller == Ours
+	fmt.Fprintf(r.progress, "no-op: all %d handled in %s, controller CPU %s\n",
+		r.releases, time.Since(began).Round(100*time.Millisecond), r.row.NoopCPU)
+	return nil
+}
+
+// counters are the cumulative readings a phase is measured between.
+type counters struct {
+	cpu                time.Duration
+	apiRequests        float64
+	controllerRequests float64
+	// downloads stays 0 for upstream, which does not count them.
+	downloads float64
+}
+
+func (r *run) snapshot(ctx context.Context) (counters, error) {
+	var c counters
+	var err error
+	if c.cpu, err = r.ctl.cpuTime(); err != nil {
+		return c, err
+	}
+	if c.apiRequests, err = r.env.apiServerRequestCount(ctx); err != nil {
+		return c, err
+	}
+	if c.controllerRequests, err = r.ctl.controllerMetric(ctx, clientRequests); err != nil {
+		return c, err
+	}
+	if r.controller == Ours {
+		if c.downloads, err = r.ctl.controllerMetric(ctx, oursChartDownloads); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// prefixWriter starts every write with a prefix. Progress lines are
+// written one per call, and each goes out in a single write so that a
+// line-oriented destination (a test log) keeps prefix and line together.
+type prefixWriter struct {
+	w      io.Writer
+	prefix string
+}
+
+func (p prefixWriter) Write(b []byte) (int, error) {
+	line := make([]byte, 0, len(p.prefix)+len(b))
+	line = append(append(line, p.prefix...), b...)
+	if _, err := p.w.Write(line); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}

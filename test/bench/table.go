@@ -1,0 +1,176 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// notAvailable fills a cell whose value cannot be measured.
+const notAvailable = "n/a"
+
+// Table is a header and rows of text cells, ready to print.
+type Table struct {
+	Header []string
+	Rows   [][]string
+}
+
+// ResultTable has one row per run.
+func ResultTable(rows []Row) Table {
+	t := Table{Header: []string{
+		"controller", "N", "time to all Ready (s)", "controller CPU (s)", "CPU per release (ms)",
+		"peak RSS (MiB)", "no-op CPU per reconcile (ms)", "downloads install/no-op",
+		"API requests per release", "controller requests per release",
+	}}
+	for _, r := range rows {
+		n := float64(r.Releases)
+		t.Rows = append(t.Rows, []string{
+			r.Controller,
+			strconv.Itoa(r.Releases),
+			fmt.Sprintf("%.1f", r.TimeToReady.Seconds()),
+			fmt.Sprintf("%.1f", r.InstallCPU.Seconds()),
+			fmt.Sprintf("%.0f", milliseconds(r.InstallCPU)/n),
+			fmt.Sprintf("%.0f", float64(r.PeakRSSBytes)/(1<<20)),
+			fmt.Sprintf("%.1f", milliseconds(r.NoopCPU)/n),
+			downloadsCell(r),
+			fmt.Sprintf("%.0f", r.APIRequests/n),
+			fmt.Sprintf("%.1f", r.ControllerRequests/n),
+		})
+	}
+	return t
+}
+
+func milliseconds(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func downloadsCell(r Row) string {
+	if !r.DownloadsCounted {
+		return notAvailable
+	}
+	return fmt.Sprintf("%.0f/%.0f", r.InstallDownloads, r.NoopDownloads)
+}
+
+// RatioTable compares ours with upstream for every fleet size both ran
+// at; it has no rows when there is no such pair.
+func RatioTable(rows []Row) Table {
+	t := Table{Header: []string{"N", "time ours/upstream", "CPU ours/upstream", "peak RSS ours/upstream"}}
+	for _, pair := range pairs(rows) {
+		ours, upstream := pair[0], pair[1]
+		t.Rows = append(t.Rows, []string{
+			strconv.Itoa(ours.Releases),
+			ratio(ours.TimeToReady.Seconds(), upstream.TimeToReady.Seconds()),
+			ratio(ours.InstallCPU.Seconds(), upstream.InstallCPU.Seconds()),
+			ratio(float64(ours.PeakRSSBytes), float64(upstream.PeakRSSBytes)),
+		})
+	}
+	return t
+}
+
+// pairs returns [ours, upstream] for each fleet size both ran at, in the
+// order the sizes first appear.
+func pairs(rows []Row) [][2]Row {
+	var result [][2]Row
+	seen := map[int]bool{}
+	for _, r := range rows {
+		if seen[r.Releases] {
+			continue
+		}
+		seen[r.Releases] = true
+		ours, oursFound := find(rows, Ours, r.Releases)
+		upstream, upstreamFound := find(rows, Upstream, r.Releases)
+		if oursFound && upstreamFound {
+			result = append(result, [2]Row{ours, upstream})
+		}
+	}
+	return result
+}
+
+func find(rows []Row, controller string, releases int) (Row, bool) {
+	for _, r := range rows {
+		if r.Controller == controller && r.Releases == releases {
+			return r, true
+		}
+	}
+	return Row{}, false
+}
+
+func ratio(ours, upstream float64) string {
+	if upstream == 0 {
+		return notAvailable
+	}
+	return fmt.Sprintf("%.2f", ours/upstream)
+}
+
+// WriteText prints the results, and the ratios when there are any, as
+// aligned plain-text tables.
+func WriteText(w io.Writer, rows []Row) error {
+	for i, t := range tablesOf(rows) {
+		if i > 0 {
+			if _, err := fmt.Fprintln(w); err != nil {
+				return err
+			}
+		}
+		if err := t.writeText(w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteMarkdown prints the same tables as GitHub-flavoured Markdown.
+func WriteMarkdown(w io.Writer, rows []Row) error {
+	for i, t := range tablesOf(rows) {
+		if i > 0 {
+			if _, err := fmt.Fprintln(w); err != nil {
+				return err
+			}
+		}
+		if _, err := io.WriteString(w, t.markdown()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func tablesOf(rows []Row) []Table {
+	tables := []Table{ResultTable(rows)}
+	if ratios := RatioTable(rows); len(ratios.Rows) > 0 {
+		tables = append(tables, ratios)
+	}
+	return tables
+}
+
+func (t Table) writeText(w io.Writer) error {
+	// Aligned in memory first: a strings.Builder cannot fail, so the only
+	// error left is the single write to w.
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(t.Header, "\t"))
+	for _, row := range t.Rows {
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	_ = tw.Flush()
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func (t Table) markdown() string {
+	var b strings.Builder
+	line := func(cells []string) { b.WriteString("| " + strings.Join(cells, " | ") + " |\n") }
+	line(t.Header)
+	separator := make([]string, len(t.Header))
+	for i := range separator {
+		separator[i] = "---"
+		// Every column but the controller's name holds numbers.
+		if t.Header[i] != "controller" {
+			separator[i] = "---:"
+		}
+	}
+	line(separator)
+	for _, row := range t.Rows {
+		line(row)
+	}
+	return b.String()
+}
