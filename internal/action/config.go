@@ -17,6 +17,7 @@ import (
 
 	"github.com/afterhooks/helm-controller/internal/kube"
 	"github.com/afterhooks/helm-controller/internal/kubeclient"
+	"github.com/afterhooks/helm-controller/internal/storagedriver"
 )
 
 // DefaultFieldManager is the field manager Helm applies objects with.
@@ -175,7 +176,7 @@ func (f *ConfigFactory) Build(storageNamespace, releaseNamespace string, opts ..
 	kc.Namespace = releaseNamespace
 	kc.SetLogger(o.handler)
 
-	secrets := driver.NewSecrets(f.clientSet.CoreV1().Secrets(storageNamespace))
+	secrets := storagedriver.NewSecrets(f.clientSet.CoreV1().Secrets(storageNamespace))
 	secrets.SetLogger(o.handler)
 	var d driver.Driver = secrets
 	if o.wrapDriver != nil {

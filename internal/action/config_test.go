@@ -7,6 +7,8 @@ import (
 	"helm.sh/helm/v4/pkg/kube"
 	"helm.sh/helm/v4/pkg/storage/driver"
 	"k8s.io/client-go/rest"
+
+	"github.com/afterhooks/helm-controller/internal/storagedriver"
 )
 
 // tagDriver records the order in which wrappers were applied.
@@ -47,8 +49,8 @@ func TestConfigFactoryBuild(t *testing.T) {
 	if !ok || inner.tag != "inner" {
 		t.Fatalf("inner driver %#v, want the first wrapper", outer.Driver)
 	}
-	if _, ok := inner.Driver.(*driver.Secrets); !ok {
-		t.Errorf("innermost driver is %T, want *driver.Secrets", inner.Driver)
+	if _, ok := inner.Driver.(*storagedriver.Secrets); !ok {
+		t.Errorf("innermost driver is %T, want the Secret driver of internal/storagedriver", inner.Driver)
 	}
 	if cfg.RESTClientGetter == nil || cfg.HookOutputFunc == nil {
 		t.Error("configuration lacks a RESTClientGetter or HookOutputFunc")
