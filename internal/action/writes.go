@@ -16,6 +16,19 @@ import (
 type WriteLog struct {
 	mu   sync.Mutex
 	last *releasev1.Release
+	// seq counts the writes and deletes, so a reader can tell whether
+	// storage changed since it last looked.
+	seq uint64
+}
+
+// Seq is the number of writes and deletes recorded so far.
+func (l *WriteLog) Seq() uint64 {
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seq
 }
 
 // Wrap returns d with its writes recorded in l; pass it to
@@ -53,12 +66,14 @@ func (l *WriteLog) wrote(rls release.Releaser) {
 	}
 	l.mu.Lock()
 	l.last = &c
+	l.seq++
 	l.mu.Unlock()
 }
 
 func (l *WriteLog) deleted(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.seq++
 	if l.last != nil && key == storageKey(l.last) {
 		l.last = nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/fluxcd/pkg/ssa/jsondiff"
@@ -57,6 +58,12 @@ type helmRunner struct {
 	logs *helmLogTail
 	// writes records what the actions wrote to Helm storage.
 	writes *action.WriteLog
+	// latest is the newest revision LastRelease read while writes was at
+	// latestSeq: one storage read (and decode) per reconcile unless an
+	// action wrote since.
+	latestMu  sync.Mutex
+	latest    *releasev1.Release
+	latestSeq uint64
 	// newRevision cancels readiness waits when a new reconcile is queued
 	// (CancelHealthCheckOnNewRevision); its context is opts.WaitContext.
 	// Nil when the gate is off.
@@ -86,7 +93,23 @@ func (h *helmRunner) RESTConfig() (*rest.Config, error) { return h.getter.ToREST
 func (h *helmRunner) RESTMapper() (apimeta.RESTMapper, error) { return h.getter.ToRESTMapper() }
 
 func (h *helmRunner) LastRelease(context.Context) (*releasev1.Release, error) {
-	return action.LastRelease(h.cfg, h.releaseName())
+	h.latestMu.Lock()
+	defer h.latestMu.Unlock()
+	seq := h.writes.Seq()
+	if h.latest == nil || seq != h.latestSeq {
+		rel, err := action.LastRelease(h.cfg, h.releaseName())
+		if err != nil {
+			return nil, err
+		}
+		h.latest, h.latestSeq = rel, seq
+	}
+	// Callers may change Info (an unlock does, then writes it back).
+	c := *h.latest
+	if h.latest.Info != nil {
+		info := *h.latest.Info
+		c.Info = &info
+	}
+	return &c, nil
 }
 
 func (h *helmRunner) LastWritten() *releasev1.Release { return h.writes.Last() }
