@@ -60,7 +60,7 @@ func parseFlags(args []string) (flags, error) {
 	var f flags
 	fs.StringVar(&f.out, "out", "", "also write the tables as Markdown to this file")
 	fs.IntVar(&f.concurrent, "concurrent", bench.DefaultConcurrent, "--concurrent for both controllers")
-	fs.StringVar(&f.profileDir, "profile", "", "save CPU (install phase) and heap profiles of ours to this directory")
+	fs.StringVar(&f.profileDir, "profile", "", "save CPU (install and no-op phases) and heap profiles of ours to this directory")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}

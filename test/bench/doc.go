@@ -35,8 +35,8 @@
 //     managers that export it) isolates what the controller asked for.
 //   - CPU is measured from just before the first create, after the controller
 //     has gone idle following its start-up, so start-up work is left out.
-//     When profiling is asked for, the CPU profile is taken during the
-//     install phase and its overhead is in that phase's numbers.
+//     When profiling is asked for, a CPU profile is taken during each phase
+//     (install, no-op) and its overhead is in that phase's numbers.
 //
 // Chart downloads are read from this controller's
 // helm_controller_chart_downloads_total counter. Upstream has no such

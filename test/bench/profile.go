@@ -8,8 +8,13 @@ import (
 	"time"
 )
 
-// cpuProfileSeconds is how long the CPU profile of the install phase runs.
-const cpuProfileSeconds = 30
+// cpuProfileSeconds is how long the CPU profile of the install phase runs;
+// noopProfileSeconds that of the no-op phase, which is over sooner. Each
+// phase waits for its profile before the next begins.
+const (
+	cpuProfileSeconds  = 30
+	noopProfileSeconds = 10
+)
 
 // pendingProfile is a CPU profile being taken in the background.
 type pendingProfile struct {
@@ -25,20 +30,21 @@ func (p *pendingProfile) wait() error {
 	return <-p.done
 }
 
-// startCPUProfile asks ours for a CPU profile from its pprof endpoint (served
-// beside the metrics) and saves it when it arrives. It returns nil when
-// no profile is wanted; upstream is never profiled.
-func (r *run) startCPUProfile(ctx context.Context) *pendingProfile {
+// startCPUProfile asks ours for a CPU profile of seconds from its pprof
+// endpoint (served beside the metrics) and saves it as kind when it
+// arrives. It returns nil when no profile is wanted; upstream is never
+// profiled.
+func (r *run) startCPUProfile(ctx context.Context, seconds int, kind string) *pendingProfile {
 	if r.opts.ProfileDir == "" || r.controller != Ours {
 		return nil
 	}
 	p := &pendingProfile{done: make(chan error, 1)}
-	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", r.ctl.metricsBase, cpuProfileSeconds)
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", r.ctl.metricsBase, seconds)
 	go func() {
 		// The endpoint answers only after the profile's duration.
-		ctx, cancel := context.WithTimeout(ctx, cpuProfileSeconds*time.Second+time.Minute)
+		ctx, cancel := context.WithTimeout(ctx, time.Duration(seconds)*time.Second+time.Minute)
 		defer cancel()
-		p.done <- r.saveProfile(ctx, url, "cpu")
+		p.done <- r.saveProfile(ctx, url, kind)
 	}()
 	return p
 }

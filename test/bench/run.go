@@ -111,7 +111,7 @@ func (r *run) installPhase(ctx context.Context) (*pendingProfile, error) {
 	if err != nil {
 		return nil, err
 	}
-	profile := r.startCPUProfile(ctx)
+	profile := r.startCPUProfile(ctx, cpuProfileSeconds, "cpu")
 	began := time.Now()
 	if err := r.env.createFleet(ctx, r.releases); err != nil {
 		return nil, err
@@ -158,6 +158,7 @@ func (r *run) noopPhase(ctx context.Context) error {
 		return err
 	}
 	token := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	profile := r.startCPUProfile(ctx, noopProfileSeconds, "noop-cpu")
 	began := time.Now()
 	if err := r.env.requestReconcile(ctx, r.releases, token); err != nil {
 		return err
@@ -182,7 +183,7 @@ func (r *run) noopPhase(ctx context.Context) error {
 	r.row.DownloadsCounted = r.controller == Ours
 	fmt.Fprintf(r.progress, "no-op: all %d handled in %s, controller CPU %s\n",
 		r.releases, time.Since(began).Round(100*time.Millisecond), r.row.NoopCPU)
-	return nil
+	return profile.wait()
 }
 
 // counters are the cumulative readings a phase is measured between.
