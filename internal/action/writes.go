@@ -46,9 +46,16 @@ func (l *WriteLog) Last() *releasev1.Release {
 	if l.last == nil {
 		return nil
 	}
-	c := *l.last
-	if l.last.Info != nil {
-		info := *l.last.Info
+	return CopyRelease(l.last)
+}
+
+// CopyRelease copies rel with its own Info, the part callers change (an
+// unlock sets the status, then writes it back); the chart, manifest and
+// hooks are shared, not copied.
+func CopyRelease(rel *releasev1.Release) *releasev1.Release {
+	c := *rel
+	if rel.Info != nil {
+		info := *rel.Info
 		c.Info = &info
 	}
 	return &c
@@ -59,13 +66,9 @@ func (l *WriteLog) wrote(rls release.Releaser) {
 	if !ok || rel == nil {
 		return
 	}
-	c := *rel
-	if rel.Info != nil {
-		info := *rel.Info
-		c.Info = &info
-	}
+	c := CopyRelease(rel)
 	l.mu.Lock()
-	l.last = &c
+	l.last = c
 	l.seq++
 	l.mu.Unlock()
 }

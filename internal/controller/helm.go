@@ -103,13 +103,7 @@ func (h *helmRunner) LastRelease(context.Context) (*releasev1.Release, error) {
 		}
 		h.latest, h.latestSeq = rel, seq
 	}
-	// Callers may change Info (an unlock does, then writes it back).
-	c := *h.latest
-	if h.latest.Info != nil {
-		info := *h.latest.Info
-		c.Info = &info
-	}
-	return &c, nil
+	return action.CopyRelease(h.latest), nil
 }
 
 func (h *helmRunner) LastWritten() *releasev1.Release { return h.writes.Last() }
