@@ -20,14 +20,13 @@ const invalidDependencyReason = "InvalidDependency"
 // waitForDependencies holds the release back while a HelmRelease it depends
 // on is not ready. It returns true when the reconcile must stop here.
 func (r *HelmReleaseReconciler) waitForDependencies(ctx context.Context, obj *v2.HelmRelease) (ctrl.Result, bool) {
-	if len(obj.Spec.DependsOn) == 0 {
-		clearPassedCheck(obj, helmv2.DependencyNotReadyReason, invalidDependencyReason)
-		return ctrl.Result{}, false
+	var err error
+	if len(obj.Spec.DependsOn) > 0 {
+		err = checkDependencies(ctx, r.Client, obj, dependencyOptions{
+			NoCrossNamespaceRefs: r.NoCrossNamespaceRef,
+			AdditiveCEL:          r.AdditiveCELDependencyCheck,
+		})
 	}
-	err := checkDependencies(ctx, r.Client, obj, dependencyOptions{
-		NoCrossNamespaceRefs: r.NoCrossNamespaceRef,
-		AdditiveCEL:          r.AdditiveCELDependencyCheck,
-	})
 	if err == nil {
 		clearPassedCheck(obj, helmv2.DependencyNotReadyReason, invalidDependencyReason)
 		return ctrl.Result{}, false
