@@ -321,14 +321,25 @@ func toUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
 	return &unstructured.Unstructured{Object: m}, nil
 }
 
-// clientSetOf returns the clientset of a *kube.Client, or nil.
+// clientSetOf returns the clientset of a Helm kube client (or of a client
+// that offers one), or nil.
 func clientSetOf(kc kube.Interface) kubernetes.Interface {
-	c, ok := kc.(*kube.Client)
-	if !ok || c.Factory == nil {
+	var cs *kubernetes.Clientset
+	var err error
+	switch c := kc.(type) {
+	case *kube.Client:
+		if c.Factory == nil {
+			return nil
+		}
+		cs, err = c.Factory.KubernetesClientSet()
+	case interface {
+		KubernetesClientSet() (*kubernetes.Clientset, error)
+	}:
+		cs, err = c.KubernetesClientSet()
+	default:
 		return nil
 	}
-	cs, err := c.Factory.KubernetesClientSet()
-	if err != nil {
+	if err != nil || cs == nil {
 		return nil
 	}
 	return cs

@@ -33,15 +33,14 @@ func (c *Clusters) FieldValidation(host string) *FieldValidation {
 	return v
 }
 
-// NewClient returns Helm's kube client for getter whose manifest
-// validation shares known: kinds the server validates itself cost no
-// OpenAPI request or decode once known.
-func NewClient(getter genericclioptions.RESTClientGetter, known *FieldValidation) *helmkube.Client {
+// NewClient returns Helm's kube client for getter. Its manifest validation
+// shares known (kinds the server validates itself cost no OpenAPI request
+// or decode once known), and its status waits see only the objects they
+// wait for.
+func NewClient(getter genericclioptions.RESTClientGetter, known *FieldValidation) *Client {
 	kc := helmkube.New(getter)
-	full, ok := kc.Factory.(cmdutil.Factory)
-	if !ok || known == nil {
-		return kc
+	if full, ok := kc.Factory.(cmdutil.Factory); ok && known != nil {
+		kc.Factory = &validatingFactory{Factory: full, known: known}
 	}
-	kc.Factory = &validatingFactory{Factory: full, known: known}
-	return kc
+	return &Client{Client: kc}
 }

@@ -1,0 +1,114 @@
+package kubeclient
+
+import (
+	"time"
+
+	helmkube "helm.sh/helm/v4/pkg/kube"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Client is Helm's kube client whose status waits (the poller and
+// hookOnly strategies) list and watch only the objects they wait for.
+//
+// Helm's status waiter starts informers per kind and namespace for every
+// wait, so one release's wait lists and decodes every object of those kinds
+// in its namespace, the release records of all its neighbours included when
+// a chart ships a Secret. Its cost grows with the namespace, not with the
+// release. Here each wait gets Helm's own waiter, unchanged (kstatus,
+// custom status readers, Job and Pod readers, messages), over a dynamic
+// client that narrows those informers to the waited-for objects by name.
+type Client struct {
+	*helmkube.Client
+}
+
+var _ helmkube.InterfaceWaitOptions = (*Client)(nil)
+
+// KubernetesClientSet returns the clientset of the client's factory.
+func (c *Client) KubernetesClientSet() (*kubernetes.Clientset, error) {
+	return c.Factory.KubernetesClientSet()
+}
+
+// GetWaiter returns the waiter for strategy ws.
+func (c *Client) GetWaiter(ws helmkube.WaitStrategy) (helmkube.Waiter, error) {
+	return c.GetWaiterWithOptions(ws)
+}
+
+// GetWaiterWithOptions returns Helm's waiter for ws; status waits are
+// narrowed to the objects each call waits for. The legacy strategy polls
+// each object by name already and is returned as Helm builds it.
+func (c *Client) GetWaiterWithOptions(ws helmkube.WaitStrategy, opts ...helmkube.WaitOption) (helmkube.Waiter, error) {
+	switch ws {
+	case helmkube.StatusWatcherStrategy, helmkube.HookOnlyStrategy:
+		return &narrowWaiter{client: c.Client, strategy: ws, opts: opts}, nil
+	default:
+		return c.Client.GetWaiterWithOptions(ws, opts...)
+	}
+}
+
+// narrowWaiter builds, for every wait, Helm's waiter over a dynamic client
+// narrowed to that wait's objects.
+type narrowWaiter struct {
+	client   *helmkube.Client
+	strategy helmkube.WaitStrategy
+	opts     []helmkube.WaitOption
+}
+
+func (w *narrowWaiter) Wait(resources helmkube.ResourceList, timeout time.Duration) error {
+	inner, err := w.over(resources)
+	if err != nil {
+		return err
+	}
+	return inner.Wait(resources, timeout)
+}
+
+func (w *narrowWaiter) WaitWithJobs(resources helmkube.ResourceList, timeout time.Duration) error {
+	inner, err := w.over(resources)
+	if err != nil {
+		return err
+	}
+	return inner.WaitWithJobs(resources, timeout)
+}
+
+func (w *narrowWaiter) WaitForDelete(resources helmkube.ResourceList, timeout time.Duration) error {
+	inner, err := w.over(resources)
+	if err != nil {
+		return err
+	}
+	return inner.WaitForDelete(resources, timeout)
+}
+
+func (w *narrowWaiter) WatchUntilReady(resources helmkube.ResourceList, timeout time.Duration) error {
+	inner, err := w.over(resources)
+	if err != nil {
+		return err
+	}
+	return inner.WatchUntilReady(resources, timeout)
+}
+
+// over returns Helm's waiter whose informers see only resources.
+func (w *narrowWaiter) over(resources helmkube.ResourceList) (helmkube.Waiter, error) {
+	narrowed := &helmkube.Client{
+		Factory:   &narrowFactory{Factory: w.client.Factory, objects: objectsOf(resources)},
+		Namespace: w.client.Namespace,
+		//nolint:staticcheck // carried over so a caller's wait context still applies.
+		WaitContext: w.client.WaitContext,
+	}
+	narrowed.SetLogger(w.client.Logger().Handler())
+	return narrowed.GetWaiterWithOptions(w.strategy, w.opts...)
+}
+
+// narrowFactory is a Helm kube factory whose dynamic client lists and
+// watches only objects.
+type narrowFactory struct {
+	helmkube.Factory
+	objects *namedObjects
+}
+
+func (f *narrowFactory) DynamicClient() (dynamic.Interface, error) {
+	inner, err := f.Factory.DynamicClient()
+	if err != nil {
+		return nil, err
+	}
+	return &narrowDynamic{Interface: inner, objects: f.objects}, nil
+}
