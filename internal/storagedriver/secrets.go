@@ -10,7 +10,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
+	"sync"
 	"time"
 
 	"helm.sh/helm/v4/pkg/release"
@@ -119,9 +121,17 @@ func encode(rls *releasev1.Release) ([]byte, error) {
 	return compress(raw, gzip.BestCompression)
 }
 
+// writers keeps one gzip writer per level for reuse: a new writer
+// allocates about a megabyte of compressor state, more than most records
+// it writes.
+var writers = map[int]*sync.Pool{
+	recordCompression:    {},
+	gzip.BestCompression: {},
+}
+
 func compress(raw []byte, level int) ([]byte, error) {
 	var buf bytes.Buffer
-	w, err := gzip.NewWriterLevel(&buf, level)
+	w, err := gzipWriter(&buf, level)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +141,20 @@ func compress(raw []byte, level int) ([]byte, error) {
 	if err := w.Close(); err != nil {
 		return nil, err
 	}
+	if pool, ok := writers[level]; ok {
+		pool.Put(w)
+	}
 	out := make([]byte, base64.StdEncoding.EncodedLen(buf.Len()))
 	base64.StdEncoding.Encode(out, buf.Bytes())
 	return out, nil
+}
+
+func gzipWriter(dst io.Writer, level int) (*gzip.Writer, error) {
+	if pool, ok := writers[level]; ok {
+		if w, _ := pool.Get().(*gzip.Writer); w != nil {
+			w.Reset(dst)
+			return w, nil
+		}
+	}
+	return gzip.NewWriterLevel(dst, level)
 }
