@@ -56,7 +56,7 @@ func main() {
 func parseFlags(args []string) (flags, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	releases := fs.String("n", "100", "fleet sizes, comma-separated (e.g. 100,400)")
-	controllers := fs.String("controllers", bench.Upstream+","+bench.Ours, "controllers to run, comma-separated, in order")
+	controllers := fs.String("controllers", bench.Upstream+","+bench.Ours, "controllers to run, comma-separated, in order: "+bench.Upstream+", "+bench.Ours+", "+bench.OursAfterHooks+" (ours with waitStrategy afterHooks)")
 	var f flags
 	fs.StringVar(&f.out, "out", "", "also write the tables as Markdown to this file")
 	fs.IntVar(&f.concurrent, "concurrent", bench.DefaultConcurrent, "--concurrent for both controllers")

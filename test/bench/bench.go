@@ -21,7 +21,13 @@ const (
 	Upstream = "upstream"
 	// Ours is this repository's controller, built from the checkout.
 	Ours = "ours"
+	// OursAfterHooks is Ours with every release of the fleet installed
+	// and upgraded with waitStrategy afterHooks.
+	OursAfterHooks = "ours-afterhooks"
 )
+
+// isOurs is true for both fleets of this repository's controller.
+func isOurs(controller string) bool { return controller == Ours || controller == OursAfterHooks }
 
 // upstreamBinaryName is the name hack/tools/build.sh gives upstream's binary.
 const upstreamBinaryName = "helm-controller-upstream"
@@ -72,8 +78,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, errors.New("no controller given")
 	}
 	for _, name := range o.Controllers {
-		if name != Upstream && name != Ours {
-			return o, fmt.Errorf("unknown controller %q (want %s or %s)", name, Upstream, Ours)
+		if name != Upstream && !isOurs(name) {
+			return o, fmt.Errorf("unknown controller %q (want %s, %s or %s)", name, Upstream, Ours, OursAfterHooks)
 		}
 	}
 	if o.Concurrent == 0 {
@@ -162,14 +168,14 @@ func controllerBinaries(ctx context.Context, opts Options, buildDir string) (map
 		}
 		binaries[Upstream] = path
 	}
-	if slices.Contains(opts.Controllers, Ours) {
+	if slices.ContainsFunc(opts.Controllers, isOurs) {
 		path := filepath.Join(buildDir, "helm-controller")
 		began := time.Now()
 		if err := buildOurs(ctx, opts.RepoRoot, path); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(opts.Progress, "bench: built %s in %s\n", Ours, time.Since(began).Round(100*time.Millisecond))
-		binaries[Ours] = path
+		binaries[Ours], binaries[OursAfterHooks] = path, path
 	}
 	return binaries, nil
 }

@@ -24,6 +24,10 @@
 //
 // Peak RSS is VmHWM from /proc just before the controller is stopped.
 //
+// Ours runs as the image ships it (static, stripped), as upstream's tool
+// binary is built. The controller "ours-afterhooks" is ours with the fleet
+// installed and upgraded with waitStrategy afterHooks.
+//
 // What the numbers include:
 //
 //   - apiserver_request_total counts every client of the API server:

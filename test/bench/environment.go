@@ -43,6 +43,9 @@ type environment struct {
 	// apiServer reaches non-resource paths such as /metrics.
 	apiServer rest.Interface
 	podinfo   chartserver.ChartRef
+	// waitStrategy, when set, is the fleet's install and upgrade
+	// waitStrategy.
+	waitStrategy v2.HookWaitStrategy
 }
 
 // startEnvironment brings everything up; on error nothing is left running.

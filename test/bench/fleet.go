@@ -37,9 +37,10 @@ const (
 func releaseName(i int) string { return fmt.Sprintf("podinfo-%d", i) }
 
 // podinfoRelease is release i of the fleet: the podinfo chart from the
-// HelmRepository through a chart template, with default install settings.
+// HelmRepository through a chart template, with default install settings
+// but for the environment's wait strategy.
 func (env *environment) podinfoRelease(i int) *v2.HelmRelease {
-	return &v2.HelmRelease{
+	hr := &v2.HelmRelease{
 		ObjectMeta: metav1.ObjectMeta{Name: releaseName(i), Namespace: fleetNamespace},
 		Spec: v2.HelmReleaseSpec{HelmReleaseSpec: helmv2.HelmReleaseSpec{
 			Interval: metav1.Duration{Duration: releaseInterval},
@@ -53,6 +54,11 @@ func (env *environment) podinfoRelease(i int) *v2.HelmRelease {
 			}},
 		}},
 	}
+	if env.waitStrategy != "" {
+		hr.Spec.Install = &v2.Install{WaitStrategy: env.waitStrategy}
+		hr.Spec.Upgrade = &v2.Upgrade{WaitStrategy: env.waitStrategy}
+	}
+	return hr
 }
 
 // createFleet creates releases podinfo-0 … podinfo-(n-1).

@@ -35,7 +35,7 @@ func (p *pendingProfile) wait() error {
 // arrives. It returns nil when no profile is wanted; upstream is never
 // profiled.
 func (r *run) startCPUProfile(ctx context.Context, seconds int, kind string) *pendingProfile {
-	if r.opts.ProfileDir == "" || r.controller != Ours {
+	if r.opts.ProfileDir == "" || !isOurs(r.controller) {
 		return nil
 	}
 	p := &pendingProfile{done: make(chan error, 1)}
@@ -51,7 +51,7 @@ func (r *run) startCPUProfile(ctx context.Context, seconds int, kind string) *pe
 
 // saveHeapProfile saves ours' heap profile at the end of the run.
 func (r *run) saveHeapProfile(ctx context.Context) error {
-	if r.opts.ProfileDir == "" || r.controller != Ours {
+	if r.opts.ProfileDir == "" || !isOurs(r.controller) {
 		return nil
 	}
 	return r.saveProfile(ctx, r.ctl.metricsBase+"/debug/pprof/heap", "heap")

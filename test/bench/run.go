@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
 )
 
 // runSpec is one cell of the benchmark matrix.
@@ -40,6 +42,9 @@ func runOnce(ctx context.Context, opts Options, spec runSpec) (row Row, err erro
 	env, err := startEnvironment(ctx, opts, progress)
 	if err != nil {
 		return row, err
+	}
+	if spec.controller == OursAfterHooks {
+		env.waitStrategy = v2.AfterHooks
 	}
 	defer func() { err = errors.Join(err, env.stop()) }()
 
@@ -180,7 +185,7 @@ func (r *run) noopPhase(ctx context.Context) error {
 	}
 	r.row.NoopCPU = after.cpu - before.cpu
 	r.row.NoopDownloads = after.downloads - before.downloads
-	r.row.DownloadsCounted = r.controller == Ours
+	r.row.DownloadsCounted = isOurs(r.controller)
 	fmt.Fprintf(r.progress, "no-op: all %d handled in %s, controller CPU %s\n",
 		r.releases, time.Since(began).Round(100*time.Millisecond), r.row.NoopCPU)
 	return profile.wait()
@@ -207,7 +212,7 @@ func (r *run) snapshot(ctx context.Context) (counters, error) {
 	if c.controllerRequests, err = r.ctl.controllerMetric(ctx, clientRequests); err != nil {
 		return c, err
 	}
-	if r.controller == Ours {
+	if isOurs(r.controller) {
 		if c.downloads, err = r.ctl.controllerMetric(ctx, oursChartDownloads); err != nil {
 			return c, err
 		}
