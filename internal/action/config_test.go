@@ -140,3 +140,35 @@ func TestForGetter(t *testing.T) {
 		t.Error("nil getter accepted")
 	}
 }
+
+// TestNewestReadThroughWrappers: the newest revision is read by the Secret
+// driver itself (one record decoded) through the WriteLog, and through any
+// wrapper that says what it wraps; a wrapper that does not leaves Helm's
+// History to decide.
+func TestNewestReadThroughWrappers(t *testing.T) {
+	f, err := NewConfigFactoryFromRESTConfig(&rest.Config{Host: "https://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &WriteLog{}
+	tests := []struct {
+		name string
+		wrap func(driver.Driver) driver.Driver
+		want bool
+	}{
+		{name: "the WriteLog", wrap: log.Wrap, want: true},
+		{name: "an opaque wrapper", wrap: func(d driver.Driver) driver.Driver { return &tagDriver{Driver: d} }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := f.Build("store", "apps", WithStorageDriver(tc.wrap))
+			if err != nil {
+				t.Fatal(err)
+			}
+			reader := newestReaderOf(cfg.Releases.Driver)
+			if _, isSecrets := reader.(*storagedriver.Secrets); isSecrets != tc.want {
+				t.Errorf("newest read by %T, want the Secret driver: %v", reader, tc.want)
+			}
+		})
+	}
+}

@@ -15,6 +15,11 @@ import (
 // whatever its status. When there is none the error wraps
 // driver.ErrReleaseNotFound.
 func LastRelease(cfg *helmaction.Configuration, releaseName string) (*releasev1.Release, error) {
+	if cfg != nil && cfg.Releases != nil {
+		if reader := newestReaderOf(cfg.Releases.Driver); reader != nil {
+			return newest(reader, releaseName)
+		}
+	}
 	rels, err := History(cfg, releaseName)
 	if err != nil {
 		return nil, err
@@ -23,6 +28,45 @@ func LastRelease(cfg *helmaction.Configuration, releaseName string) (*releasev1.
 		return nil, fmt.Errorf("release %q: %w", releaseName, driver.ErrReleaseNotFound)
 	}
 	return rels[0], nil
+}
+
+// newestReader is a storage driver that reads the newest revision of a
+// release without decoding the others (storagedriver.Secrets).
+type newestReader interface {
+	Newest(name string) (releasecommon.Releaser, error)
+}
+
+// newestReaderOf finds a newestReader in d or the drivers it wraps.
+func newestReaderOf(d driver.Driver) newestReader {
+	for d != nil {
+		if r, ok := d.(newestReader); ok {
+			return r
+		}
+		w, ok := d.(interface{ Unwrap() driver.Driver })
+		if !ok {
+			return nil
+		}
+		d = w.Unwrap()
+	}
+	return nil
+}
+
+func newest(reader newestReader, releaseName string) (*releasev1.Release, error) {
+	item, err := reader.Newest(releaseName)
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil, fmt.Errorf("release %q: %w", releaseName, driver.ErrReleaseNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading newest revision of release %q: %w", releaseName, err)
+	}
+	rel, err := toV1(item, nil)
+	if err != nil {
+		return nil, err
+	}
+	if rel == nil {
+		return nil, fmt.Errorf("release %q: %w", releaseName, driver.ErrReleaseNotFound)
+	}
+	return rel, nil
 }
 
 // History returns every stored revision of the named release, newest first.

@@ -93,6 +93,9 @@ type loggedDriver struct {
 	log *WriteLog
 }
 
+// Unwrap returns the wrapped driver, for reads the log has no part in.
+func (d *loggedDriver) Unwrap() driver.Driver { return d.Driver }
+
 func (d *loggedDriver) Create(key string, rls release.Releaser) error {
 	if err := d.Driver.Create(key, rls); err != nil {
 		return err

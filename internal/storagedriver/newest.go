@@ -1,0 +1,117 @@
+package storagedriver
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+
+	"helm.sh/helm/v4/pkg/release"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Newest returns the newest stored revision of the release called name,
+// or driver.ErrReleaseNotFound. Helm's way to it (History, then the
+// highest version) decodes every revision, and a reconcile that finds the
+// release in sync reads nothing else; here the records are ordered by
+// their version label and only the newest one that decodes is decoded.
+// Records that do not decode are passed over, as Helm's Query does; a
+// record without a readable version label makes it decode them all.
+func (s *Secrets) Newest(name string) (release.Releaser, error) {
+	selector := labels.Set{"name": name, "owner": "helm"}.AsSelector().String()
+	list, err := s.impl.List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, fmt.Errorf("query: failed to query with labels: %w", err)
+	}
+	items, ordered := byVersionLabel(list.Items)
+	if !ordered {
+		return newestDecoded(items)
+	}
+	for _, item := range items {
+		if rls, err := decodeRecord(item); err == nil {
+			return rls, nil
+		}
+	}
+	return nil, driver.ErrReleaseNotFound
+}
+
+// byVersionLabel returns items newest first by their version label, and
+// whether every item had one.
+func byVersionLabel(items []corev1.Secret) ([]*corev1.Secret, bool) {
+	versions := make(map[*corev1.Secret]int, len(items))
+	out := make([]*corev1.Secret, 0, len(items))
+	for i := range items {
+		v, err := strconv.Atoi(items[i].Labels["version"])
+		if err != nil {
+			return pointers(items), false
+		}
+		versions[&items[i]] = v
+		out = append(out, &items[i])
+	}
+	slices.SortFunc(out, func(a, b *corev1.Secret) int { return versions[b] - versions[a] })
+	return out, true
+}
+
+func pointers(items []corev1.Secret) []*corev1.Secret {
+	out := make([]*corev1.Secret, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out
+}
+
+// newestDecoded decodes every record and returns the highest version.
+func newestDecoded(items []*corev1.Secret) (release.Releaser, error) {
+	var newest *releasev1.Release
+	for _, item := range items {
+		rls, err := decodeRecord(item)
+		if err != nil {
+			continue
+		}
+		if newest == nil || rls.Version > newest.Version {
+			newest = rls
+		}
+	}
+	if newest == nil {
+		return nil, driver.ErrReleaseNotFound
+	}
+	return newest, nil
+}
+
+// gzipMagic starts every compressed record; Helm reads records written
+// before it compressed them as plain JSON.
+var gzipMagic = []byte{0x1f, 0x8b, 0x08}
+
+// decodeRecord reads a release record as Helm's driver does (base64 of
+// gzipped JSON, or of JSON) and gives it the Secret's labels.
+func decodeRecord(item *corev1.Secret) (*releasev1.Release, error) {
+	raw, err := base64.StdEncoding.DecodeString(string(item.Data["release"]))
+	if err != nil {
+		return nil, err
+	}
+	if bytes.HasPrefix(raw, gzipMagic) {
+		r, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return nil, err
+		}
+		defer r.Close()
+		if raw, err = io.ReadAll(r); err != nil {
+			return nil, err
+		}
+	}
+	var rls releasev1.Release
+	if err := json.Unmarshal(raw, &rls); err != nil {
+		return nil, err
+	}
+	rls.Labels = item.Labels
+	return &rls, nil
+}
