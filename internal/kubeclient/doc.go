@@ -7,6 +7,9 @@
 //     fieldValidation query parameter). Helm finds out from the server's
 //     OpenAPI v3 document, which it fetches and decodes for every action
 //     because each action invalidates discovery to read fresh capabilities.
+//   - Client: Helm's kube client whose status waits list and watch only the
+//     objects they wait for, by name, where Helm's waiter watches every
+//     object of their kinds in the namespace; Helm's waiter still decides.
 //
 // internal/action builds every Helm configuration through NewClient.
 package kubeclient
