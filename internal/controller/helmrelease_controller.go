@@ -35,6 +35,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/chartsource"
 	"github.com/afterhooks/helm-controller/internal/kube"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
+	"github.com/afterhooks/helm-controller/internal/redact"
 )
 
 // ControllerName is the name the controller registers with the manager and
@@ -96,6 +97,10 @@ type HelmReleaseReconciler struct {
 	// OverrideManagers are field managers (--override-manager) whose
 	// fields drift correction takes over, so their changes count as drift.
 	OverrideManagers []string
+	// Redactions hold, per HelmRelease, the values its Secrets gave; no
+	// condition message, event or logged error carries them. Set up by
+	// SetupWithManager.
+	Redactions *redact.Registry
 }
 
 // HelmReleaseReconcilerOptions tunes the controller's work queue.
@@ -117,6 +122,10 @@ type HelmReleaseReconcilerOptions struct {
 func (r *HelmReleaseReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts HelmReleaseReconcilerOptions) error {
 	if r.FieldManager == "" {
 		r.FieldManager = ControllerName
+	}
+	if r.Redactions == nil {
+		r.Redactions = redact.NewRegistry()
+		r.EventRecorder = redact.Recorder{EventRecorder: r.EventRecorder, Registry: r.Redactions}
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v2.HelmRelease{}, helmv2.SourceIndexKey, indexBySource); err != nil {
 		return fmt.Errorf("indexing HelmReleases by source: %w", err)
@@ -161,6 +170,7 @@ func (r *HelmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		if err := r.finalizeStatus(ctx, patcher, obj, retErr == nil && !waiting); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
+		retErr = r.Redactions.Error(req.NamespacedName, retErr)
 		r.Metrics.RecordDuration(ctx, obj, start)
 	}()
 
@@ -340,6 +350,7 @@ func (r *HelmReleaseReconciler) reconcileDelete(ctx context.Context, obj *v2.Hel
 	}
 	r.Charts.Forget(client.ObjectKeyFromObject(obj))
 	r.Targets.Forget(helmv2.HelmReleaseKind, obj.Namespace, obj.Name)
+	defer r.Redactions.Set(client.ObjectKeyFromObject(obj), nil)
 	controllerutil.RemoveFinalizer(obj, helmv2.HelmReleaseFinalizer)
 	r.Metrics.RecordReadiness(ctx, obj)
 	return nil
@@ -389,6 +400,7 @@ func (r *HelmReleaseReconciler) finalizeStatus(ctx context.Context, patcher *pat
 	// the next run misread the release. The write gets a moment of its own.
 	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusWriteTimeout)
 	defer cancel()
+	redactConditions(obj, r.Redactions)
 	err := patcher.Patch(writeCtx, obj, patch.WithOwnedConditions{Conditions: ownedConditions}, patch.WithFieldOwner(r.FieldManager))
 	if err != nil && deleted && apierrors.IsNotFound(err) {
 		return nil

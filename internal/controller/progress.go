@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/redact"
 )
 
 // phaseDuration records how long the phases of Helm actions take, by action
@@ -47,6 +48,8 @@ type progressReporter struct {
 	obj     *v2.HelmRelease
 	patcher *patch.SerialPatcher
 	owner   string
+	// redactions keep Secret values out of the conditions written.
+	redactions *redact.Registry
 }
 
 func (p *progressReporter) report(msg string) {
@@ -59,6 +62,7 @@ func (p *progressReporter) report(msg string) {
 		return
 	}
 	conditions.MarkReconciling(p.obj, meta.ProgressingReason, "%s", msg)
+	redactConditions(p.obj, p.redactions)
 	if err := p.patcher.Patch(p.ctx, p.obj, patch.WithOwnedConditions{Conditions: ownedConditions}, patch.WithFieldOwner(p.owner)); err != nil {
 		ctrl.LoggerFrom(p.ctx).V(1).Info("could not report progress", "message", msg, "error", err.Error())
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/kube"
 	"github.com/afterhooks/helm-controller/internal/postrender"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
+	"github.com/afterhooks/helm-controller/internal/redact"
 )
 
 // Reasons for failures before any Helm action runs.
@@ -48,6 +49,7 @@ const (
 func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *patch.SerialPatcher, obj *v2.HelmRelease) (ctrl.Result, error) {
 	// Upstream's wording, which `flux get hr` shows.
 	conditions.MarkReconciling(obj, meta.ProgressingReason, "Fulfilling prerequisites")
+	redactConditions(obj, r.Redactions)
 	if err := patcher.Patch(ctx, obj, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to mark reconciliation in progress: %w", err)
 	}
@@ -131,7 +133,7 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		}
 	}
 
-	progress := &progressReporter{ctx: ctx, obj: obj, patcher: patcher, owner: r.FieldManager}
+	progress := &progressReporter{ctx: ctx, obj: obj, patcher: patcher, owner: r.FieldManager, redactions: r.Redactions}
 	newRevision := r.watchForNewRevision(ctx, obj, artifact)
 	defer newRevision.Stop()
 	runner, err := r.newHelmRunner(ctx, obj, runnerExtras{progress: progress, driftIgnore: driftIgnore,
@@ -353,7 +355,11 @@ func markRetrying(obj *v2.HelmRelease) {
 // reported as upstream reports it: Ready=False ValuesError with the
 // resolver's message and a Warning event; nothing else has happened.
 func (r *HelmReleaseReconciler) composeValues(ctx context.Context, obj *v2.HelmRelease) (map[string]any, error) {
-	values, err := chartutil.ChartValuesFromReferences(ctx, ctrl.LoggerFrom(ctx), r.Client, obj.Namespace, obj.Upstream().GetValues(), obj.Spec.ValuesFrom...)
+	// The Secrets read are remembered before anything can fail: a failure
+	// to merge a value is the first message that may quote it.
+	secrets := &secretsRead{Client: r.Client}
+	values, err := chartutil.ChartValuesFromReferences(ctx, ctrl.LoggerFrom(ctx), secrets, obj.Namespace, obj.Upstream().GetValues(), obj.Spec.ValuesFrom...)
+	r.Redactions.Set(client.ObjectKeyFromObject(obj), redact.FromData(secrets.data...))
 	if err != nil {
 		_, err = r.fail(obj, ValuesErrorReason, err)
 		return nil, err
