@@ -46,6 +46,15 @@ func parseMarker(desc string) (marker, bool) {
 	if err != nil {
 		return marker{}, false
 	}
+	// We only write whole UTC seconds, but an edited marker may carry an
+	// offset or a fraction: read it as the marker String would write, so
+	// that what a restarted controller holds is what it would record. A
+	// year String cannot render in RFC 3339 (an offset can push 9999 or 0
+	// over the edge) is not a deadline we could have written.
+	deadline = deadline.UTC().Truncate(time.Second)
+	if y := deadline.Year(); y < 0 || y > 9999 {
+		return marker{}, false
+	}
 	m := marker{deadline: deadline}
 	if rest == "" {
 		return m, true
