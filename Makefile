@@ -14,6 +14,7 @@ VERSION ?= $(shell hack/version.sh)
 DIST_DIR ?= $(CURDIR)/dist
 # Fleet sizes for `make bench`, comma-separated (e.g. 100,400).
 BENCH_N ?= 100
+FUZZTIME ?= 1m
 # Packages that need no cluster binaries beyond envtest's API server.
 UNIT_PKGS = $$(go list ./... | grep -v '/test/')
 E2E_PKGS = ./test/...
@@ -84,6 +85,10 @@ test-unit: tools ## Unit and envtest tests (no full cluster), with the race dete
 .PHONY: test-e2e
 test-e2e: tools ## End-to-end tests on throwaway local clusters.
 	go test $(GO_TEST_FLAGS) -timeout 60m $(E2E_PKGS)
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 1m), one after the other.
+	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: bench
 bench: tools ## Benchmark upstream helm-controller against ours on BENCH_N podinfo releases (default 100) and print a table.
