@@ -2,12 +2,16 @@ package postrender
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/kustomize"
+	kustypes "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/kio"
+	"sigs.k8s.io/kustomize/kyaml/resid"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 	"sigs.k8s.io/yaml"
 )
@@ -341,5 +345,40 @@ func TestCommonMetadataValuesStayStrings(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "f: 'plain'") {
 		t.Error("plain strings are quoted")
+	}
+}
+
+// A panic inside kustomize fails that render and leaves later renders
+// working. The renderer is made by hand: Build refuses this patch, and the
+// point is the safety net for panics validation does not foresee.
+func TestRunSurvivesKustomizePanic(t *testing.T) {
+	config, err := json.Marshal(kustypes.Kustomization{
+		TypeMeta:  kustypes.TypeMeta{APIVersion: kustypes.KustomizationVersion, Kind: kustypes.KustomizationKind},
+		Resources: []string{helmOutputFile},
+		// The JSON patch library dereferences the missing value.
+		Patches: []kustypes.Patch{{Patch: "- op: replace\n  path: \"\"\n", Target: &kustypes.Selector{ResId: resid.ResId{Gvk: resid.Gvk{Kind: "ConfigMap"}}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := &kustomizeRenderer{field: "spec.postRenderers[0].kustomize", config: config}
+	out, err := bad.Run(bytes.NewBufferString(rendered))
+	if err == nil || !strings.Contains(err.Error(), "kustomize panicked") || !strings.Contains(err.Error(), bad.field) {
+		t.Fatalf("Run = %v, %v; want an error naming the entry and the panic", out, err)
+	}
+
+	good, err := newKustomizeRenderer("spec.postRenderers[0].kustomize", &helmv2.Kustomize{Images: []kustomize.Image{{Name: "nginx", NewTag: "2"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := good.Run(bytes.NewBufferString(rendered)); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("render after the panic: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("render after the panic is stuck: the kustomize lock was not released")
 	}
 }

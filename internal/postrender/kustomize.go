@@ -13,6 +13,7 @@ import (
 	"github.com/fluxcd/pkg/apis/kustomize"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resmap"
 	kustypes "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
@@ -85,9 +86,7 @@ func (r *kustomizeRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 		return nil, fmt.Errorf("%s: %w", r.field, err)
 	}
 
-	krustyMu.Lock()
-	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, kustomizationRoot)
-	krustyMu.Unlock()
+	resources, err := runKustomize(fs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.field, err)
 	}
@@ -96,6 +95,23 @@ func (r *kustomizeRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 		return nil, fmt.Errorf("%s: writing the result: %w", r.field, err)
 	}
 	return bytes.NewBuffer(out), nil
+}
+
+// runKustomize builds the kustomization under krustyMu. Kustomize, and the
+// JSON patch library under it, panic on some inputs (a JSON6902 replace of
+// the whole object without a value, for one). Such a panic fails this render
+// only: the reconciler recovers panics, so without the deferred unlock the
+// mutex would stay held and every later kustomize post renderer in the
+// process would wait on it forever.
+func runKustomize(fs filesys.FileSystem) (res resmap.ResMap, err error) {
+	krustyMu.Lock()
+	defer krustyMu.Unlock()
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = nil, fmt.Errorf("kustomize panicked: %v", p)
+		}
+	}()
+	return krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, kustomizationRoot)
 }
 
 // validateKustomize reports what kustomize would reject or misread, with the
