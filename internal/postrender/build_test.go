@@ -288,6 +288,8 @@ func TestBuildRejectsBadInput(t *testing.T) {
 			[]string{"operation 0: op \"bogus\"", "operation 1: path is missing", "operation 2: from is missing",
 				"operation 3: path \"data\" is not a JSON pointer", "operation 4: replace of the whole object",
 				"operation 5: test of the whole object", "operation 6: op is missing", "operation 7: op must be a string"}},
+		{"image name that is not a regular expression", helmv2.Kustomize{Images: []kustomize.Image{{Name: "nginx(", NewTag: "1"}}},
+			[]string{"images[0].name", "regular expression"}},
 		{"every problem at once", helmv2.Kustomize{
 			Patches: []kustomize.Patch{{Patch: ""}, {Patch: "kind: X", Target: &kustomize.Selector{LabelSelector: "!!"}}},
 			Images:  []kustomize.Image{{}},

@@ -134,6 +134,13 @@ func validateKustomize(field string, spec *helmv2.Kustomize) error {
 	for i, img := range spec.Images {
 		if strings.TrimSpace(img.Name) == "" {
 			errs = append(errs, fmt.Errorf("%s.images[%d].name: must not be empty", field, i))
+			continue
+		}
+		// Kustomize pastes the name unquoted into a regular expression
+		// and uses the result without checking the compile error, so a
+		// name that does not compile panics on the first container.
+		if _, err := regexp.Compile("^" + img.Name + "(:[a-zA-Z0-9_.{}-]*)?(@sha256:[a-zA-Z0-9_.{}-]*)?$"); err != nil {
+			errs = append(errs, fmt.Errorf("%s.images[%d].name: kustomize reads it as a regular expression: %w", field, i, err))
 		}
 	}
 	return errors.Join(errs...)
