@@ -65,7 +65,14 @@ func parseChart(data []byte) (*chartv2.Chart, error) {
 	if v := apiVersion(files); v != "" && v != chartv2.APIVersionV1 && v != chartv2.APIVersionV2 {
 		return nil, fmt.Errorf("chart apiVersion %q is not supported, only %q and %q", v, chartv2.APIVersionV1, chartv2.APIVersionV2)
 	}
-	return loader.LoadFiles(files)
+	ch, err := loader.LoadFiles(files)
+	if err != nil {
+		// Helm returns what it loaded so far along with the error (no
+		// Chart.yaml, invalid metadata); a half-loaded chart must not look
+		// usable to a caller that checks the chart rather than the error.
+		return nil, err
+	}
+	return ch, nil
 }
 
 // apiVersion peeks at Chart.yaml so that a chart of a newer API version gets

@@ -2,12 +2,16 @@ package postrender
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/kustomize"
+	kustypes "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/kio"
+	"sigs.k8s.io/kustomize/kyaml/resid"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 	"sigs.k8s.io/yaml"
 )
@@ -263,6 +267,29 @@ func TestBuildRejectsBadInput(t *testing.T) {
 			[]string{"patches[0].target", "kind: invalid regular expression"}},
 		{"image without name", helmv2.Kustomize{Images: []kustomize.Image{{NewTag: "1"}}},
 			[]string{"images[0].name"}},
+		// Kustomize refuses these whatever the objects: caught here, they
+		// stall the HelmRelease instead of failing every upgrade.
+		{"strategic merge patch without kind and name", helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: "a: 1",
+			Target: &kustomize.Selector{Kind: "ConfigMap"}}}},
+			[]string{"patches[0]", "invalid strategic merge patch", "missing"}},
+		{"strategic merge patch with a null name", helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: "kind: ConfigMap\nmetadata:\n  name: null\n"}}},
+			[]string{"patches[0]", "metadata.name"}},
+		{"flow list that is not JSON", helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: "[{op: add, path: /data/x, value: y}]",
+			Target: &kustomize.Selector{Kind: "ConfigMap"}}}},
+			[]string{"patches[0]", "invalid JSON6902 patch"}},
+		{"several strategic merge patches with one target", helmv2.Kustomize{Patches: []kustomize.Patch{{
+			Patch:  "kind: ConfigMap\nmetadata:\n  name: a\n---\nkind: ConfigMap\nmetadata:\n  name: b\n",
+			Target: &kustomize.Selector{Kind: "ConfigMap"}}}},
+			[]string{"patches[0]", "this entry has 2"}},
+		{"operations kustomize cannot apply", helmv2.Kustomize{Patches: []kustomize.Patch{{
+			Patch: "- op: bogus\n  path: /data\n- op: add\n  value: 1\n- op: copy\n  path: /data/x\n- op: remove\n  path: data\n" +
+				"- op: replace\n  path: \"\"\n- op: test\n  path: \"\"\n  value: 5\n- {}\n- op: 1\n",
+			Target: &kustomize.Selector{Kind: "ConfigMap"}}}},
+			[]string{"operation 0: op \"bogus\"", "operation 1: path is missing", "operation 2: from is missing",
+				"operation 3: path \"data\" is not a JSON pointer", "operation 4: replace of the whole object",
+				"operation 5: test of the whole object", "operation 6: op is missing", "operation 7: op must be a string"}},
+		{"image name that is not a regular expression", helmv2.Kustomize{Images: []kustomize.Image{{Name: "nginx(", NewTag: "1"}}},
+			[]string{"images[0].name", "regular expression"}},
 		{"every problem at once", helmv2.Kustomize{
 			Patches: []kustomize.Patch{{Patch: ""}, {Patch: "kind: X", Target: &kustomize.Selector{LabelSelector: "!!"}}},
 			Images:  []kustomize.Image{{}},
@@ -281,6 +308,56 @@ func TestBuildRejectsBadInput(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Operations the checks must not refuse: every kind, pointers the JSON
+// patch library reads (it ignores what precedes the first '/', and upstream
+// accepts that), and a whole-object replace with an object.
+func TestBuildAcceptsValidOperations(t *testing.T) {
+	patch := `- op: add
+  path: /data/a
+- op: add
+  path: /data/b
+  value: x
+- op: add
+  path: ignored/data/e
+  value: y
+- op: copy
+  from: /data/b
+  path: /data/c
+- op: move
+  from: /data/c
+  path: /data/d
+- op: test
+  path: /data/d
+  value: x
+- op: test
+  path: /data/e
+  value: y
+- op: remove
+  path: /data/a
+- op: replace
+  path: /data/mode
+  value: slow
+`
+	spec := helmv2.HelmReleaseSpec{PostRenderers: kustomizeRenderers(
+		helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: patch, Target: &kustomize.Selector{Kind: "ConfigMap"}}}},
+		helmv2.Kustomize{Patches: []kustomize.Patch{{
+			Patch:  "[{\"op\": \"replace\", \"path\": \"\", \"value\": {\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"settings\"}}}]",
+			Target: &kustomize.Selector{Kind: "ConfigMap"},
+		}}},
+	)}
+	pr, err := Build(&spec, "n", "ns")
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	out, err := pr.Run(bytes.NewBufferString(rendered))
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if got := lookup(t, out.String(), "ConfigMap", "settings", path("metadata", "name")); got != "settings" {
+		t.Errorf("ConfigMap name %q", got)
 	}
 }
 
@@ -341,5 +418,40 @@ func TestCommonMetadataValuesStayStrings(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "f: 'plain'") {
 		t.Error("plain strings are quoted")
+	}
+}
+
+// A panic inside kustomize fails that render and leaves later renders
+// working. The renderer is made by hand: Build refuses this patch, and the
+// point is the safety net for panics validation does not foresee.
+func TestRunSurvivesKustomizePanic(t *testing.T) {
+	config, err := json.Marshal(kustypes.Kustomization{
+		TypeMeta:  kustypes.TypeMeta{APIVersion: kustypes.KustomizationVersion, Kind: kustypes.KustomizationKind},
+		Resources: []string{helmOutputFile},
+		// The JSON patch library dereferences the missing value.
+		Patches: []kustypes.Patch{{Patch: "- op: replace\n  path: \"\"\n", Target: &kustypes.Selector{ResId: resid.ResId{Gvk: resid.Gvk{Kind: "ConfigMap"}}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := &kustomizeRenderer{field: "spec.postRenderers[0].kustomize", config: config}
+	out, err := bad.Run(bytes.NewBufferString(rendered))
+	if err == nil || !strings.Contains(err.Error(), "kustomize panicked") || !strings.Contains(err.Error(), bad.field) {
+		t.Fatalf("Run = %v, %v; want an error naming the entry and the panic", out, err)
+	}
+
+	good, err := newKustomizeRenderer("spec.postRenderers[0].kustomize", &helmv2.Kustomize{Images: []kustomize.Image{{Name: "nginx", NewTag: "2"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := good.Run(bytes.NewBufferString(rendered)); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("render after the panic: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("render after the panic is stuck: the kustomize lock was not released")
 	}
 }

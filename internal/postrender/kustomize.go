@@ -11,8 +11,11 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/kustomize"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/provider"
+	"sigs.k8s.io/kustomize/api/resmap"
 	kustypes "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
@@ -85,9 +88,7 @@ func (r *kustomizeRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 		return nil, fmt.Errorf("%s: %w", r.field, err)
 	}
 
-	krustyMu.Lock()
-	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, kustomizationRoot)
-	krustyMu.Unlock()
+	resources, err := runKustomize(fs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.field, err)
 	}
@@ -96,6 +97,23 @@ func (r *kustomizeRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 		return nil, fmt.Errorf("%s: writing the result: %w", r.field, err)
 	}
 	return bytes.NewBuffer(out), nil
+}
+
+// runKustomize builds the kustomization under krustyMu. Kustomize, and the
+// JSON patch library under it, panic on some inputs (a JSON6902 replace of
+// the whole object without a value, for one). Such a panic fails this render
+// only: the reconciler recovers panics, so without the deferred unlock the
+// mutex would stay held and every later kustomize post renderer in the
+// process would wait on it forever.
+func runKustomize(fs filesys.FileSystem) (res resmap.ResMap, err error) {
+	krustyMu.Lock()
+	defer krustyMu.Unlock()
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = nil, fmt.Errorf("kustomize panicked: %v", p)
+		}
+	}()
+	return krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, kustomizationRoot)
 }
 
 // validateKustomize reports what kustomize would reject or misread, with the
@@ -116,33 +134,150 @@ func validateKustomize(field string, spec *helmv2.Kustomize) error {
 	for i, img := range spec.Images {
 		if strings.TrimSpace(img.Name) == "" {
 			errs = append(errs, fmt.Errorf("%s.images[%d].name: must not be empty", field, i))
+			continue
+		}
+		// Kustomize pastes the name unquoted into a regular expression
+		// and uses the result without checking the compile error, so a
+		// name that does not compile panics on the first container.
+		if _, err := regexp.Compile("^" + img.Name + "(:[a-zA-Z0-9_.{}-]*)?(@sha256:[a-zA-Z0-9_.{}-]*)?$"); err != nil {
+			errs = append(errs, fmt.Errorf("%s.images[%d].name: kustomize reads it as a regular expression: %w", field, i, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// validatePatch checks that a patch is a YAML object (a strategic merge
-// patch) or a list (JSON6902 operations), the latter with a target, since a
-// list of operations does not name the object it applies to.
+// validatePatch checks a patch the way kustomize will read it, so that one
+// that cannot apply to any object stalls the HelmRelease up front instead of
+// failing every install and upgrade.
+//
+// Kustomize tries the patch both as strategic merge patches (YAML objects,
+// possibly several documents or a List) and as JSON6902 operations (a
+// list), and uses whichever parses; see its PatchTransformer. A strategic
+// merge patch needs kind and metadata.name even when a target selects the
+// objects, and a target can serve only one of them. A list of operations
+// does not name the objects it applies to, so it needs a target.
 func validatePatch(p kustomize.Patch) error {
-	if strings.TrimSpace(p.Patch) == "" {
+	text := strings.TrimSpace(p.Patch)
+	if text == "" {
 		return errors.New("patch is empty")
 	}
 	var parsed any
-	if err := yaml.Unmarshal([]byte(p.Patch), &parsed); err != nil {
+	if err := yaml.Unmarshal([]byte(text), &parsed); err != nil {
 		return fmt.Errorf("patch is not valid YAML: %w", err)
 	}
-	switch parsed.(type) {
-	case map[string]any:
+	_, isObject := parsed.(map[string]any)
+	_, isList := parsed.([]any)
+	switch {
+	case !isObject && !isList:
+		return errors.New("patch must be a strategic merge patch (an object) or a JSON6902 patch (a list of operations)")
+	case isList && p.Target == nil:
+		return errors.New("a JSON6902 patch (a list of operations) needs a target")
+	}
+
+	sm, errSM := patchResources.SliceFromBytes([]byte(text))
+	ops, errJSON := decodeJSON6902(text)
+	switch {
+	case len(sm) > 0 && len(ops) > 0:
+		return errors.New("patch reads both as strategic merge patches and as JSON6902 operations")
+	case errSM == nil:
+		if p.Target != nil && len(sm) > 1 {
+			return fmt.Errorf("a target applies to one strategic merge patch, this entry has %d", len(sm))
+		}
 		return nil
-	case []any:
+	case errJSON == nil:
 		if p.Target == nil {
 			return errors.New("a JSON6902 patch (a list of operations) needs a target")
 		}
-		return nil
+		return validateOperations(ops)
+	case isObject:
+		return fmt.Errorf("invalid strategic merge patch: %w", errSM)
 	default:
-		return errors.New("patch must be a strategic merge patch (an object) or a JSON6902 patch (a list of operations)")
+		return fmt.Errorf("invalid JSON6902 patch: %w", errJSON)
 	}
+}
+
+// patchResources parses strategic merge patches as kustomize's patch
+// transformer does. It holds no state a parse changes.
+var patchResources = provider.NewDefaultDepProvider().GetResourceFactory()
+
+// decodeJSON6902 reads JSON6902 operations as kustomize does: text that
+// does not start with '[' is YAML.
+func decodeJSON6902(text string) (jsonpatch.Patch, error) {
+	if !strings.HasPrefix(text, "[") {
+		j, err := yaml.YAMLToJSON([]byte(text))
+		if err != nil {
+			return nil, err
+		}
+		text = string(j)
+	}
+	return jsonpatch.DecodePatch([]byte(text))
+}
+
+// validateOperations refuses operations the JSON patch library fails on
+// whatever the object, or panics on (a replace or test of the whole object
+// without a value). Pointers are only checked for a '/': the library
+// ignores what comes before the first one, and upstream accepts such
+// patches.
+func validateOperations(ops jsonpatch.Patch) error {
+	var errs []error
+	for i, op := range ops {
+		if err := validateOperation(op); err != nil {
+			errs = append(errs, fmt.Errorf("operation %d: %w", i, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validateOperation(op jsonpatch.Operation) error {
+	kind, err := stringField(op, "op")
+	if err != nil {
+		return err
+	}
+	switch kind {
+	case "add", "remove", "replace", "move", "copy", "test":
+	default:
+		return fmt.Errorf("op %q is not one of add, remove, replace, move, copy, test", kind)
+	}
+	path, err := stringField(op, "path")
+	if err != nil {
+		return err
+	}
+	switch {
+	case path == "" && (kind == "replace" || kind == "test"):
+		// The whole object: it becomes, or is compared with, the value,
+		// which must therefore be an object.
+		var v any
+		if raw := op["value"]; raw == nil || json.Unmarshal(*raw, &v) != nil {
+			return fmt.Errorf("%s of the whole object (path \"\") needs an object as value", kind)
+		}
+		if _, ok := v.(map[string]any); !ok {
+			return fmt.Errorf("%s of the whole object (path \"\") needs an object as value", kind)
+		}
+	case !strings.Contains(path, "/"):
+		return fmt.Errorf("path %q is not a JSON pointer (/field/...)", path)
+	}
+	if kind == "move" || kind == "copy" {
+		from, err := stringField(op, "from")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(from, "/") {
+			return fmt.Errorf("from %q is not a JSON pointer (/field/...)", from)
+		}
+	}
+	return nil
+}
+
+func stringField(op jsonpatch.Operation, name string) (string, error) {
+	raw := op[name]
+	if raw == nil {
+		return "", fmt.Errorf("%s is missing", name)
+	}
+	var s string
+	if err := json.Unmarshal(*raw, &s); err != nil {
+		return "", fmt.Errorf("%s must be a string", name)
+	}
+	return s, nil
 }
 
 // validateSelector checks a target: kustomize reads group, version, kind,
