@@ -71,8 +71,15 @@ func escapingEntry(data []byte) string {
 		if hd.FileInfo().IsDir() || hd.Typeflag == tar.TypeXGlobalHeader || hd.Typeflag == tar.TypeXHeader {
 			continue
 		}
-		name := strings.ReplaceAll(hd.Name, `\`, "/")
-		_, rest, _ := strings.Cut(name, "/")
+		// A name with a backslash comes from Windows: it is split at
+		// backslashes only, and a slash in it is part of a component
+		// (`0/\0` is the file "0" of chart "0/").
+		sep := "/"
+		if strings.Contains(hd.Name, `\`) {
+			sep = `\`
+		}
+		_, rest, _ := strings.Cut(hd.Name, sep)
+		rest = strings.ReplaceAll(rest, sep, "/")
 		if clean := path.Clean(rest); path.IsAbs(rest) || clean == ".." || strings.HasPrefix(clean, "../") {
 			return hd.Name
 		}
