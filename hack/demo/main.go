@@ -3,7 +3,7 @@
 //
 //	go run ./hack/demo
 //
-// It installs the deadlock chart (test/e2e/testdata/charts/afterhooks-deadlock:
+// It installs the deadlock chart (test/e2e/framework/charts/afterhooks-deadlock:
 // a Deployment mounting a Secret that only its post-install hook Job
 // creates) six times side by side: Helm's default wait order, disableWait and
 // afterHooks, each with healthy pods and with crash-looping pods. Once every
@@ -50,7 +50,7 @@ const (
 	namespace = "demo"
 	// chartDir is reused from the e2e tests so the demo shows exactly the
 	// scenario the tests prove.
-	chartDir = "test/e2e/testdata/charts/afterhooks-deadlock"
+	chartDir = "test/e2e/framework/charts/afterhooks-deadlock"
 	// installTimeout is short so the deadlock shows within the demo; the
 	// default (5m) would make it wait that long.
 	installTimeout = 20 * time.Second

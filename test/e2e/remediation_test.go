@@ -30,6 +30,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/test/chartserver"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // Values that make podinfo's pods crash loop in the workload simulator: its
@@ -657,7 +658,7 @@ func TestResetAndForceRequests(t *testing.T) {
 // ---- helpers shared by remediation_test.go and options_test.go ----
 
 // remTestdata is where the small test charts live.
-var remTestdata = filepath.Join("testdata", "charts")
+var remTestdata = framework.ChartsDir
 
 // remStep runs a subtest and stops the parent when it fails: later steps
 // build on earlier ones and would only time out.
@@ -668,7 +669,7 @@ func remStep(t *testing.T, name string, f func(t *testing.T)) {
 	}
 }
 
-// remPublish publishes testdata/charts/<dir> under base-<ns>, a version no
+// remPublish publishes framework.ChartsDir/<dir> under base-<ns>, a version no
 // other test uses.
 func remPublish(t *testing.T, dir, base, ns string, opts ...chartserver.Option) chartserver.ChartRef {
 	t.Helper()

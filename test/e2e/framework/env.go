@@ -1,0 +1,143 @@
+// Package framework is what every end-to-end test stands on: one local
+// cluster with the real source-controller, a chart server, the controller
+// under test as a process, and the helpers that wait for releases, read
+// events and Helm storage, and publish charts. Tests isolate themselves by
+// namespace, or by shard when they run a controller of their own.
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/chartserver"
+	"github.com/afterhooks/helm-controller/test/cluster"
+)
+
+// Env is the shared test environment.
+type Env struct {
+	Cluster *cluster.Cluster
+	Charts  *chartserver.Server
+	Client  client.Client
+	// Binary is the controller under test, built once for the run.
+	Binary string
+	// Controller is the shared controller: it reconciles every
+	// HelmRelease without a shard label.
+	Controller *Controller
+	// Podinfo is the shared podinfo chart, published on Charts.
+	Podinfo chartserver.ChartRef
+	// WorkDir holds the binary and the shared controller's logs; it goes
+	// away with Close.
+	WorkDir string
+
+	closers []func() error
+}
+
+// Options configure Setup.
+type Options struct {
+	// Module is the directory of the controller's main package.
+	Module string
+	// CRDDir holds our CRDs, installed into the cluster.
+	CRDDir string
+	// Log receives progress lines.
+	Log func(format string, args ...any)
+}
+
+// Setup builds the controller, starts the cluster, the chart server and the
+// shared controller. Close undoes it.
+func Setup(ctx context.Context, opts Options) (_ *Env, err error) {
+	logf := opts.Log
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	e := &Env{}
+	defer func() {
+		if err != nil {
+			_ = e.Close()
+		}
+	}()
+	if e.WorkDir, err = os.MkdirTemp("", "helm-controller-e2e-*"); err != nil {
+		return nil, err
+	}
+	e.closers = append(e.closers, func() error { return os.RemoveAll(e.WorkDir) })
+
+	e.Binary = filepath.Join(e.WorkDir, "helm-controller")
+	start := time.Now()
+	build := exec.Command("go", "build", "-o", e.Binary, opts.Module)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return nil, fmt.Errorf("building the controller: %w", err)
+	}
+	logf("controller built in %s", time.Since(start).Round(time.Millisecond))
+
+	start = time.Now()
+	if e.Cluster, err = cluster.Start(ctx, cluster.Options{Name: "e2e", ExtraCRDDirs: []string{opts.CRDDir}}); err != nil {
+		return nil, fmt.Errorf("starting the cluster: %w", err)
+	}
+	e.closers = append(e.closers, e.Cluster.Stop)
+	logf("cluster ready in %s (%s)", time.Since(start).Round(time.Millisecond), e.Cluster.Dir())
+
+	if e.Client, err = client.New(e.Cluster.RESTConfig(), client.Options{Scheme: NewScheme()}); err != nil {
+		return nil, fmt.Errorf("creating the client: %w", err)
+	}
+	if e.Charts, err = chartserver.Start(ctx); err != nil {
+		return nil, fmt.Errorf("starting the chart server: %w", err)
+	}
+	e.closers = append(e.closers, func() error { e.Charts.Close(); return nil })
+	if e.Podinfo, err = e.Charts.AddChart(filepath.Join(SharedChartsDir, "podinfo")); err != nil {
+		return nil, fmt.Errorf("publishing podinfo: %w", err)
+	}
+
+	e.Controller, err = StartController(ControllerOptions{
+		Binary: e.Binary, Kubeconfig: e.Cluster.Kubeconfig(), LogDir: e.WorkDir,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Close stops what Setup started, newest first.
+func (e *Env) Close() error {
+	var errs []error
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		errs = append(errs, e.closers[i]())
+	}
+	e.closers = nil
+	return errors.Join(errs...)
+}
+
+// NewScheme knows every kind the tests read and write.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, v2.AddToScheme, sourcev1.AddToScheme, apiextensionsv1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			panic(fmt.Sprintf("building the test scheme: %v", err))
+		}
+	}
+	return s
+}
+
+// FreeAddress returns a 127.0.0.1 address with a port nobody listens on.
+func FreeAddress() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}

@@ -1,0 +1,164 @@
+package framework
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"k8s.io/client-go/rest"
+)
+
+// Proxy stands between a controller and the test cluster's API server. It
+// shows a test every request the controller makes, lets the test hold a
+// request (to kill the controller at an exact point) and fails chosen
+// requests with 500 Internal Server Error, as an API server under stress
+// or a flaky network path does. The controller talks to it in plain HTTP;
+// it forwards with the cluster's admin credentials.
+type Proxy struct {
+	srv *httptest.Server
+	// Kubeconfig points a controller at the proxy.
+	Kubeconfig string
+
+	mu sync.Mutex
+	// match picks the requests the fault applies to; skip of them pass
+	// first, then the next fail of them fail.
+	match      func(*http.Request) bool
+	skip, fail int
+	failed     []string
+	// observers see each request before it is forwarded, in the order
+	// added; one may block to hold the request.
+	observers []func(*http.Request)
+}
+
+// StartProxy starts a proxy to the test cluster, closed when t ends.
+func (e *Env) StartProxy(t testing.TB) *Proxy {
+	t.Helper()
+	cfg := e.Cluster.RESTConfig()
+	transport, err := rest.TransportFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{}
+	forward := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		Transport:     transport,
+		FlushInterval: -1, // watches stream
+	}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.observe(r)
+		// A request whose client went away while it was held never
+		// reaches the API server, as if the process died before sending.
+		if r.Context().Err() != nil {
+			return
+		}
+		if p.inject(r) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected by the e2e fault proxy","reason":"InternalError","code":500}`)
+			return
+		}
+		forward.ServeHTTP(w, r)
+	}))
+	t.Cleanup(p.srv.Close)
+
+	p.Kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
+	kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: proxy
+  cluster: {server: %q}
+users:
+- name: proxy
+  user: {}
+contexts:
+- name: proxy
+  context: {cluster: proxy, user: proxy}
+current-context: proxy
+`, p.srv.URL)
+	if err := os.WriteFile(p.Kubeconfig, []byte(kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Fail lets skip requests matching match through, then fails the next
+// fail of them.
+func (p *Proxy) Fail(match func(*http.Request) bool, skip, fail int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.match, p.skip, p.fail, p.failed = match, skip, fail, nil
+}
+
+// Failed lists the requests failed since the last Fail.
+func (p *Proxy) Failed() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.failed...)
+}
+
+// Observe calls f with every request from now on, before it is forwarded.
+// f runs on the request's goroutine: blocking holds the request. The
+// returned function stops the observation.
+func (p *Proxy) Observe(f func(*http.Request)) (stop func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	holder := &f
+	p.observers = append(p.observers, func(r *http.Request) { (*holder)(r) })
+	i := len(p.observers) - 1
+	return func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.observers[i] = nil
+	}
+}
+
+func (p *Proxy) observe(r *http.Request) {
+	p.mu.Lock()
+	observers := slices.Clone(p.observers)
+	p.mu.Unlock()
+	for _, f := range observers {
+		if f != nil {
+			f(r)
+		}
+	}
+}
+
+func (p *Proxy) inject(r *http.Request) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.match == nil || p.fail == 0 || !p.match(r) {
+		return false
+	}
+	if p.skip > 0 {
+		p.skip--
+		return false
+	}
+	p.fail--
+	p.failed = append(p.failed, r.Method+" "+r.URL.RequestURI())
+	return true
+}
+
+// HelmStorageRequest matches reads (GET: get, list) or writes (PUT, POST)
+// of the Helm storage Secrets of release in ns, never watches.
+func HelmStorageRequest(ns, release, method string) func(*http.Request) bool {
+	secrets := "/api/v1/namespaces/" + ns + "/secrets"
+	return func(r *http.Request) bool {
+		if r.Method != method || !strings.HasPrefix(r.URL.Path, secrets) || r.URL.Query().Get("watch") == "true" {
+			return false
+		}
+		return strings.Contains(r.URL.Path, "sh.helm.release.v1."+release+".") ||
+			strings.Contains(r.URL.Query().Get("labelSelector"), "name="+release)
+	}
+}

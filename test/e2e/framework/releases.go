@@ -1,0 +1,186 @@
+package framework
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/chartserver"
+)
+
+// ChartsDir holds the charts written for the tests (one place for every
+// suite); SharedChartsDir the real charts shipped beside the repository.
+var (
+	ChartsDir       = filepath.Join(frameworkDir(), "charts")
+	SharedChartsDir = filepath.Join(frameworkDir(), "..", "..", "..", "..", "shared", "charts")
+)
+
+// frameworkDir is this package's source directory, so that any test
+// package finds the fixtures whatever its working directory.
+func frameworkDir() string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		panic("framework: cannot locate the package source")
+	}
+	return filepath.Dir(file)
+}
+
+// PublishChart publishes ChartsDir/<dir> as version base-<ns>, a
+// version no other test uses, so that tests may change a chart freely.
+func (e *Env) PublishChart(t testing.TB, dir, base, ns string, opts ...chartserver.Option) chartserver.ChartRef {
+	t.Helper()
+	opts = append(opts, chartserver.WithVersion(base+"-"+ns))
+	ref, err := e.Charts.AddChart(filepath.Join(ChartsDir, dir), opts...)
+	if err != nil {
+		t.Fatalf("publishing %s: %v", dir, err)
+	}
+	return ref
+}
+
+// HelmRepository creates the HelmRepository "local" in ns, serving the
+// chart server's index.
+func (e *Env) HelmRepository(t testing.TB, ns string) *sourcev1.HelmRepository {
+	t.Helper()
+	repo := &sourcev1.HelmRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: "local", Namespace: ns},
+		Spec: sourcev1.HelmRepositorySpec{
+			URL:      e.Charts.HelmRepositoryURL(),
+			Interval: metav1.Duration{Duration: time.Minute},
+		},
+	}
+	if err := e.Client.Create(context.Background(), repo); err != nil {
+		t.Fatalf("creating HelmRepository: %v", err)
+	}
+	return repo
+}
+
+// Release returns a HelmRelease of chart@version from the HelmRepository
+// repo with the values (JSON, none when empty), reconciled every ten
+// minutes so that only changes make it act.
+func Release(ns, name, repo, chart, version, values string) *v2.HelmRelease {
+	hr := &v2.HelmRelease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v2.HelmReleaseSpec{HelmReleaseSpec: helmv2.HelmReleaseSpec{
+			Interval: metav1.Duration{Duration: 10 * time.Minute},
+			Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
+				Chart:     chart,
+				Version:   version,
+				SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: repo},
+				Interval:  &metav1.Duration{Duration: time.Minute},
+			}},
+		}},
+	}
+	if values != "" {
+		hr.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(values)}
+	}
+	return hr
+}
+
+// PodinfoRelease is Release of the shared podinfo chart.
+func (e *Env) PodinfoRelease(ns, name, repo, values string) *v2.HelmRelease {
+	return Release(ns, name, repo, e.Podinfo.Name, e.Podinfo.Version, values)
+}
+
+// Sharded labels hr for the shard of c and returns it.
+func Sharded(hr *v2.HelmRelease, c *Controller) *v2.HelmRelease {
+	if hr.Labels == nil {
+		hr.Labels = map[string]string{}
+	}
+	hr.Labels[ShardLabel] = c.Options().Shard
+	return hr
+}
+
+// JSON wraps raw JSON values.
+func JSON(raw string) *apiextensionsv1.JSON { return &apiextensionsv1.JSON{Raw: []byte(raw)} }
+
+// Create creates obj or fails the test.
+func (e *Env) Create(t testing.TB, obj client.Object) {
+	t.Helper()
+	if err := e.Client.Create(context.Background(), obj); err != nil {
+		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// PatchSpec reads hr, applies mutate and patches the difference.
+func (e *Env) PatchSpec(t testing.TB, hr *v2.HelmRelease, mutate func(*v2.HelmRelease)) {
+	t.Helper()
+	ctx := context.Background()
+	if err := e.Get(ctx, hr, hr.Namespace, hr.Name); err != nil {
+		t.Fatalf("getting HelmRelease: %v", err)
+	}
+	before := hr.DeepCopy()
+	mutate(hr)
+	if err := e.Client.Patch(ctx, hr, client.MergeFrom(before)); err != nil {
+		t.Fatalf("patching HelmRelease: %v", err)
+	}
+}
+
+// Annotate merges annotations into obj's metadata.
+func (e *Env) Annotate(t testing.TB, obj client.Object, annotations map[string]string) {
+	t.Helper()
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Client.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatalf("annotating %s: %v", obj.GetName(), err)
+	}
+}
+
+// RequestReconcile asks for a reconcile of obj now, as `flux reconcile`
+// does, and returns the token the controller acknowledges in
+// lastHandledReconcileAt.
+func (e *Env) RequestReconcile(t testing.TB, obj client.Object) string {
+	t.Helper()
+	token := strconv.FormatInt(time.Now().UnixNano(), 10)
+	e.Annotate(t, obj, map[string]string{meta.ReconcileRequestAnnotation: token})
+	return token
+}
+
+// WaitReconcileHandled waits until the controller acknowledged token,
+// leaving hr as last read.
+func (e *Env) WaitReconcileHandled(t testing.TB, hr *v2.HelmRelease, token string, timeout time.Duration) {
+	t.Helper()
+	e.Eventually(t, timeout, "reconcile request handled", func(ctx context.Context) error {
+		if err := e.Get(ctx, hr, hr.Namespace, hr.Name); err != nil {
+			return err
+		}
+		if hr.Status.LastHandledReconcileAt != token {
+			return fmt.Errorf("lastHandledReconcileAt %q, want %q", hr.Status.LastHandledReconcileAt, token)
+		}
+		return nil
+	})
+}
+
+// DeploymentReady returns nil when the Deployment ns/name has all its
+// replicas ready and up to date.
+func (e *Env) DeploymentReady(ctx context.Context, ns, name string) error {
+	d := &appsv1.Deployment{}
+	if err := e.Get(ctx, d, ns, name); err != nil {
+		return fmt.Errorf("Deployment %s: %w", name, err)
+	}
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	if d.Status.ObservedGeneration != d.Generation || d.Status.ReadyReplicas != want || d.Status.UpdatedReplicas != want {
+		return fmt.Errorf("Deployment %s: generation %d observed %d, %d/%d ready, %d updated",
+			name, d.Generation, d.Status.ObservedGeneration, d.Status.ReadyReplicas, want, d.Status.UpdatedReplicas)
+	}
+	return nil
+}
