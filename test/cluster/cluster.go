@@ -109,6 +109,8 @@ type Cluster struct {
 	mu       sync.Mutex
 	procs    []*process
 	stopping bool
+	// restarting is the process RestartAPIServer is stopping on purpose.
+	restarting *process
 
 	stopOnce sync.Once
 	stopErr  error
@@ -272,9 +274,9 @@ func (c *Cluster) env(extra ...string) []string {
 
 func (c *Cluster) onExit(p *process) {
 	c.mu.Lock()
-	stopping := c.stopping
+	expected := c.stopping || c.restarting == p
 	c.mu.Unlock()
-	if stopping {
+	if expected {
 		return
 	}
 	c.endLife(p.exitError())

@@ -350,3 +350,10 @@ func (p *process) resourceUsage() (cpu time.Duration, peakRSSKiB int64, err erro
 	}
 	return cpu, peakRSSKiB, nil
 }
+
+// Replicas is how many processes the controller started, running or not.
+func (c *Controller) Replicas() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.procs)
+}
