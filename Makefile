@@ -86,6 +86,11 @@ test-unit: tools ## Unit and envtest tests (no full cluster), with the race dete
 test-e2e: tools ## End-to-end tests on throwaway local clusters.
 	go test $(GO_TEST_FLAGS) -timeout 60m $(E2E_PKGS)
 
+.PHONY: reliability
+reliability: tools ## Run the full reliability suite (faults at every phase, load, bad input) and write its table into docs/reliability.md.
+	RELIABILITY=full RELIABILITY_REPORT=$(CURDIR)/docs/reliability.md \
+		go test $(GO_TEST_FLAGS) -timeout 6h -v ./test/reliability/
+
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 1m), one after the other.
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
