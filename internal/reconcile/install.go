@@ -98,7 +98,7 @@ func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2
 			// canceled"): nothing is known about the release itself, so
 			// the attempt is not counted towards remediation and the next
 			// run tries again instead of stalling on used-up retries.
-			countFailure(req)
+			countFailure(ctx, req)
 			return &notRecordedError{err: errors.New(msg)}
 		}
 		incrementFailures(req, action)

@@ -320,8 +320,17 @@ func incrementFailures(req *Request, action helmv2.ReleaseAction) {
 
 // countFailure counts a failed action in status.failures only, as upstream
 // does for every action that fails (a refused install, a failed test, a
-// failed remediation), whether or not it counts for remediation.
-func countFailure(req *Request) { req.Object.Status.Failures++ }
+// failed remediation), whether or not it counts for remediation. An action
+// the controller's own shutdown cut short (SIGTERM, a leader handover, the
+// OOM watch) is not counted: the failure is the controller's, not the
+// release's, and a rollout of the controller must leave the counters as
+// they were.
+func countFailure(ctx context.Context, req *Request) {
+	if ctx.Err() != nil {
+		return
+	}
+	req.Object.Status.Failures++
+}
 
 // countActionFailure counts a failure where the remediation of action
 // looks: installFailures or upgradeFailures.

@@ -1000,8 +1000,10 @@ func TestActionsDoNotReadStorageBack(t *testing.T) {
 
 // An install or upgrade the controller's own shutdown cut short (Helm marks
 // the revision failed with "context canceled") is not the release's
-// failure: it is recorded but not counted towards remediation, so the next
-// controller tries again instead of stalling on used-up retries.
+// failure: it is recorded but counted nowhere, neither towards remediation
+// nor in status.failures, so the next controller tries again instead of
+// stalling on used-up retries, and a rollout of the controller leaves the
+// counters as they were.
 func TestShutdownDuringActionIsNotCountedAgainstRetries(t *testing.T) {
 	for _, action := range []string{"install", "upgrade"} {
 		t.Run(action, func(t *testing.T) {
@@ -1020,8 +1022,9 @@ func TestShutdownDuringActionIsNotCountedAgainstRetries(t *testing.T) {
 			}
 			wantCalls(t, h, action)
 			st := h.obj.Status
-			if st.InstallFailures != 0 || st.UpgradeFailures != 0 {
-				t.Errorf("installFailures %d, upgradeFailures %d: a shutdown was charged to the release", st.InstallFailures, st.UpgradeFailures)
+			if st.InstallFailures != 0 || st.UpgradeFailures != 0 || st.Failures != 0 {
+				t.Errorf("failures %d, installFailures %d, upgradeFailures %d: a shutdown was charged to the release",
+					st.Failures, st.InstallFailures, st.UpgradeFailures)
 			}
 
 			// The next controller: the same spec is tried again.

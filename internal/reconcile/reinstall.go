@@ -32,7 +32,7 @@ func (m *Machine) reinstall(ctx context.Context, req *Request, cur *releasev1.Re
 	if err := m.uninstall(ctx, req); err != nil {
 		msg := fmt.Sprintf("Helm uninstall of release %s for a reinstall (chart renamed from %s to %s) failed: %s",
 			releaseID(cur), from, to, trimError(err))
-		countFailure(req)
+		countFailure(ctx, req)
 		conditions.MarkFalse(req.Object, helmv2.ReleasedCondition, helmv2.UninstallFailedReason, "%s", msg)
 		m.warning(req, latest, helmv2.UninstallFailedReason, msg)
 		return errors.New(msg)

@@ -53,7 +53,7 @@ func (m *Machine) recordResumedRollback(ctx context.Context, req *Request, rel *
 	}
 	if err != nil {
 		msg := fmt.Sprintf("Helm rollback to %s failed: %s", describeRelease(s), trimError(err))
-		countFailure(req)
+		countFailure(ctx, req)
 		conditions.MarkFalse(req.Object, helmv2.RemediatedCondition, helmv2.RollbackFailedReason, "%s", msg)
 		m.warning(req, s, helmv2.RollbackFailedReason, msg)
 		return errors.New(msg)

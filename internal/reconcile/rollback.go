@@ -16,7 +16,7 @@ func (m *Machine) rollback(ctx context.Context, req *Request) error {
 	prev := req.Object.Status.History.Previous(ignoreTestFailures(req))
 	if prev == nil {
 		msg := "Helm rollback impossible: the history holds no earlier successful release"
-		countFailure(req)
+		countFailure(ctx, req)
 		conditions.MarkFalse(req.Object, helmv2.RemediatedCondition, helmv2.RollbackFailedReason, "%s", msg)
 		m.warning(req, req.Object.Status.History.Latest(), helmv2.RollbackFailedReason, msg)
 		return errors.New(msg)
@@ -45,7 +45,7 @@ func (m *Machine) rollback(ctx context.Context, req *Request) error {
 	}
 	if err != nil {
 		msg := fmt.Sprintf("Helm rollback to previous release %s failed: %s", target, trimError(err))
-		countFailure(req)
+		countFailure(ctx, req)
 		conditions.MarkFalse(req.Object, helmv2.RemediatedCondition, helmv2.RollbackFailedReason, "%s", msg)
 		m.warning(req, latest, helmv2.RollbackFailedReason, msg)
 		return errors.New(msg)

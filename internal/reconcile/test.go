@@ -24,7 +24,7 @@ func (m *Machine) test(ctx context.Context, req *Request) error {
 		m.warning(req, latest, helmv2.TestFailedReason, msg)
 		// As upstream: a failed test counts in status.failures even when
 		// ignored; for remediation only when it is not.
-		countFailure(req)
+		countFailure(ctx, req)
 		if ignoreTestFailures(req) {
 			return nil
 		}

@@ -16,7 +16,7 @@ func (m *Machine) uninstallRemediation(ctx context.Context, req *Request) error 
 	latest := req.Object.Status.History.Latest()
 	if err := m.uninstall(ctx, req); err != nil {
 		msg := fmt.Sprintf("Helm uninstall failed for release %s: %s", describeRelease(latest), trimError(err))
-		countFailure(req)
+		countFailure(ctx, req)
 		conditions.MarkFalse(req.Object, helmv2.RemediatedCondition, helmv2.UninstallFailedReason, "%s", msg)
 		m.warning(req, latest, helmv2.UninstallFailedReason, msg)
 		return errors.New(msg)
@@ -39,7 +39,7 @@ func (m *Machine) Uninstall(ctx context.Context, req *Request) error {
 	}
 	if err := m.uninstall(ctx, req); err != nil {
 		msg := fmt.Sprintf("Helm uninstall failed for release %s: %s", releaseID(cur), trimError(err))
-		countFailure(req)
+		countFailure(ctx, req)
 		conditions.MarkFalse(req.Object, helmv2.ReleasedCondition, helmv2.UninstallFailedReason, "%s", msg)
 		m.warning(req, req.Object.Status.History.Latest(), helmv2.UninstallFailedReason, msg)
 		return errors.New(msg)

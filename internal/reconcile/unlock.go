@@ -34,7 +34,7 @@ func (m *Machine) unlock(ctx context.Context, req *Request, cur *releasev1.Relea
 	if err := m.Helm.Unlock(ctx, cur); err != nil {
 		s := newSnapshot(req, cur, action)
 		msg := fmt.Sprintf("Unlock of Helm release %s in %s state failed: %v", describeRelease(s), pending, err)
-		countFailure(req)
+		countFailure(ctx, req)
 		conditions.MarkFalse(req.Object, helmv2.ReleasedCondition, pendingReleaseReason, "%s", msg)
 		m.warning(req, s, pendingReleaseReason, msg)
 		return fmt.Errorf("%s", msg)
