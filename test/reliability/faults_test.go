@@ -154,6 +154,9 @@ func phaseCells() []cell {
 	return out
 }
 
+// trace prints every request of a trial's controller (RELIABILITY_TRACE=1).
+var trace = os.Getenv("RELIABILITY_TRACE") != ""
+
 // killsPerPhase is how many SIGKILLs each cell gets.
 func killsPerPhase() int {
 	if n, err := strconv.Atoi(os.Getenv("RELIABILITY_KILLS")); err == nil && n > 0 {
@@ -203,9 +206,6 @@ func TestFaultsAPIServerRestart(t *testing.T) {
 // runCells runs the trials of the cells, parallel at a time, and records
 // a row for each.
 func runCells(t *testing.T, all []cell, parallel int) {
-	ns := env.Namespace(t)
-	repo := env.HelmRepository(t, ns)
-	ref := env.PublishChart(t, faultChart, "0.1.0", ns)
 	seed := uint64(time.Now().UnixNano())
 	if s, err := strconv.ParseUint(os.Getenv("RELIABILITY_SEED"), 10, 64); err == nil {
 		seed = s
@@ -224,7 +224,7 @@ func runCells(t *testing.T, all []cell, parallel int) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			tr := &trials{cell: c, ns: ns, repo: repo.Name, chart: ref, rand: rand.New(rand.NewPCG(seed, uint64(i)))}
+			tr := &trials{cell: c, rand: rand.New(rand.NewPCG(seed, uint64(i)))}
 			rows[i] = tr.runCell(t)
 		}()
 	}
@@ -277,6 +277,11 @@ func (s endState) String() string {
 // row. It fails t only for set-up errors; broken invariants go in the row.
 func (tr *trials) runCell(t *testing.T) row {
 	r := row{Section: "Faults", Case: tr.cell.String()}
+	// Each cell has a namespace of its own, so that release names repeat
+	// across cells.
+	tr.ns = env.Namespace(t)
+	tr.repo = env.HelmRepository(t, tr.ns).Name
+	tr.chart = env.PublishChart(t, faultChart, "0.1.0", tr.ns)
 	tr.proxy = env.StartProxy(t)
 	handover := tr.cell.fault == faultHandover
 	ctl, err := framework.StartController(framework.ControllerOptions{
@@ -285,7 +290,7 @@ func (tr *trials) runCell(t *testing.T) row {
 		LeaderElection: handover,
 	})
 	if err != nil {
-		r.Failures = append(r.Failures, "set-up: "+err.Error())
+		r.Runs, r.Failures = 1, append(r.Failures, "set-up: "+err.Error())
 		return r
 	}
 	tr.ctl = ctl
@@ -298,7 +303,7 @@ func (tr *trials) runCell(t *testing.T) row {
 	defer tr.cleanup()
 
 	if err := tr.prepare(); err != nil {
-		r.Failures = append(r.Failures, "set-up: "+err.Error())
+		r.Runs, r.Failures = 1, append(r.Failures, "set-up: "+err.Error())
 		return r
 	}
 	var delays, recoveries []time.Duration
@@ -309,7 +314,7 @@ func (tr *trials) runCell(t *testing.T) row {
 			r.Failures = append(r.Failures, fmt.Sprintf("run %d (kill %s into the phase): %s", i+1, out.killAfter.Round(time.Millisecond), f))
 		}
 		if len(out.broken) > 0 {
-			tr.dumpLogs(t, i)
+			tr.dumpLogs(t, i, out.broken)
 			// Later runs build on this one's release; start over.
 			if err := tr.recover(); err != nil {
 				r.Failures = append(r.Failures, fmt.Sprintf("after run %d: %v", i+1, err))
@@ -326,10 +331,10 @@ func (tr *trials) runCell(t *testing.T) row {
 	return r
 }
 
-func (tr *trials) dumpLogs(t *testing.T, run int) {
+func (tr *trials) dumpLogs(t *testing.T, run int, broken []string) {
 	var b strings.Builder
 	tr.ctl.DumpLogs(&b, 40)
-	t.Logf("%s, run %d: controller logs:\n%s", tr.cell, run+1, b.String())
+	t.Logf("%s, run %d broke %s; controller logs:\n%s", tr.cell, run+1, strings.Join(broken, "; "), b.String())
 }
 
 func (tr *trials) cleanup() {
@@ -509,6 +514,7 @@ type observed struct {
 // (none when run < 0: the baseline), a restart, and the checks.
 func (tr *trials) runOnce(run int) outcome {
 	var out outcome
+	tr.ctl.Mark()
 	name, hr, values := tr.begin(run)
 	obs := &observed{hookWrites: map[string][]time.Time{}, fired: make(chan struct{})}
 	if run < 0 {
@@ -686,6 +692,9 @@ func (tr *trials) watch(r *http.Request, name string, obs *observed, strike bool
 	c := framework.ParseCall(r)
 	if c.Namespace != tr.ns {
 		return
+	}
+	if trace {
+		fmt.Fprintf(os.Stderr, "%s %s: %s %s %s %s status=%s\n", time.Now().Format("15:04:05.000"), tr.cell.id(), c.Verb, c.Resource, c.Name, c.FieldSelector, c.Labels["status"])
 	}
 	t := tr.trigger(name)
 	now := time.Now()

@@ -6,6 +6,9 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 )
 
 // Call is an API request as a test reads it: what it does to which object.
@@ -57,17 +60,10 @@ func ParseCall(r *http.Request) Call {
 	if r.Body != nil && (r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, maxBodyRead))
 		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
-		var obj struct {
-			Metadata struct {
-				Name   string            `json:"name"`
-				Labels map[string]string `json:"labels"`
-			} `json:"metadata"`
-		}
-		if json.Unmarshal(body, &obj) == nil {
-			c.Labels = obj.Metadata.Labels
-			if c.Name == "" {
-				c.Name = obj.Metadata.Name
-			}
+		name, labels := objectMeta(body)
+		c.Labels = labels
+		if c.Name == "" {
+			c.Name = name
 		}
 	}
 	return c
@@ -97,4 +93,24 @@ func verbOf(method string, named, watch bool) string {
 // may create it, as server-side apply does).
 func (c Call) Writes() bool {
 	return c.Verb == "create" || c.Verb == "update" || c.Verb == "patch"
+}
+
+// objectMeta reads the name and labels of an object in a request body.
+// Helm's clients send built-in kinds as protobuf, others as JSON.
+func objectMeta(body []byte) (string, map[string]string) {
+	if obj, _, err := clientgoscheme.Codecs.UniversalDeserializer().Decode(body, nil, nil); err == nil {
+		if m, err := meta.Accessor(obj); err == nil {
+			return m.GetName(), m.GetLabels()
+		}
+	}
+	var obj struct {
+		Metadata struct {
+			Name   string            `json:"name"`
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(body, &obj) != nil {
+		return "", nil
+	}
+	return obj.Metadata.Name, obj.Metadata.Labels
 }
