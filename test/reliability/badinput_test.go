@@ -469,6 +469,14 @@ func (b *badEnv) runOutcome(r *result, tc badCase) {
 	if got := conditions.IsStalled(hr); got != tc.stalled {
 		r.fail("Stalled=%t, want %t (%s)", got, tc.stalled, framework.Conditions(hr))
 	}
+	// As upstream, a failure that waits for nothing is a finished
+	// reconcile of the generation (kstatus reads Stalled only then); one
+	// that is retried, or waits for something outside the HelmRelease, is
+	// not.
+	if observed := hr.Status.ObservedGeneration == hr.Generation; observed != tc.stalled {
+		r.fail("observedGeneration %d at generation %d: want observed=%t for a failure that is %s",
+			hr.Status.ObservedGeneration, hr.Generation, tc.stalled, map[bool]string{true: "stalled", false: "retried"}[tc.stalled])
+	}
 	if tc.stalled {
 		r.note("stalled")
 	} else {
