@@ -80,6 +80,9 @@ func (e *DependencyNotReadyError) Error() string {
 type InvalidDependencyError struct {
 	// Problems holds one actionable message per invalid entry.
 	Problems []string
+	// InvalidCEL is true when a readyExpr does not compile (or does not
+	// yield a bool).
+	InvalidCEL bool
 }
 
 func (e *InvalidDependencyError) Error() string {
@@ -117,6 +120,7 @@ func checkDependencies(ctx context.Context, c client.Reader, obj *v2.HelmRelease
 	keys := make([]client.ObjectKey, len(refs))
 	exprs := make([]*runtimecel.Expression, len(refs))
 	var problems []string
+	invalidCEL := false
 	for i, ref := range refs {
 		key := client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}
 		if key.Namespace == "" {
@@ -147,13 +151,14 @@ func checkDependencies(ctx context.Context, c client.Reader, obj *v2.HelmRelease
 				problems = append(problems, fmt.Sprintf(
 					"readyExpr of dependency '%s' is not a valid CEL expression returning a bool (variables: self, dep): %v",
 					key, err))
+				invalidCEL = true
 				continue
 			}
 			exprs[i] = expr
 		}
 	}
 	if len(problems) > 0 {
-		return &InvalidDependencyError{Problems: problems}
+		return &InvalidDependencyError{Problems: problems, InvalidCEL: invalidCEL}
 	}
 
 	var self map[string]any

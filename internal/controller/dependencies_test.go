@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -466,11 +468,79 @@ func TestMetDependenciesClearTheWait(t *testing.T) {
 	self.Spec.DependsOn = []meta.DependencyReference{depRef("", "db", "")}
 	conditions.MarkFalse(self, meta.ReadyCondition, helmv2.DependencyNotReadyReason, "dependency 'default/db' is not ready")
 
-	if _, wait := r.waitForDependencies(context.Background(), self); wait {
+	if _, wait, _ := r.waitForDependencies(context.Background(), self); wait {
 		t.Fatal("waits for a ready dependency")
 	}
 	ready := conditions.Get(self, meta.ReadyCondition)
 	if ready == nil || ready.Status != metav1.ConditionUnknown || ready.Reason != meta.ProgressingReason {
 		t.Errorf("Ready %+v, want Unknown/Progressing", ready)
+	}
+}
+
+// TestInvalidDependenciesStall: a spec.dependsOn that cannot work as
+// written stalls the HelmRelease, as upstream's terminal error does: the
+// generation counts as reconciled (kstatus reads Stalled only then), and a
+// readyExpr that does not compile is reported with upstream's reason,
+// InvalidCELExpression, which alerts key on.
+func TestInvalidDependenciesStall(t *testing.T) {
+	tests := []struct {
+		name      string
+		dep       meta.DependencyReference
+		reason    string
+		inMessage string
+	}{
+		{name: "readyExpr not CEL", dep: depRef("", "db", "dep.status =="), reason: meta.InvalidCELExpressionReason,
+			inMessage: "readyExpr of dependency 'default/db' is not a valid CEL expression"},
+		{name: "readyExpr not a bool", dep: depRef("", "db", "dep.metadata.name"), reason: meta.InvalidCELExpressionReason,
+			inMessage: "readyExpr of dependency 'default/db'"},
+		{name: "itself", dep: depRef("", "app", ""), reason: invalidDependencyReason,
+			inMessage: "dependency 'default/app' is the HelmRelease itself"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			hr := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "app", Generation: 3,
+				Finalizers: []string{helmv2.HelmReleaseFinalizer}}}
+			hr.Spec.Interval = metav1.Duration{Duration: time.Minute}
+			hr.Spec.DependsOn = []meta.DependencyReference{tc.dep}
+			c := fake.NewClientBuilder().WithScheme(newRevisionScheme(t)).WithObjects(hr, readyRelease("default", "db")).
+				WithStatusSubresource(&v2.HelmRelease{}).Build()
+			events := record.NewFakeRecorder(10)
+			r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: events, FieldManager: ControllerName,
+				RequeueDependency: time.Second}
+
+			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(hr)})
+			if err != nil || !res.IsZero() {
+				t.Errorf("Reconcile = %+v, %v; want no requeue and no error: nothing changes until the spec does", res, err)
+			}
+			got := &v2.HelmRelease{}
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(hr), got); err != nil {
+				t.Fatal(err)
+			}
+			for _, typ := range []string{meta.ReadyCondition, meta.StalledCondition} {
+				want := metav1.ConditionFalse
+				if typ == meta.StalledCondition {
+					want = metav1.ConditionTrue
+				}
+				c := conditions.Get(got, typ)
+				if c == nil || c.Status != want || c.Reason != tc.reason || !strings.Contains(c.Message, tc.inMessage) {
+					t.Errorf("%s = %+v, want %s/%s naming %q", typ, c, want, tc.reason, tc.inMessage)
+				}
+			}
+			if got.Status.ObservedGeneration != got.Generation {
+				t.Errorf("observedGeneration %d at generation %d: a stalled HelmRelease must observe its generation",
+					got.Status.ObservedGeneration, got.Generation)
+			}
+			if conditions.Has(got, meta.ReconcilingCondition) {
+				t.Errorf("Reconciling still set on a stalled HelmRelease: %s", conditions.GetMessage(got, meta.ReconcilingCondition))
+			}
+			select {
+			case e := <-events.Events:
+				if !strings.HasPrefix(e, "Warning "+tc.reason+" ") || !strings.Contains(e, tc.inMessage) {
+					t.Errorf("event %q, want a Warning %s naming %q", e, tc.reason, tc.inMessage)
+				}
+			default:
+				t.Errorf("no event, want a Warning %s", tc.reason)
+			}
+		})
 	}
 }
