@@ -544,3 +544,69 @@ func TestInvalidDependenciesStall(t *testing.T) {
 		})
 	}
 }
+
+// TestDependencyCycle: HelmReleases that depend on each other wait, as
+// upstream's do (DependencyNotReady, rechecked), with a message that names
+// the cycle and stays the same from one check to the next. Quoting the
+// other's Ready message, which quotes this one's, made both messages grow
+// at every recheck until the status no longer fitted its schema.
+func TestDependencyCycle(t *testing.T) {
+	a := depRelease("default", "a", 1, 0, "", "")
+	a.Spec.DependsOn = []meta.DependencyReference{depRef("", "b", "")}
+	b := depRelease("default", "b", 1, 0, "", "")
+	b.Spec.DependsOn = []meta.DependencyReference{depRef("", "c", "")}
+	c := depRelease("default", "c", 1, 0, "", "")
+	c.Spec.DependsOn = []meta.DependencyReference{depRef("", "a", ""), depRef("", "missing", "")}
+	// d depends on the cycle without being part of it.
+	d := depRelease("default", "d", 1, 0, "", "")
+	d.Spec.DependsOn = []meta.DependencyReference{depRef("", "a", "")}
+	cl := fake.NewClientBuilder().WithScheme(depTestScheme(t)).WithObjects(a, b, c, d).WithStatusSubresource(&v2.HelmRelease{}).Build()
+	ctx := context.Background()
+
+	// check runs one dependency check of name, as its reconcile would,
+	// and writes the outcome into its Ready condition.
+	check := func(name string) string {
+		t.Helper()
+		hr := &v2.HelmRelease{}
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, hr); err != nil {
+			t.Fatal(err)
+		}
+		err := checkDependencies(ctx, cl, hr, dependencyOptions{})
+		var notReady *DependencyNotReadyError
+		if !errors.As(err, &notReady) {
+			t.Fatalf("%s: got %v, want a *DependencyNotReadyError", name, err)
+		}
+		conditions.MarkFalse(hr, meta.ReadyCondition, helmv2.DependencyNotReadyReason, "%s", err)
+		if err := cl.Status().Update(ctx, hr); err != nil {
+			t.Fatal(err)
+		}
+		return err.Error()
+	}
+	var last map[string]string
+	for round := range 5 {
+		msgs := map[string]string{}
+		for _, name := range []string{"a", "b", "c", "d"} {
+			msgs[name] = check(name)
+		}
+		if round >= 2 {
+			for name, msg := range msgs {
+				if msg != last[name] {
+					t.Errorf("round %d: %s's message changed from %q to %q", round, name, last[name], msg)
+				}
+			}
+		}
+		last = msgs
+	}
+	want := map[string]string{
+		"a": "dependency 'default/b' is not ready: it depends on this HelmRelease in turn (dependency cycle default/a -> default/b -> default/c -> default/a)",
+		"b": "dependency 'default/c' is not ready: it depends on this HelmRelease in turn (dependency cycle default/b -> default/c -> default/a -> default/b)",
+		"c": "dependency 'default/a' is not ready: it depends on this HelmRelease in turn (dependency cycle default/c -> default/a -> default/b -> default/c); " +
+			"dependency 'default/missing' not found",
+		"d": "dependency 'default/a' is not ready: Ready condition is False: " + last["a"],
+	}
+	for name, w := range want {
+		if last[name] != w {
+			t.Errorf("%s: message %q, want %q", name, last[name], w)
+		}
+	}
+}
