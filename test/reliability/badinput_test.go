@@ -409,6 +409,22 @@ func (b *badEnv) runOutcome(r *result, tc badCase) {
 		return
 	}
 	r.note("Ready=False/%s: %s", ready.Reason, clip(ready.Message, 300))
+	if tc.stalled {
+		// A failure that is retried (remediation with retries) reads
+		// Ready=False before it stalls.
+		if err := env.Poll(time.Minute, func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, b.ns, hr.Name); err != nil {
+				return err
+			}
+			if !conditions.IsStalled(hr) {
+				return fmt.Errorf("not Stalled: %s", framework.Conditions(hr))
+			}
+			return nil
+		}); err != nil {
+			r.fail("%v", err)
+		}
+		ready = conditions.Get(hr, meta.ReadyCondition)
+	}
 
 	switch tc.event {
 	case "-":
