@@ -423,7 +423,9 @@ func (b *badEnv) runOutcome(r *result, tc badCase) {
 		}); err != nil {
 			r.fail("%v", err)
 		}
-		ready = conditions.Get(hr, meta.ReadyCondition)
+		if c := conditions.Get(hr, meta.ReadyCondition); c != nil {
+			ready = c
+		}
 	}
 
 	switch tc.event {
