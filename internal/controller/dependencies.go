@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/fluxcd/pkg/apis/meta"
@@ -80,6 +81,9 @@ func (e *DependencyNotReadyError) Error() string {
 type InvalidDependencyError struct {
 	// Problems holds one actionable message per invalid entry.
 	Problems []string
+	// InvalidCEL is true when a readyExpr does not compile (or does not
+	// yield a bool).
+	InvalidCEL bool
 }
 
 func (e *InvalidDependencyError) Error() string {
@@ -117,6 +121,7 @@ func checkDependencies(ctx context.Context, c client.Reader, obj *v2.HelmRelease
 	keys := make([]client.ObjectKey, len(refs))
 	exprs := make([]*runtimecel.Expression, len(refs))
 	var problems []string
+	invalidCEL := false
 	for i, ref := range refs {
 		key := client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}
 		if key.Namespace == "" {
@@ -147,13 +152,14 @@ func checkDependencies(ctx context.Context, c client.Reader, obj *v2.HelmRelease
 				problems = append(problems, fmt.Sprintf(
 					"readyExpr of dependency '%s' is not a valid CEL expression returning a bool (variables: self, dep): %v",
 					key, err))
+				invalidCEL = true
 				continue
 			}
 			exprs[i] = expr
 		}
 	}
 	if len(problems) > 0 {
-		return &InvalidDependencyError{Problems: problems}
+		return &InvalidDependencyError{Problems: problems, InvalidCEL: invalidCEL}
 	}
 
 	var self map[string]any
@@ -172,6 +178,17 @@ func checkDependencies(ctx context.Context, c client.Reader, obj *v2.HelmRelease
 		var reasons []string
 		if exprs[i] == nil || opts.AdditiveCEL {
 			if reason := builtinNotReadyReason(dep); reason != "" {
+				// A dependency that waits for this HelmRelease in turn
+				// quotes its message, which quotes the dependency's, and
+				// so on: each round would add to both messages without
+				// end. The cycle itself is the reason.
+				cycle, err := dependencyCycle(ctx, c, client.ObjectKeyFromObject(obj), dep)
+				if err != nil {
+					return err
+				}
+				if cycle != "" {
+					reason = "it depends on this HelmRelease in turn (dependency cycle " + cycle + ")"
+				}
 				reasons = append(reasons, reason)
 			}
 		}
@@ -199,6 +216,53 @@ func checkDependencies(ctx context.Context, c client.Reader, obj *v2.HelmRelease
 		return &DependencyNotReadyError{Dependencies: notReady}
 	}
 	return nil
+}
+
+// maxCycleSearch bounds the HelmReleases dependencyCycle reads.
+const maxCycleSearch = 100
+
+// dependencyCycle returns the cycle "a -> b -> a" when dep depends on self,
+// directly or through other HelmReleases, or "" when it does not. Missing
+// HelmReleases end a path; the search reads at most maxCycleSearch of them.
+func dependencyCycle(ctx context.Context, c client.Reader, self client.ObjectKey, dep *v2.HelmRelease) (string, error) {
+	type node struct {
+		hr   *v2.HelmRelease
+		path []client.ObjectKey
+	}
+	depKey := client.ObjectKeyFromObject(dep)
+	queue := []node{{hr: dep, path: []client.ObjectKey{self, depKey}}}
+	seen := map[client.ObjectKey]bool{depKey: true}
+	for len(queue) > 0 && len(seen) <= maxCycleSearch {
+		n := queue[0]
+		queue = queue[1:]
+		for _, ref := range n.hr.Spec.DependsOn {
+			key := client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}
+			if key.Namespace == "" {
+				key.Namespace = n.hr.Namespace
+			}
+			path := append(slices.Clone(n.path), key)
+			if key == self {
+				names := make([]string, len(path))
+				for i, k := range path {
+					names[i] = k.String()
+				}
+				return strings.Join(names, " -> "), nil
+			}
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			next := &v2.HelmRelease{}
+			if err := c.Get(ctx, key, next); err != nil {
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				return "", fmt.Errorf("failed to get dependency '%s' of '%s': %w", key, client.ObjectKeyFromObject(n.hr), err)
+			}
+			queue = append(queue, node{hr: next, path: path})
+		}
+	}
+	return "", nil
 }
 
 // builtinNotReadyReason returns why dep fails the built-in readiness check,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -466,11 +468,145 @@ func TestMetDependenciesClearTheWait(t *testing.T) {
 	self.Spec.DependsOn = []meta.DependencyReference{depRef("", "db", "")}
 	conditions.MarkFalse(self, meta.ReadyCondition, helmv2.DependencyNotReadyReason, "dependency 'default/db' is not ready")
 
-	if _, wait := r.waitForDependencies(context.Background(), self); wait {
+	if _, wait, _ := r.waitForDependencies(context.Background(), self); wait {
 		t.Fatal("waits for a ready dependency")
 	}
 	ready := conditions.Get(self, meta.ReadyCondition)
 	if ready == nil || ready.Status != metav1.ConditionUnknown || ready.Reason != meta.ProgressingReason {
 		t.Errorf("Ready %+v, want Unknown/Progressing", ready)
+	}
+}
+
+// TestInvalidDependenciesStall: a spec.dependsOn that cannot work as
+// written stalls the HelmRelease, as upstream's terminal error does: the
+// generation counts as reconciled (kstatus reads Stalled only then), and a
+// readyExpr that does not compile is reported with upstream's reason,
+// InvalidCELExpression, which alerts key on.
+func TestInvalidDependenciesStall(t *testing.T) {
+	tests := []struct {
+		name      string
+		dep       meta.DependencyReference
+		reason    string
+		inMessage string
+	}{
+		{name: "readyExpr not CEL", dep: depRef("", "db", "dep.status =="), reason: meta.InvalidCELExpressionReason,
+			inMessage: "readyExpr of dependency 'default/db' is not a valid CEL expression"},
+		{name: "readyExpr not a bool", dep: depRef("", "db", "dep.metadata.name"), reason: meta.InvalidCELExpressionReason,
+			inMessage: "readyExpr of dependency 'default/db'"},
+		{name: "itself", dep: depRef("", "app", ""), reason: invalidDependencyReason,
+			inMessage: "dependency 'default/app' is the HelmRelease itself"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			hr := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "app", Generation: 3,
+				Finalizers: []string{helmv2.HelmReleaseFinalizer}}}
+			hr.Spec.Interval = metav1.Duration{Duration: time.Minute}
+			hr.Spec.DependsOn = []meta.DependencyReference{tc.dep}
+			c := fake.NewClientBuilder().WithScheme(newRevisionScheme(t)).WithObjects(hr, readyRelease("default", "db")).
+				WithStatusSubresource(&v2.HelmRelease{}).Build()
+			events := record.NewFakeRecorder(10)
+			r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: events, FieldManager: ControllerName,
+				RequeueDependency: time.Second}
+
+			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(hr)})
+			if err != nil || !res.IsZero() {
+				t.Errorf("Reconcile = %+v, %v; want no requeue and no error: nothing changes until the spec does", res, err)
+			}
+			got := &v2.HelmRelease{}
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(hr), got); err != nil {
+				t.Fatal(err)
+			}
+			for _, typ := range []string{meta.ReadyCondition, meta.StalledCondition} {
+				want := metav1.ConditionFalse
+				if typ == meta.StalledCondition {
+					want = metav1.ConditionTrue
+				}
+				c := conditions.Get(got, typ)
+				if c == nil || c.Status != want || c.Reason != tc.reason || !strings.Contains(c.Message, tc.inMessage) {
+					t.Errorf("%s = %+v, want %s/%s naming %q", typ, c, want, tc.reason, tc.inMessage)
+				}
+			}
+			if got.Status.ObservedGeneration != got.Generation {
+				t.Errorf("observedGeneration %d at generation %d: a stalled HelmRelease must observe its generation",
+					got.Status.ObservedGeneration, got.Generation)
+			}
+			if conditions.Has(got, meta.ReconcilingCondition) {
+				t.Errorf("Reconciling still set on a stalled HelmRelease: %s", conditions.GetMessage(got, meta.ReconcilingCondition))
+			}
+			select {
+			case e := <-events.Events:
+				if !strings.HasPrefix(e, "Warning "+tc.reason+" ") || !strings.Contains(e, tc.inMessage) {
+					t.Errorf("event %q, want a Warning %s naming %q", e, tc.reason, tc.inMessage)
+				}
+			default:
+				t.Errorf("no event, want a Warning %s", tc.reason)
+			}
+		})
+	}
+}
+
+// TestDependencyCycle: HelmReleases that depend on each other wait, as
+// upstream's do (DependencyNotReady, rechecked), with a message that names
+// the cycle and stays the same from one check to the next. Quoting the
+// other's Ready message, which quotes this one's, made both messages grow
+// at every recheck until the status no longer fitted its schema.
+func TestDependencyCycle(t *testing.T) {
+	a := depRelease("default", "a", 1, 0, "", "")
+	a.Spec.DependsOn = []meta.DependencyReference{depRef("", "b", "")}
+	b := depRelease("default", "b", 1, 0, "", "")
+	b.Spec.DependsOn = []meta.DependencyReference{depRef("", "c", "")}
+	c := depRelease("default", "c", 1, 0, "", "")
+	c.Spec.DependsOn = []meta.DependencyReference{depRef("", "a", ""), depRef("", "missing", "")}
+	// d depends on the cycle without being part of it.
+	d := depRelease("default", "d", 1, 0, "", "")
+	d.Spec.DependsOn = []meta.DependencyReference{depRef("", "a", "")}
+	cl := fake.NewClientBuilder().WithScheme(depTestScheme(t)).WithObjects(a, b, c, d).WithStatusSubresource(&v2.HelmRelease{}).Build()
+	ctx := context.Background()
+
+	// check runs one dependency check of name, as its reconcile would,
+	// and writes the outcome into its Ready condition.
+	check := func(name string) string {
+		t.Helper()
+		hr := &v2.HelmRelease{}
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, hr); err != nil {
+			t.Fatal(err)
+		}
+		err := checkDependencies(ctx, cl, hr, dependencyOptions{})
+		var notReady *DependencyNotReadyError
+		if !errors.As(err, &notReady) {
+			t.Fatalf("%s: got %v, want a *DependencyNotReadyError", name, err)
+		}
+		conditions.MarkFalse(hr, meta.ReadyCondition, helmv2.DependencyNotReadyReason, "%s", err)
+		if err := cl.Status().Update(ctx, hr); err != nil {
+			t.Fatal(err)
+		}
+		return err.Error()
+	}
+	var last map[string]string
+	for round := range 5 {
+		msgs := map[string]string{}
+		for _, name := range []string{"a", "b", "c", "d"} {
+			msgs[name] = check(name)
+		}
+		if round >= 2 {
+			for name, msg := range msgs {
+				if msg != last[name] {
+					t.Errorf("round %d: %s's message changed from %q to %q", round, name, last[name], msg)
+				}
+			}
+		}
+		last = msgs
+	}
+	want := map[string]string{
+		"a": "dependency 'default/b' is not ready: it depends on this HelmRelease in turn (dependency cycle default/a -> default/b -> default/c -> default/a)",
+		"b": "dependency 'default/c' is not ready: it depends on this HelmRelease in turn (dependency cycle default/b -> default/c -> default/a -> default/b)",
+		"c": "dependency 'default/a' is not ready: it depends on this HelmRelease in turn (dependency cycle default/c -> default/a -> default/b -> default/c); " +
+			"dependency 'default/missing' not found",
+		"d": "dependency 'default/a' is not ready: Ready condition is False: " + last["a"],
+	}
+	for name, w := range want {
+		if last[name] != w {
+			t.Errorf("%s: message %q, want %q", name, last[name], w)
+		}
 	}
 }

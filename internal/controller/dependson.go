@@ -14,12 +14,17 @@ import (
 )
 
 // invalidDependencyReason marks a spec.dependsOn that cannot work as
-// written; waiting does not help, so the object is Stalled.
+// written; waiting does not help, so the object is Stalled. A readyExpr
+// that does not compile gets upstream's InvalidCELExpression instead.
 const invalidDependencyReason = "InvalidDependency"
 
 // waitForDependencies holds the release back while a HelmRelease it depends
-// on is not ready. It returns true when the reconcile must stop here.
-func (r *HelmReleaseReconciler) waitForDependencies(ctx context.Context, obj *v2.HelmRelease) (ctrl.Result, bool) {
+// on is not ready. It returns true when the reconcile must stop here, with
+// errWaiting while it waits for its dependencies, or nil when the
+// dependencies are invalid: as upstream's terminal error, that is a
+// finished reconcile of the generation, so kstatus reads the Stalled
+// condition.
+func (r *HelmReleaseReconciler) waitForDependencies(ctx context.Context, obj *v2.HelmRelease) (ctrl.Result, bool, error) {
 	var err error
 	if len(obj.Spec.DependsOn) > 0 {
 		err = checkDependencies(ctx, r.Client, obj, dependencyOptions{
@@ -28,22 +33,28 @@ func (r *HelmReleaseReconciler) waitForDependencies(ctx context.Context, obj *v2
 		})
 	}
 	if err == nil {
-		clearPassedCheck(obj, helmv2.DependencyNotReadyReason, invalidDependencyReason)
-		return ctrl.Result{}, false
+		clearPassedCheck(obj, helmv2.DependencyNotReadyReason, invalidDependencyReason, meta.InvalidCELExpressionReason)
+		return ctrl.Result{}, false, nil
 	}
 
 	var invalid *InvalidDependencyError
 	if errors.As(err, &invalid) {
-		conditions.MarkStalled(obj, invalidDependencyReason, "%s", err)
-		conditions.MarkFalse(obj, meta.ReadyCondition, invalidDependencyReason, "%s", err)
+		reason := invalidDependencyReason
+		if invalid.InvalidCEL {
+			// Upstream's reason: alerts on invalid CEL expressions
+			// (healthCheckExprs and readyExpr alike) key on it.
+			reason = meta.InvalidCELExpressionReason
+		}
+		conditions.MarkStalled(obj, reason, "%s", err)
+		conditions.MarkFalse(obj, meta.ReadyCondition, reason, "%s", err)
 		conditions.Delete(obj, meta.ReconcilingCondition)
-		r.EventRecorder.Event(obj, corev1.EventTypeWarning, invalidDependencyReason, err.Error())
-		return ctrl.Result{}, true
+		r.EventRecorder.Event(obj, corev1.EventTypeWarning, reason, err.Error())
+		return ctrl.Result{}, true, nil
 	}
 
 	conditions.MarkFalse(obj, meta.ReadyCondition, helmv2.DependencyNotReadyReason, "%s", err)
 	conditions.MarkReconciling(obj, meta.ProgressingReason, "waiting for dependencies: %s", err)
 	ctrl.LoggerFrom(ctx).Info("dependencies not ready, retrying later", "error", err.Error(), "after", r.RequeueDependency)
 	r.EventRecorder.Event(obj, corev1.EventTypeNormal, helmv2.DependencyNotReadyReason, err.Error())
-	return ctrl.Result{RequeueAfter: r.RequeueDependency}, true
+	return ctrl.Result{RequeueAfter: r.RequeueDependency}, true, errWaiting
 }

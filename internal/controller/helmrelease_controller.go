@@ -194,8 +194,8 @@ func (r *HelmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	r.Metrics.RecordSuspend(ctx, obj, false)
 
-	if result, wait := r.waitForDependencies(ctx, obj); wait {
-		return result, errWaiting
+	if result, stop, err := r.waitForDependencies(ctx, obj); stop {
+		return result, err
 	}
 	return r.reconcileRelease(ctx, patcher, obj)
 }
