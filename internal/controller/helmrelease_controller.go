@@ -208,7 +208,14 @@ func (r *HelmReleaseReconciler) sourceArtifact(ctx context.Context, obj *v2.Helm
 		return nil, err
 	}
 	kind := sourceKind(obj)
-	if err := r.sourceReader().Get(ctx, key, source); err != nil {
+	err = r.sourceReader().Get(ctx, key, source)
+	if apierrors.IsNotFound(err) && obj.Spec.ChartRef == nil && !r.DirectSourceFetch {
+		// The HelmChart of a chart template was applied moments ago, in
+		// this reconcile: a new one is usually not in the cache yet. Only
+		// the API server can tell whether it is missing.
+		err = r.APIReader.Get(ctx, key, source)
+	}
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("could not get source %s '%s': not found", kind, key)
 		}
