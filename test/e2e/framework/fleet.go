@@ -58,6 +58,9 @@ type FleetWait struct {
 	Names []string
 	// Check returns nil once a release is where the wait wants it.
 	Check func(*v2.HelmRelease) error
+	// Gone waits until the releases no longer exist instead; Check is not
+	// used.
+	Gone bool
 	// Timeout bounds the wait.
 	Timeout time.Duration
 	// Interval spaces the lists; a second when zero.
@@ -93,7 +96,7 @@ func (e *Env) WaitFleet(w FleetWait) (took time.Duration, pending map[string]err
 		var list v2.HelmReleaseList
 		listErr := e.Client.List(ctx, &list, client.InNamespace(w.Namespace))
 		if listErr == nil {
-			pending = fleetPending(list.Items, w.Names, w.Check)
+			pending = fleetPending(list.Items, w)
 			if len(pending) == 0 {
 				return time.Since(began), nil, nil
 			}
@@ -114,20 +117,25 @@ func (e *Env) WaitFleet(w FleetWait) (took time.Duration, pending map[string]err
 	}
 }
 
-func fleetPending(items []v2.HelmRelease, names []string, check func(*v2.HelmRelease) error) map[string]error {
+func fleetPending(items []v2.HelmRelease, w FleetWait) map[string]error {
 	byName := make(map[string]*v2.HelmRelease, len(items))
 	for i := range items {
 		byName[items[i].Name] = &items[i]
 	}
 	pending := map[string]error{}
-	for _, name := range names {
+	for _, name := range w.Names {
 		hr, ok := byName[name]
-		if !ok {
+		switch {
+		case w.Gone && ok:
+			pending[name] = fmt.Errorf("still there (deletionTimestamp %v, finalizers %v, %s)",
+				hr.DeletionTimestamp, hr.Finalizers, Conditions(hr))
+		case w.Gone:
+		case !ok:
 			pending[name] = errors.New("not found")
-			continue
-		}
-		if err := check(hr); err != nil {
-			pending[name] = err
+		default:
+			if err := w.Check(hr); err != nil {
+				pending[name] = err
+			}
 		}
 	}
 	return pending
