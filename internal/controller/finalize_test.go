@@ -9,7 +9,9 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/chartsource"
+	"github.com/afterhooks/helm-controller/internal/kube"
 )
 
 // A reconcile interrupted by shutdown (its context cancelled) after Helm
@@ -79,5 +83,35 @@ func TestWaitingDoesNotObserveTheGeneration(t *testing.T) {
 	}
 	if c := conditions.Get(got, meta.ReadyCondition); c == nil || c.Status != metav1.ConditionFalse || c.Reason != helmv2.DependencyNotReadyReason {
 		t.Errorf("Ready %+v, want False/DependencyNotReady", c)
+	}
+}
+
+// The reconcile that removes the finalizer of a deleted HelmRelease ends
+// with the object gone before its status is written: the patch helper
+// reports the NotFound of that last write inside an aggregate of errors.
+// As upstream, it is not a reconcile error (each deleted HelmRelease
+// counted one in controller_runtime_reconcile_errors_total, found by
+// test/reliability TestLoad).
+func TestDeletionIsNotAnErrorWhenTheObjectGoesBeforeItsStatusWrite(t *testing.T) {
+	now := metav1.Now()
+	obj := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web", Generation: 2,
+		Finalizers: []string{helmv2.HelmReleaseFinalizer}, DeletionTimestamp: &now,
+		// A status field the final write changes besides the conditions.
+		Annotations: map[string]string{meta.ReconcileRequestAnnotation: "now"}}}
+	obj.Spec.Interval = metav1.Duration{Duration: time.Minute}
+	c := fake.NewClientBuilder().WithScheme(newRevisionScheme(t)).WithObjects(obj).
+		WithStatusSubresource(&v2.HelmRelease{}).Build()
+	targets, err := kube.NewBuilder(kube.Options{Local: &rest.Config{Host: "https://local.example:6443"}, Client: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: record.NewFakeRecorder(10), FieldManager: ControllerName,
+		Charts: chartsource.New(chartsource.Options{}), Targets: targets}
+
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(obj)}); err != nil {
+		t.Errorf("Reconcile of a deleted HelmRelease: %v", err)
+	}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), &v2.HelmRelease{}); !apierrors.IsNotFound(err) {
+		t.Errorf("HelmRelease still there after its finalizer went: %v", err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/opencontainers/go-digest"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	kuberecorder "k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -207,7 +208,14 @@ func (r *HelmReleaseReconciler) sourceArtifact(ctx context.Context, obj *v2.Helm
 		return nil, err
 	}
 	kind := sourceKind(obj)
-	if err := r.sourceReader().Get(ctx, key, source); err != nil {
+	err = r.sourceReader().Get(ctx, key, source)
+	if apierrors.IsNotFound(err) && obj.Spec.ChartRef == nil && !r.DirectSourceFetch {
+		// The HelmChart of a chart template was applied moments ago, in
+		// this reconcile: a new one is usually not in the cache yet. Only
+		// the API server can tell whether it is missing.
+		err = r.APIReader.Get(ctx, key, source)
+	}
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("could not get source %s '%s': not found", kind, key)
 		}
@@ -402,8 +410,12 @@ func (r *HelmReleaseReconciler) finalizeStatus(ctx context.Context, patcher *pat
 	defer cancel()
 	redactConditions(obj, r.Redactions)
 	err := patcher.Patch(writeCtx, obj, patch.WithOwnedConditions{Conditions: ownedConditions}, patch.WithFieldOwner(r.FieldManager))
-	if err != nil && deleted && apierrors.IsNotFound(err) {
-		return nil
+	if err != nil && deleted {
+		// Removing the finalizer removed the object, so the status write
+		// that follows finds it gone. The patch helper returns an
+		// aggregate of its writes' errors, which apierrors.IsNotFound
+		// does not look into; FilterOut does (as upstream).
+		err = kerrors.FilterOut(err, apierrors.IsNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("failed to patch HelmRelease status: %w", err)

@@ -2,11 +2,9 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -18,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 const (
@@ -26,10 +25,6 @@ const (
 	fleetPollInterval = time.Second
 	// progressInterval spaces the "k of N" lines of a long wait.
 	progressInterval = 15 * time.Second
-	// writeWorkers bounds the creates and patches in flight: enough to
-	// write a fleet of hundreds in about a second, few enough not to be
-	// throttled by the client's rate limiter.
-	writeWorkers = 8
 	// unreadyListed bounds how many unfinished releases an error names.
 	unreadyListed = 5
 )
@@ -63,7 +58,7 @@ func (env *environment) podinfoRelease(i int) *v2.HelmRelease {
 
 // createFleet creates releases podinfo-0 … podinfo-(n-1).
 func (env *environment) createFleet(ctx context.Context, n int) error {
-	return forEachRelease(ctx, n, func(ctx context.Context, i int) error {
+	return framework.ForEach(ctx, n, func(ctx context.Context, i int) error {
 		if err := env.client.Create(ctx, env.podinfoRelease(i)); err != nil {
 			return fmt.Errorf("creating HelmRelease %s: %w", releaseName(i), err)
 		}
@@ -76,43 +71,13 @@ func (env *environment) createFleet(ctx context.Context, n int) error {
 // spec.
 func (env *environment) requestReconcile(ctx context.Context, n int, token string) error {
 	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, meta.ReconcileRequestAnnotation, token)
-	return forEachRelease(ctx, n, func(ctx context.Context, i int) error {
+	return framework.ForEach(ctx, n, func(ctx context.Context, i int) error {
 		hr := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Name: releaseName(i), Namespace: fleetNamespace}}
 		if err := env.client.Patch(ctx, hr, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			return fmt.Errorf("annotating HelmRelease %s: %w", releaseName(i), err)
 		}
 		return nil
 	})
-}
-
-// forEachRelease runs write for releases 0 … n-1 on a few workers and
-// returns the first error; after one, the remaining writes are skipped.
-func forEachRelease(ctx context.Context, n int, write func(context.Context, int) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(writeWorkers, n) {
-		wg.Go(func() {
-			for i := range next {
-				if err := write(ctx, i); err != nil {
-					cancel(err)
-				}
-			}
-		})
-	}
-	for i := range n {
-		if ctx.Err() != nil {
-			break
-		}
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return ctx.Err()
 }
 
 // releaseCheck reports whether a release has reached what a wait is for,
