@@ -156,6 +156,9 @@ func (m *Machine) step(ctx context.Context, req *Request, cur *releasev1.Release
 	case StateUntested:
 		return false, m.failed(ctx, req, m.test(ctx, req))
 	case StateFailed:
+		if interruptedRollback(req) {
+			return true, m.finishRollback(ctx, req)
+		}
 		if err := canceledWaitFailure(req); err != nil {
 			// The reconcile that failed the revision by cancelling its
 			// wait left its remediation to this one, and the desired state
@@ -175,6 +178,35 @@ func (m *Machine) step(ctx context.Context, req *Request, cur *releasev1.Release
 		return false, m.failed(ctx, req, m.release(ctx, req, action))
 	}
 	return true, fmt.Errorf("unknown release state %q", obs.State)
+}
+
+// interruptedRollback tells whether the latest revision is a rollback that
+// failed without the rollback itself failing: the controller stopped in its
+// middle and the next one unlocked it. A rollback that failed on its own
+// says so in Remediated (RollbackFailed) and is left as upstream leaves it.
+func interruptedRollback(req *Request) bool {
+	latest := req.Object.Status.History.Latest()
+	if latest == nil || latest.Action != helmv2.ReleaseActionRollback || latest.Status != common.StatusFailed.String() {
+		return false
+	}
+	c := conditions.Get(req.Object, helmv2.RemediatedCondition)
+	return c == nil || c.Status != metav1.ConditionFalse || c.Reason != helmv2.RollbackFailedReason
+}
+
+// finishRollback does an interrupted rollback again: the remediation the
+// failed upgrade asked for, which a restart must not leave half done (the
+// upgrade's retries may be used up, so nothing else would ever act). Like
+// any remediation it ends the reconcile with the failure that led to it.
+func (m *Machine) finishRollback(ctx context.Context, req *Request) error {
+	if err := m.rollback(ctx, req); err != nil {
+		return err
+	}
+	cause := errors.New("the rollback remediating a failed upgrade was interrupted and has been done again")
+	up := req.Object.Upstream()
+	if rem := up.GetActiveRemediation(); rem != nil && rem.RetriesExhausted(up) {
+		return fmt.Errorf("%w: %v", ErrRetriesExhausted, cause)
+	}
+	return cause
 }
 
 // staleHeldRevision says why a revision held pending by afterHooks no

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -1037,5 +1038,60 @@ func TestShutdownDuringActionIsNotCountedAgainstRetries(t *testing.T) {
 				t.Errorf("latest revision %s after the next run", last.Info.Status)
 			}
 		})
+	}
+}
+
+// A rollback the controller was killed in the middle of (Helm wrote its
+// revision pending-rollback, then the process died, before any afterHooks
+// marker) is a remediation cut short. The next controller unlocks it and
+// rolls back again, instead of stalling on the upgrade's used-up retries
+// with the cluster half rolled back. Found by the reliability suite
+// (test/reliability, SIGKILL in the rollback's pre hooks).
+func TestInterruptedRollbackIsDoneAgain(t *testing.T) {
+	h := newHarness(func(o *v2.HelmRelease) {
+		o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{
+			Remediation: &helmv2.UpgradeRemediation{Retries: 0, RemediateLastFailure: ptrTo(true)},
+		}}
+	})
+	h.mustRun(t) // v1 deployed
+	h.calls()
+	good := h.values
+	h.values = map[string]any{"replicas": 2}
+	h.obj.Generation = 2
+	h.helm.fail["upgrade"] = errors.New("readiness wait failed")
+	ctx, cancel := context.WithCancel(context.Background())
+	h.helm.onRollback = func() {
+		// Helm writes the rollback's revision first; then the process dies.
+		h.helm.newRelease(h.helm.releases[0].Chart, good, common.StatusPendingRollback)
+		cancel()
+	}
+	h.helm.fail["rollback"] = context.Canceled
+	m := &Machine{Helm: h.helm, Recorder: h.recorder}
+	if err := m.Run(ctx, h.request()); err == nil {
+		t.Fatal("the failed upgrade was not reported")
+	}
+	if got := h.calls(); !slices.Equal(got, []string{"upgrade", "rollback"}) {
+		t.Fatalf("calls %v, want the upgrade and the rollback it was killed in", got)
+	}
+
+	// The next controller.
+	h.helm.onRollback, h.helm.fail = nil, map[string]error{}
+	_ = h.run(t)
+	if got := h.calls(); !slices.Equal(got, []string{"unlock", "rollback"}) {
+		t.Fatalf("calls %v, want the interrupted rollback unlocked and done again", got)
+	}
+	last := h.helm.last()
+	if last.Info.Status != common.StatusDeployed || last.Config["replicas"] != 1 {
+		t.Errorf("latest revision v%d %s with %v, want the good values deployed again", last.Version, last.Info.Status, last.Config)
+	}
+	wantCondition(t, h, helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.RollbackSucceededReason)
+	if st := h.obj.Status; st.UpgradeFailures != 1 || st.Failures != 1 {
+		t.Errorf("upgradeFailures %d, failures %d, want the one failed upgrade only", st.UpgradeFailures, st.Failures)
+	}
+
+	// Settled: a further reconcile does nothing.
+	_ = h.run(t)
+	if got := h.calls(); len(got) != 0 {
+		t.Errorf("a further reconcile called %v", got)
 	}
 }

@@ -499,10 +499,16 @@ type observed struct {
 	// actionBegan is when the action under test began (for a rollback,
 	// when its pending revision was written).
 	actionBegan time.Time
-	// waitBegan is the first readiness wait of the action.
+	// segment is the kind of Helm action running (install, upgrade,
+	// rollback, uninstall), from the revisions it writes. A retry after
+	// an interruption continues the segment; a remediation starts one.
+	segment string
+	// waitBegan is the first readiness wait of the segment.
 	waitBegan time.Time
-	// hookWrites are the times hook Jobs were written, by hook.
-	hookWrites map[string][]time.Time
+	// postAfterWait counts post hooks run after the segment's wait.
+	postAfterWait int
+	// reruns describes each hook run after its segment's wait began.
+	reruns []string
 	// fired is closed once the fault struck.
 	fired     chan struct{}
 	firedOnce sync.Once
@@ -516,7 +522,7 @@ func (tr *trials) runOnce(run int) outcome {
 	var out outcome
 	tr.ctl.Mark()
 	name, hr, values := tr.begin(run)
-	obs := &observed{hookWrites: map[string][]time.Time{}, fired: make(chan struct{})}
+	obs := &observed{fired: make(chan struct{})}
 	if run < 0 {
 		obs.firedOnce.Do(func() { close(obs.fired) })
 	}
@@ -703,11 +709,8 @@ func (tr *trials) watch(r *http.Request, name string, obs *observed, strike bool
 		obs.actionBegan = now
 	}
 	began := !obs.actionBegan.IsZero()
-	if began && obs.waitBegan.IsZero() && isWait(c, name) {
-		obs.waitBegan = now
-	}
-	if began && c.Writes() && c.Resource == "jobs" && strings.HasPrefix(c.Name, name+"-") {
-		obs.hookWrites[c.Name] = append(obs.hookWrites[c.Name], now)
+	if began {
+		obs.record(c, name, tr.cell.strategy, now)
 	}
 	fire := false
 	select {
@@ -795,6 +798,35 @@ func (tr *trials) leader() (int, error) {
 		}
 	}
 	return 0, errors.New("no replica holds the lease")
+}
+
+// record follows the run's Helm actions through their requests: which
+// action runs, when its readiness wait begins, and which hooks run after
+// that. Called with obs.mu held.
+func (obs *observed) record(c framework.Call, name string, strategy v2.HookWaitStrategy, now time.Time) {
+	switch {
+	case c.Writes() && isStorage(c, name):
+		kind, pending := strings.CutPrefix(c.Labels["status"], "pending-")
+		if c.Labels["status"] == "uninstalling" {
+			kind, pending = "uninstall", true
+		}
+		if pending && kind != obs.segment {
+			obs.segment, obs.waitBegan, obs.postAfterWait = kind, time.Time{}, 0
+		}
+	case isWait(c, name):
+		if obs.waitBegan.IsZero() {
+			obs.waitBegan = now
+		}
+	case c.Writes() && c.Resource == "jobs" && strings.HasPrefix(c.Name, name+"-"):
+		if obs.waitBegan.IsZero() {
+			return
+		}
+		if strategy == v2.BeforeHooks && strings.HasSuffix(c.Name, "-post") && obs.postAfterWait == 0 {
+			obs.postAfterWait++ // beforeHooks runs the post hooks after the wait
+			return
+		}
+		obs.reruns = append(obs.reruns, fmt.Sprintf("hook %s ran again during the %s after its readiness wait had begun", c.Name, obs.segment))
+	}
 }
 
 // awaitEnd waits until the run's release settled and checks, at every
@@ -977,26 +1009,7 @@ func (tr *trials) checkInvariants(name string, atKill []framework.Stored, obs *o
 	}
 	// No hook run again once the readiness wait had begun.
 	obs.mu.Lock()
-	if !obs.waitBegan.IsZero() {
-		for hook, times := range obs.hookWrites {
-			after := 0
-			for _, at := range times {
-				if at.After(obs.waitBegan) {
-					after++
-				}
-			}
-			allowed := 0
-			if tr.cell.strategy == v2.BeforeHooks && strings.HasSuffix(hook, "-post") {
-				allowed = 1 // beforeHooks runs the post hooks after the wait
-			}
-			if strings.HasSuffix(hook, "-delete") {
-				allowed = after // uninstall hooks belong to remediation
-			}
-			if after > allowed {
-				broken = append(broken, fmt.Sprintf("hook %s ran %d time(s) after the readiness wait began", hook, after))
-			}
-		}
-	}
+	broken = append(broken, obs.reruns...)
 	obs.mu.Unlock()
 	// No remediation or uninstall caused by the fault, and failure
 	// counters as without it.
