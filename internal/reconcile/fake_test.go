@@ -40,6 +40,8 @@ type fakeHelm struct {
 	shutdown  func()
 	// onRollback is called when a rollback starts.
 	onRollback func()
+	// onUninstall is called when an uninstall starts.
+	onUninstall func()
 	// written is the release last written by an action, as LastWritten
 	// reports it; the harness clears it before each reconcile, as each
 	// reconcile has a runner of its own.
@@ -158,6 +160,9 @@ func (f *fakeHelm) Rollback(_ context.Context, toVersion int) error {
 
 func (f *fakeHelm) Uninstall(context.Context) error {
 	f.calls = append(f.calls, "uninstall")
+	if f.onUninstall != nil {
+		f.onUninstall()
+	}
 	if err := f.fail["uninstall"]; err != nil {
 		return err
 	}

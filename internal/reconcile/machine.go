@@ -135,6 +135,8 @@ func (m *Machine) step(ctx context.Context, req *Request, cur *releasev1.Release
 		return false, m.failed(ctx, req, m.upgrade(ctx, req))
 	case StateLocked:
 		return false, m.unlock(ctx, req, cur)
+	case StateUninstalling:
+		return true, m.finishUninstall(ctx, req)
 	case StateAwaitingReadiness:
 		pending := cur.Info.Status
 		if reason := staleHeldRevision(req, cur); reason != "" {
@@ -204,6 +206,22 @@ func (m *Machine) finishRollback(ctx context.Context, req *Request) error {
 	cause := errors.New("the rollback remediating a failed upgrade was interrupted and has been done again")
 	up := req.Object.Upstream()
 	if rem := up.GetActiveRemediation(); rem != nil && rem.RetriesExhausted(up) {
+		return fmt.Errorf("%w: %v", ErrRetriesExhausted, cause)
+	}
+	return cause
+}
+
+// finishUninstall completes an uninstall remediation a stop of the
+// controller cut short: left "uninstalling", the release is neither
+// installed nor gone, and no other action can work on it. Like any
+// remediation it ends the reconcile with the failure that led to it.
+func (m *Machine) finishUninstall(ctx context.Context, req *Request) error {
+	if err := m.uninstallRemediation(ctx, req); err != nil {
+		return err
+	}
+	cause := errors.New("the uninstall remediating a failed release was interrupted and has been done again")
+	up := req.Object.Upstream()
+	if rem := up.GetActiveRemediation(); rem != nil && rem.RetriesExhausted(up) && !uninstalledAfterUpgrade(req, rem) {
 		return fmt.Errorf("%w: %v", ErrRetriesExhausted, cause)
 	}
 	return cause

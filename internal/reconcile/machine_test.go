@@ -1095,3 +1095,49 @@ func TestInterruptedRollbackIsDoneAgain(t *testing.T) {
 		t.Errorf("a further reconcile called %v", got)
 	}
 }
+
+// An uninstall remediating a failed install that a controller kill cut
+// short leaves the release "uninstalling" in Helm storage. The next
+// controller finishes the uninstall, instead of taking the release for an
+// unmanaged one and upgrading it in a loop ("has no deployed releases").
+// Found by the reliability suite (SIGKILL during install remediation).
+func TestInterruptedUninstallRemediationIsDoneAgain(t *testing.T) {
+	h := newHarness(func(o *v2.HelmRelease) {
+		o.Spec.Install = &v2.Install{Install: helmv2.Install{
+			Remediation: &helmv2.InstallRemediation{Retries: 0, RemediateLastFailure: ptrTo(true)},
+		}}
+	})
+	h.helm.fail["install"] = errors.New("readiness wait failed")
+	ctx, cancel := context.WithCancel(context.Background())
+	h.helm.onUninstall = func() {
+		// Helm marks the release uninstalling first; then the process dies.
+		h.helm.last().Info.Status = common.StatusUninstalling
+		cancel()
+	}
+	h.helm.fail["uninstall"] = context.Canceled
+	m := &Machine{Helm: h.helm, Recorder: h.recorder}
+	if err := m.Run(ctx, h.request()); err == nil {
+		t.Fatal("the failed install was not reported")
+	}
+	if got := h.calls(); !slices.Equal(got, []string{"install", "uninstall"}) {
+		t.Fatalf("calls %v, want the install and the uninstall it was killed in", got)
+	}
+
+	// The next controller.
+	h.helm.onUninstall, h.helm.fail = nil, map[string]error{}
+	_ = h.run(t)
+	if got := h.calls(); !slices.Equal(got, []string{"uninstall"}) {
+		t.Fatalf("calls %v, want the interrupted uninstall done again, and nothing else (retries are used up)", got)
+	}
+	if len(h.helm.releases) != 0 {
+		t.Errorf("Helm storage still holds %d revision(s)", len(h.helm.releases))
+	}
+	wantCondition(t, h, helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.UninstallSucceededReason)
+	if st := h.obj.Status; st.InstallFailures != 1 || st.Failures != 1 {
+		t.Errorf("installFailures %d, failures %d, want the one failed install only", st.InstallFailures, st.Failures)
+	}
+	_ = h.run(t)
+	if got := h.calls(); len(got) != 0 {
+		t.Errorf("a further reconcile called %v", got)
+	}
+}

@@ -23,6 +23,10 @@ const (
 	// StateLocked: the release is pending-install/upgrade/rollback and no
 	// action of ours is running on it.
 	StateLocked State = "Locked"
+	// StateUninstalling: an uninstall (a remediation: a deleted
+	// HelmRelease takes another path) was cut short by a stop of the
+	// controller; Helm left the release "uninstalling".
+	StateUninstalling State = "Uninstalling"
 	// StateAwaitingReadiness: an afterHooks action ran its hooks and left
 	// the revision pending for its readiness wait, which an earlier run of
 	// the controller did not finish (it stopped or lost leadership).
@@ -64,6 +68,9 @@ func Observe(req *Request, cur *releasev1.Release) Observation {
 	}
 	if status.IsPending() {
 		return Observation{StateLocked, fmt.Sprintf("release %s is %s", releaseID(cur), status)}
+	}
+	if status == common.StatusUninstalling {
+		return Observation{StateUninstalling, fmt.Sprintf("release %s is still being uninstalled", releaseID(cur))}
 	}
 	if status == common.StatusUninstalled {
 		return Observation{StateAbsent, fmt.Sprintf("release %s is uninstalled", releaseID(cur))}
