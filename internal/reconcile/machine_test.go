@@ -1141,3 +1141,48 @@ func TestInterruptedUninstallRemediationIsDoneAgain(t *testing.T) {
 		t.Errorf("a further reconcile called %v", got)
 	}
 }
+
+// Before a remediation runs, the caller is told (Progress) with the failure
+// already counted, so that the counters reach the API server before Helm
+// works: a controller killed in the middle of the remediation must not
+// lose the failure that caused it, or the next one would retry the failed
+// action and remediate it a second time (found by the reliability suite).
+func TestRemediationIsAnnouncedWithTheFailureCounted(t *testing.T) {
+	for _, tc := range []struct {
+		action, remediation string
+	}{
+		{"install", "uninstall"},
+		{"upgrade", "rollback"},
+	} {
+		t.Run(tc.action, func(t *testing.T) {
+			h := newHarness(func(o *v2.HelmRelease) {
+				o.Spec.Install = &v2.Install{Install: helmv2.Install{
+					Remediation: &helmv2.InstallRemediation{Retries: 0, RemediateLastFailure: ptrTo(true)}}}
+				o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{
+					Remediation: &helmv2.UpgradeRemediation{Retries: 0, RemediateLastFailure: ptrTo(true)}}}
+			})
+			if tc.action == "upgrade" {
+				h.mustRun(t)
+				h.values = map[string]any{"replicas": 2}
+				h.obj.Generation = 2
+			}
+			h.helm.fail[tc.action] = errors.New("readiness wait failed")
+			var seen []string
+			m := &Machine{Helm: h.helm, Recorder: h.recorder, Progress: func(msg string) {
+				st := h.obj.Status
+				seen = append(seen, fmt.Sprintf("%s (failures %d/%d)", msg, st.InstallFailures, st.UpgradeFailures))
+			}}
+			_ = m.Run(context.Background(), h.request())
+			want := fmt.Sprintf("Running '%s' action", tc.remediation)
+			for _, s := range seen {
+				if strings.HasPrefix(s, want) {
+					if !strings.HasSuffix(s, "(failures 1/0)") && !strings.HasSuffix(s, "(failures 0/1)") {
+						t.Errorf("announced %q before the failure was counted", s)
+					}
+					return
+				}
+			}
+			t.Errorf("the %s was never announced; progress: %v", tc.remediation, seen)
+		})
+	}
+}
