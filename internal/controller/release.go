@@ -25,6 +25,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
+	"github.com/afterhooks/helm-controller/internal/chartsource"
 	"github.com/afterhooks/helm-controller/internal/healthcheck"
 	"github.com/afterhooks/helm-controller/internal/kube"
 	"github.com/afterhooks/helm-controller/internal/postrender"
@@ -105,7 +106,7 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	}
 	chart, err := r.Charts.Get(ctx, client.ObjectKeyFromObject(obj), artifact)
 	if err != nil {
-		return r.fail(obj, helmv2.ArtifactFailedReason, fmt.Errorf("chart artifact %s: %w", artifact.Revision, err))
+		return r.downloadFailed(ctx, obj, fmt.Errorf("chart artifact %s: %w", artifact.Revision, err))
 	}
 	clearPassedCheck(obj, helmv2.ArtifactFailedReason, SourceNotReadyReason)
 
@@ -394,6 +395,32 @@ func (r *HelmReleaseReconciler) fail(obj *v2.HelmRelease, reason string, err err
 		// generation is not reconciled yet, as upstream has it.
 		return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, errWaiting
 	}
+	return ctrl.Result{}, err
+}
+
+// downloadFailed reports a chart artifact that could not be downloaded,
+// as upstream does: Ready=False/ArtifactFailed, the generation not
+// reconciled, and nothing done to the release. An artifact that is gone
+// (404: garbage collected once a newer one was stored) is looked at again
+// after --requeue-dependency, by when the source points at its new
+// artifact. Any other failure (the artifact server restarting or
+// overloaded, a connection cut or stalled mid-body) is returned, so that
+// the reconcile is retried with backoff: waiting for the interval would
+// leave the release behind long after the server is back, since a healthy
+// source gets no new artifact to bring the HelmRelease back sooner.
+func (r *HelmReleaseReconciler) downloadFailed(ctx context.Context, obj *v2.HelmRelease, err error) (ctrl.Result, error) {
+	if errors.Is(err, chartsource.ErrNotFound) {
+		recheck := r.RequeueDependency
+		if recheck <= 0 {
+			recheck = obj.GetRequeueAfter()
+		}
+		msg := fmt.Sprintf("%s (artifact not found); retrying in %s", err, recheck)
+		ctrl.LoggerFrom(ctx).Info(msg)
+		conditions.MarkFalse(obj, meta.ReadyCondition, helmv2.ArtifactFailedReason, "%s", msg)
+		return ctrl.Result{RequeueAfter: recheck}, errWaiting
+	}
+	conditions.MarkFalse(obj, meta.ReadyCondition, helmv2.ArtifactFailedReason, "%s", err)
+	r.EventRecorder.Event(obj, corev1.EventTypeWarning, helmv2.ArtifactFailedReason, err.Error())
 	return ctrl.Result{}, err
 }
 
