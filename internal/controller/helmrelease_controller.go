@@ -208,8 +208,17 @@ func (r *HelmReleaseReconciler) sourceArtifact(ctx context.Context, obj *v2.Helm
 		return nil, err
 	}
 	kind := sourceKind(obj)
-	err = r.sourceReader().Get(ctx, key, source)
-	if apierrors.IsNotFound(err) && obj.Spec.ChartRef == nil && !r.DirectSourceFetch {
+	reader, direct := r.sourceReader(), r.DirectSourceFetch
+	if obj.Spec.Chart != nil && obj.Status.ObservedGeneration != obj.Generation && r.APIReader != nil {
+		// The chart template's HelmChart may just have been changed by
+		// reconcileChartTemplate, and the cache not have seen it yet: its
+		// old spec, reconciled, would pass the old chart's artifact off as
+		// the new spec's. Until the generation is reconciled, the API
+		// server says whether source-controller has caught up.
+		reader, direct = r.APIReader, true
+	}
+	err = reader.Get(ctx, key, source)
+	if apierrors.IsNotFound(err) && obj.Spec.ChartRef == nil && !direct {
 		// The HelmChart of a chart template was applied moments ago, in
 		// this reconcile: a new one is usually not in the cache yet. Only
 		// the API server can tell whether it is missing.
