@@ -36,6 +36,8 @@ type Proxy struct {
 	// observers see each request before it is forwarded, in the order
 	// added; one may block to hold the request.
 	observers []func(*http.Request)
+	// outage is the state of Outage (outage.go).
+	outage outageState
 }
 
 // StartProxy starts a proxy to the test cluster, closed when t ends.
@@ -57,6 +59,9 @@ func (e *Env) StartProxy(t testing.TB) *Proxy {
 		FlushInterval: -1, // watches stream
 	}
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.refuse(w, r) {
+			return
+		}
 		p.observe(r)
 		// A request whose client went away while it was held never
 		// reaches the API server, as if the process died before sending.
