@@ -22,8 +22,12 @@ type fakeHelm struct {
 	fail            map[string]error     // action -> error to return
 	testFails       bool
 	renderFails     bool // the next install/upgrade fails before storage is written
-	calls           []string
-	now             time.Time
+	// unrecorded: a failing install/upgrade cannot record its failure, as
+	// when Helm's write of the failed status does not land (the cluster
+	// became unreachable): storage keeps the revision pending.
+	unrecorded bool
+	calls      []string
+	now        time.Time
 	// drift is what DetectDrift reports, one set per call (the last one
 	// repeats); detectErr and correctErr fail those calls.
 	drift      []jsondiff.DiffSet
@@ -97,6 +101,18 @@ func (f *fakeHelm) deploy(action string, chart *chartv2.Chart, values map[string
 			Info: &releasev1.Info{Status: common.StatusFailed}}, errors.New(`template: app/templates/broken.yaml:1: error calling fail: broken`)
 	}
 	if err := f.fail[action]; err != nil {
+		if f.unrecorded && (action == "install" || action == "upgrade") {
+			pending := common.StatusPendingInstall
+			if action == "upgrade" {
+				pending = common.StatusPendingUpgrade
+			}
+			// Helm returns its in-memory release, failed; storage has it
+			// pending.
+			stored := f.newRelease(chart, values, pending)
+			failed := *stored
+			failed.Info = &releasev1.Info{Status: common.StatusFailed}
+			return &failed, err
+		}
 		return f.newRelease(chart, values, common.StatusFailed), err
 	}
 	if action == f.interrupt {

@@ -101,6 +101,17 @@ func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2
 			countFailure(ctx, req)
 			return &notRecordedError{err: errors.New(msg)}
 		}
+		if last := m.Helm.LastWritten(); last != nil && last.Info != nil && last.Info.Status.IsPending() {
+			// Helm could not record the failure (the cluster holding its
+			// storage could not be reached when the wait timed out):
+			// storage still has the revision pending. Remediating over it
+			// would leave it pending for good behind the rollback; the
+			// next reconcile unlocks it as failed and tries again, as
+			// after an interrupted action.
+			countFailure(ctx, req)
+			return &notRecordedError{err: fmt.Errorf("%s; the failure could not be recorded in Helm storage, where %s is still %s",
+				msg, releaseID(last), last.Info.Status)}
+		}
 		incrementFailures(req, action)
 		return fmt.Errorf("%s", msg)
 	}
@@ -117,8 +128,9 @@ func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2
 // notRecordedError is a failure that says nothing about the release: the
 // install or upgrade failed before Helm stored a revision (the chart did
 // not render, Helm refused to start), the controller stopped in the middle
-// of it, or the API failed around a resumed readiness wait (the revision is
-// still pending). Nothing is counted towards remediation or remediated, and
+// of it, Helm could not record the failure (the revision is still
+// pending), or the API failed around a resumed readiness wait (the
+// revision is still pending). Nothing is counted towards remediation or remediated, and
 // the reconcile is retried with backoff, as upstream does for the first.
 // A values typo must not roll back a healthy release, and a timeout of the
 // API must not uninstall one whose resources may be ready.

@@ -794,6 +794,68 @@ func TestFailureWithoutRevisionIsNotRemediated(t *testing.T) {
 
 func ptrTo[T any](v T) *T { return &v }
 
+// An install or upgrade that failed (its readiness wait timed out) but
+// whose failure Helm could not record, because the cluster holding Helm
+// storage could not be reached at that moment, is not counted or
+// remediated: storage still has the revision pending. Remediating anyway
+// rolled back over it and left it pending-upgrade in storage for good
+// (found by test/reliability TestFaultsRemoteOutage: the remote cluster
+// unreachable when an upgrade's wait timed out). The next reconcile finds
+// the revision pending, unlocks it as failed and tries again, as after an
+// interrupted action; the same happens under afterHooks, whose recording
+// of the failure fails the same way.
+func TestUnrecordedFailureIsNotRemediated(t *testing.T) {
+	for _, action := range []string{"install", "upgrade"} {
+		t.Run(action, func(t *testing.T) {
+			h := newHarness(func(o *v2.HelmRelease) {
+				o.Spec.Install = &v2.Install{}
+				o.Spec.Install.Remediation = &helmv2.InstallRemediation{Retries: 3}
+				o.Spec.Upgrade = &v2.Upgrade{}
+				o.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 3}
+			})
+			if action == "upgrade" {
+				h.mustRun(t)
+				h.values = map[string]any{"replicas": 2}
+			}
+			h.calls()
+			h.helm.fail[action] = errors.New("context deadline exceeded")
+			h.helm.unrecorded = true
+
+			err := h.run(t)
+			if err == nil || errors.Is(err, ErrRetriesExhausted) || errors.As(err, new(*RetryAfterError)) {
+				t.Fatalf("Run = %v, want a plain error to retry with backoff", err)
+			}
+			wantCalls(t, h, action)
+			if last := h.helm.last(); !last.Info.Status.IsPending() {
+				t.Fatalf("the revision is %s in storage, want it still pending", last.Info.Status)
+			}
+			st := h.obj.Status
+			if st.InstallFailures != 0 || st.UpgradeFailures != 0 || st.Failures != 1 {
+				t.Errorf("failures %d (install %d, upgrade %d), want 1 (install 0, upgrade 0): the failure is not recorded",
+					st.Failures, st.InstallFailures, st.UpgradeFailures)
+			}
+			if c := conditions.Get(h.obj, helmv2.RemediatedCondition); c != nil {
+				t.Errorf("remediated: %+v", c)
+			}
+
+			// Storage can be written again: the pending revision is
+			// unlocked and the action tried again.
+			delete(h.helm.fail, action)
+			h.helm.unrecorded = false
+			h.mustRun(t)
+			wantCalls(t, h, "unlock", action)
+			for _, rel := range h.helm.releases {
+				if rel.Info.Status.IsPending() {
+					t.Errorf("v%d left %s in storage", rel.Version, rel.Info.Status)
+				}
+			}
+			if last := h.helm.last(); last.Info.Status != common.StatusDeployed {
+				t.Errorf("the release is %s, want deployed", last.Info.Status)
+			}
+		})
+	}
+}
+
 // An error around a resumed wait that recorded no outcome (the API failed
 // while recovering the held revision, or the write of deployed/failed did
 // not land) is retried, never remediated: with install defaults that would
