@@ -52,7 +52,8 @@ const (
 	appDelay  = 5 * time.Second
 )
 
-// actionTimeout bounds each Helm action of a trial; failing trials (an
+// actionTimeout bounds each Helm action of a trial (see trials.timeout);
+// failing trials (an
 // application that never becomes ready) take this long to fail.
 const actionTimeout = 20 * time.Second
 
@@ -170,11 +171,12 @@ func killsPerPhase() int {
 
 // parallelCells is how many cells run at once; each has its own
 // controller, and most of a trial is waiting for hooks and pods.
+// RELIABILITY_PARALLEL overrides it.
 func parallelCells() int {
 	if n, err := strconv.Atoi(os.Getenv("RELIABILITY_PARALLEL")); err == nil && n > 0 {
 		return n
 	}
-	return 4
+	return 6
 }
 
 // TestFaults strikes the controller at randomised moments inside every
@@ -225,7 +227,9 @@ func runCells(t *testing.T, all []cell, parallel int) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			tr := &trials{cell: c, rand: rand.New(rand.NewPCG(seed, uint64(i)))}
+			began := time.Now()
 			rows[i] = tr.runCell(t)
+			t.Logf("%s: %d runs, %d broke, in %s", c, rows[i].Runs, len(rows[i].Failures), time.Since(began).Round(time.Second))
 		}()
 	}
 	wg.Wait()
@@ -368,13 +372,24 @@ func (tr *trials) cleanup() {
 	_ = tr.ctl.StopAll()
 }
 
+// timeout is the timeout of an action meant to succeed. An API server
+// restart stops the whole cluster for a while (the workloads' controllers
+// reconnect too), so its trials get the margin a real timeout has: the
+// suite tests the controller, not how fast the cluster recovers.
+func (tr *trials) timeout() time.Duration {
+	if tr.cell.fault == faultAPIServer {
+		return 2 * time.Minute
+	}
+	return actionTimeout
+}
+
 // release returns a HelmRelease of the fault chart in the cell's shard.
 func (tr *trials) release(name, values string) *v2.HelmRelease {
 	hr := framework.Release(tr.ns, name, tr.repo, tr.chart.Name, tr.chart.Version, values)
 	framework.Sharded(hr, tr.ctl)
 	unlimited := 0
 	hr.Spec.MaxHistory = &unlimited
-	hr.Spec.Timeout = &metav1.Duration{Duration: actionTimeout}
+	hr.Spec.Timeout = &metav1.Duration{Duration: tr.timeout()}
 	yes := true
 	hr.Spec.Install = &v2.Install{
 		Install: helmv2.Install{
@@ -448,7 +463,7 @@ func (tr *trials) recover() error {
 		return nil
 	}
 	msg := "recover-" + utilrand.String(4)
-	if err := tr.patchValues(appValues(msg, false), actionTimeout); err != nil {
+	if err := tr.patchValues(appValues(msg, false), tr.timeout()); err != nil {
 		return err
 	}
 	return tr.settle(tr.hr, func(hr *v2.HelmRelease) error {
@@ -616,7 +631,7 @@ func (tr *trials) act(hr *v2.HelmRelease, values string) error {
 		return env.Client.Delete(ctx, hr)
 	case "rollback":
 		// Back to a good revision first, then the upgrade that fails.
-		if err := tr.patchValues(appValues("good-"+utilrand.String(4), false), actionTimeout); err != nil {
+		if err := tr.patchValues(appValues("good-"+utilrand.String(4), false), tr.timeout()); err != nil {
 			return err
 		}
 		if err := tr.settle(tr.hr, func(hr *v2.HelmRelease) error {
@@ -626,7 +641,7 @@ func (tr *trials) act(hr *v2.HelmRelease, values string) error {
 		}
 		return tr.patchValues(values, failingTimeout)
 	default:
-		timeout := actionTimeout
+		timeout := tr.timeout()
 		if tr.cell.phase == phaseRemediation {
 			timeout = failingTimeout
 		}
