@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -126,6 +128,9 @@ func (m *Machine) step(ctx context.Context, req *Request, cur *releasev1.Release
 		}
 		return false, m.failed(ctx, req, m.install(ctx, req))
 	case StateUnmanaged, StateOutOfSync:
+		if target := unrecordedRollback(req, cur); obs.State == StateUnmanaged && target != nil {
+			return true, m.recordUnrecordedRollback(ctx, req, cur, target)
+		}
 		if err := m.checkRetries(req, helmv2.ReleaseActionUpgrade); err != nil {
 			return true, err
 		}
@@ -203,12 +208,67 @@ func (m *Machine) finishRollback(ctx context.Context, req *Request) error {
 	if err := m.rollback(ctx, req); err != nil {
 		return err
 	}
-	cause := errors.New("the rollback remediating a failed upgrade was interrupted and has been done again")
+	return remediationEnded(req, "the rollback remediating a failed upgrade was interrupted and has been done again")
+}
+
+// remediationEnded is how a reconcile that completed an earlier one's
+// remediation ends: with the failure that led to it, as that reconcile
+// would have ended, and ErrRetriesExhausted once the retries are used up.
+func remediationEnded(req *Request, what string) error {
+	cause := errors.New(what)
 	up := req.Object.Upstream()
 	if rem := up.GetActiveRemediation(); rem != nil && rem.RetriesExhausted(up) {
 		return fmt.Errorf("%w: %v", ErrRetriesExhausted, cause)
 	}
 	return cause
+}
+
+// unrecordedRollback returns the snapshot a release in storage rolled back
+// to, when that release is a rollback Helm finished whose controller
+// stopped before writing it to the history: the revision right after the
+// history's latest, which Helm describes as "Rollback to N" with N in the
+// history. Otherwise it returns nil.
+func unrecordedRollback(req *Request, cur *releasev1.Release) *helmv2.Snapshot {
+	latest := req.Object.Status.History.Latest()
+	if latest == nil || cur == nil || cur.Info == nil || !latest.Targets(cur.Name, cur.Namespace, cur.Version-1) {
+		return nil
+	}
+	if cur.Info.Status != common.StatusDeployed && cur.Info.Status != common.StatusFailed {
+		return nil
+	}
+	to, ok := strings.CutPrefix(cur.Info.Description, "Rollback to ")
+	if !ok {
+		return nil
+	}
+	version, err := strconv.Atoi(to)
+	if err != nil {
+		return nil
+	}
+	for _, s := range req.Object.Status.History {
+		if s.Version == version {
+			return s
+		}
+	}
+	return nil
+}
+
+// recordUnrecordedRollback writes to the status the outcome of a rollback
+// Helm finished after its controller had reported it started, and ends the
+// reconcile as that remediation would have.
+func (m *Machine) recordUnrecordedRollback(ctx context.Context, req *Request, cur *releasev1.Release, target *helmv2.Snapshot) error {
+	s := recordSnapshot(req, cur, helmv2.ReleaseActionRollback)
+	if cur.Info.Status == common.StatusFailed {
+		msg := fmt.Sprintf("Helm rollback to previous release %s failed (recorded after a restart of the controller)", describeRelease(target))
+		countFailure(ctx, req)
+		conditions.MarkFalse(req.Object, helmv2.RemediatedCondition, helmv2.RollbackFailedReason, "%s", msg)
+		m.warning(req, s, helmv2.RollbackFailedReason, msg)
+		return errors.New(msg)
+	}
+	markPreviousSuperseded(req, s)
+	msg := fmt.Sprintf("Helm rollback to previous release %s succeeded", describeRelease(target))
+	conditions.MarkTrue(req.Object, helmv2.RemediatedCondition, helmv2.RollbackSucceededReason, "%s", msg)
+	m.normal(req, s, helmv2.RollbackSucceededReason, msg)
+	return remediationEnded(req, "the rollback remediating a failed upgrade finished while the controller restarted")
 }
 
 // finishUninstall completes an uninstall remediation a stop of the
@@ -219,12 +279,12 @@ func (m *Machine) finishUninstall(ctx context.Context, req *Request) error {
 	if err := m.uninstallRemediation(ctx, req); err != nil {
 		return err
 	}
-	cause := errors.New("the uninstall remediating a failed release was interrupted and has been done again")
 	up := req.Object.Upstream()
-	if rem := up.GetActiveRemediation(); rem != nil && rem.RetriesExhausted(up) && !uninstalledAfterUpgrade(req, rem) {
-		return fmt.Errorf("%w: %v", ErrRetriesExhausted, cause)
+	if rem := up.GetActiveRemediation(); rem != nil && uninstalledAfterUpgrade(req, rem) {
+		// An install comes next, with retries of its own.
+		return errors.New("the uninstall remediating a failed upgrade was interrupted and has been done again")
 	}
-	return cause
+	return remediationEnded(req, "the uninstall remediating a failed release was interrupted and has been done again")
 }
 
 // staleHeldRevision says why a revision held pending by afterHooks no

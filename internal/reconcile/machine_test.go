@@ -1248,3 +1248,50 @@ func TestRemediationIsAnnouncedWithTheFailureCounted(t *testing.T) {
 		})
 	}
 }
+
+// A rollback Helm finished (its revision deployed in storage) whose
+// controller was killed before writing the status: the history does not
+// have the revision. The next controller records it as the rollback it is,
+// instead of taking it for an unmanaged release and upgrading over it to
+// the values that just failed (found by the reliability suite: SIGKILL at
+// the rollback's storage commit).
+func TestFinishedButUnrecordedRollbackIsRecorded(t *testing.T) {
+	h := newHarness(func(o *v2.HelmRelease) {
+		o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{
+			Remediation: &helmv2.UpgradeRemediation{Retries: 0, RemediateLastFailure: ptrTo(true)},
+		}}
+	})
+	h.mustRun(t) // v1 deployed
+	h.values = map[string]any{"replicas": 2}
+	h.obj.Generation = 2
+	h.helm.fail["upgrade"] = errors.New("readiness wait failed")
+	if err := h.run(t); err == nil {
+		t.Fatal("the failed upgrade was not reported")
+	}
+	if got := h.calls(); !slices.Equal(got, []string{"install", "upgrade", "rollback"}) {
+		t.Fatalf("calls %v", got)
+	}
+	rolledBack := h.helm.last()
+	rolledBack.Info.Description = "Rollback to 1"
+	// The status write of that reconcile never happened, except what was
+	// reported before the rollback ran (Progress): everything up to the
+	// failed upgrade and its count, nothing of the rollback.
+	h.obj.Status.History = h.obj.Status.History[1:]
+	h.obj.Status.History[1].Status = "deployed"
+	conditions.Delete(h.obj, helmv2.RemediatedCondition)
+
+	// The next controller.
+	delete(h.helm.fail, "upgrade")
+	_ = h.run(t)
+	if got := h.calls(); len(got) != 0 {
+		t.Fatalf("calls %v, want none: the rollback is done, the upgrade's retries used up", got)
+	}
+	latest := h.obj.Status.History.Latest()
+	if latest.Version != rolledBack.Version || latest.Status != "deployed" || latest.Action != helmv2.ReleaseActionRollback {
+		t.Errorf("latest snapshot %+v, want the rollback v%d deployed", latest, rolledBack.Version)
+	}
+	wantCondition(t, h, helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.RollbackSucceededReason)
+	if st := h.obj.Status; st.UpgradeFailures != 1 {
+		t.Errorf("upgradeFailures %d, want 1", st.UpgradeFailures)
+	}
+}
