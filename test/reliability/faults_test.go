@@ -984,14 +984,24 @@ func (tr *trials) readyLie(ctx context.Context, hr *v2.HelmRelease) string {
 }
 
 // remediationEvents counts the rollbacks and uninstalls the controller
-// reported for the release.
+// reported for the release, each distinct report once: a remediation that
+// finished just before a kill may be reported again by the next controller
+// when it records it, which is one remediation, not two. A further
+// remediation reports another revision, so its message differs.
 func (tr *trials) remediationEvents(name string) int {
-	n := 0
-	for _, reason := range []string{helmv2.RollbackSucceededReason, helmv2.RollbackFailedReason,
-		helmv2.UninstallSucceededReason, helmv2.UninstallFailedReason} {
-		n += env.CountEvents(&nopTB{}, tr.ns, name, framework.EventWant{Reason: reason})
+	events, err := env.Events(context.Background(), tr.ns, name)
+	if err != nil {
+		return -1
 	}
-	return n
+	seen := map[string]bool{}
+	for _, e := range events {
+		switch e.Reason {
+		case helmv2.RollbackSucceededReason, helmv2.RollbackFailedReason,
+			helmv2.UninstallSucceededReason, helmv2.UninstallFailedReason:
+			seen[e.Reason+"\x00"+e.Message] = true
+		}
+	}
+	return len(seen)
 }
 
 // checkInvariants compares a run's end with its start and its baseline.
