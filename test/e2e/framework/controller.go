@@ -78,7 +78,22 @@ func StartController(opts ControllerOptions) (*Controller, error) {
 }
 
 // Options returns the options the controller runs with.
-func (c *Controller) Options() ControllerOptions { return c.opts }
+func (c *Controller) Options() ControllerOptions {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.opts
+}
+
+// Configure changes the options of the processes started from now on, for
+// a test that swaps the binary (going back to upstream) or drops a flag
+// between two runs. The shard stays what it was.
+func (c *Controller) Configure(change func(*ControllerOptions)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	shard := c.opts.Shard
+	change(&c.opts)
+	c.opts.Shard = shard
+}
 
 // Start starts a new process with the controller's options. The previous
 // one must be gone, unless leader election is on and the test wants two
@@ -192,6 +207,32 @@ func (c *Controller) Stop() error { return c.current().stop() }
 
 // StopReplica is Stop for process i.
 func (c *Controller) StopReplica(i int) error { return c.replica(i).stop() }
+
+// Signal sends sig to the newest process, for a test that triggers a
+// shutdown itself and times it with WaitExit.
+func (c *Controller) Signal(sig os.Signal) error {
+	p := c.current()
+	if err := p.running(); err != nil {
+		return err
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// WaitExit waits up to timeout for the newest process to exit and returns
+// nil when it exited cleanly (status 0).
+func (c *Controller) WaitExit(timeout time.Duration) error {
+	p := c.current()
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		if err != nil {
+			return fmt.Errorf("controller exited with %v", err)
+		}
+		return nil
+	case <-time.After(timeout):
+		return fmt.Errorf("controller still running %s later", timeout)
+	}
+}
 
 // StopAll stops every process still running.
 func (c *Controller) StopAll() error {

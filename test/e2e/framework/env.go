@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"testing"
 	"time"
 
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
@@ -130,6 +131,54 @@ func NewScheme() *runtime.Scheme {
 		}
 	}
 	return s
+}
+
+// StartCluster starts a throwaway cluster beside the shared one, for a test
+// that needs a cluster to itself (a remote cluster, another CRD, another
+// controller with default ports), stopped when the test ends. It returns
+// the cluster and an admin client.
+func (e *Env) StartCluster(t testing.TB, opts cluster.Options) (*cluster.Cluster, client.Client) {
+	t.Helper()
+	start := time.Now()
+	c, err := cluster.Start(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("starting the %s cluster: %v", opts.Name, err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stopping the %s cluster: %v", opts.Name, err)
+		}
+	})
+	t.Logf("%s cluster ready in %s at %s", opts.Name, time.Since(start).Round(time.Millisecond), c.APIServerURL())
+	cl, err := client.New(c.RESTConfig(), client.Options{Scheme: NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, cl
+}
+
+// ToolPath is the tool name built by hack/tools/build.sh (`make tools`),
+// with links resolved, so that copies never write through the cache's
+// link.
+func ToolPath(t testing.TB, name string) string {
+	t.Helper()
+	dir, err := cluster.ToolBinDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, err := filepath.EvalSymlinks(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatalf("%s is missing from the tool cache; run 'make tools': %v", name, err)
+	}
+	return path
+}
+
+// UpstreamBinary is Flux's helm-controller (the version Flux ships), built
+// from its Go module by hack/tools/build.sh, for takeover, go-back and
+// parity tests.
+func UpstreamBinary(t testing.TB) string {
+	t.Helper()
+	return ToolPath(t, "helm-controller-upstream")
 }
 
 // FreeAddress returns a 127.0.0.1 address with a port nobody listens on.

@@ -13,6 +13,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// Event reasons of the afterHooks strategy (internal/controller), as
+// notification-controller and `kubectl get events` show them.
+const (
+	// AfterHooksStartedReason: an action started with waitStrategy
+	// afterHooks.
+	AfterHooksStartedReason = "AfterHooksStarted"
+	// AfterHooksWaitingReason: the post hooks completed and the readiness
+	// wait runs, or resumes after a restart.
+	AfterHooksWaitingReason = "AfterHooksWaiting"
+)
+
 // EventWant picks events of a HelmRelease. Empty fields match anything.
 type EventWant struct {
 	Type     string
@@ -110,4 +121,19 @@ func (e *Env) CountEvents(t testing.TB, ns, name string, want EventWant) int {
 func (e *Env) HasEvent(t testing.TB, ns, name, reason string) bool {
 	t.Helper()
 	return e.CountEvents(t, ns, name, EventWant{Reason: reason}) > 0
+}
+
+// WantNoEvent fails the test when the HelmRelease ns/name has an event
+// matching want.
+func (e *Env) WantNoEvent(t testing.TB, ns, name string, want EventWant) {
+	t.Helper()
+	events, err := e.Events(context.Background(), ns, name)
+	if err != nil {
+		t.Fatalf("listing events: %v", err)
+	}
+	for _, ev := range events {
+		if want.matches(ev) {
+			t.Fatalf("unexpected %s: %s/%s: %s", want, ev.Type, ev.Reason, ev.Message)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,16 +14,30 @@ import (
 // Scrape returns the metrics page at url.
 func Scrape(t testing.TB, url string) string {
 	t.Helper()
-	resp, err := http.Get(url)
+	page, err := ScrapeContext(context.Background(), url)
 	if err != nil {
-		t.Fatalf("scraping metrics: %v", err)
+		t.Fatal(err)
+	}
+	return page
+}
+
+// ScrapeContext is Scrape returning the failure, for polls on a
+// controller that may not serve metrics yet.
+func ScrapeContext(ctx context.Context, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("scraping metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("reading metrics: %v", err)
+		return "", fmt.Errorf("reading metrics: %w", err)
 	}
-	return string(b)
+	return string(b), nil
 }
 
 // MetricValue sums the samples of a metric on the page; name is a bare

@@ -14,6 +14,8 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -183,4 +185,121 @@ func (e *Env) DeploymentReady(ctx context.Context, ns, name string) error {
 			name, d.Generation, d.Status.ObservedGeneration, d.Status.ReadyReplicas, want, d.Status.UpdatedReplicas)
 	}
 	return nil
+}
+
+// Charts in ChartsDir that several tests share.
+const (
+	// DeadlockChart is a Deployment that mounts a Secret only its
+	// post-install/post-upgrade hook creates: it deadlocks under Helm's
+	// wait order and installs with afterHooks.
+	DeadlockChart = "afterhooks-deadlock"
+	// HookDelayChart is DeadlockChart with the hook's run time in the
+	// value hookDelay, for tests that act while the hook runs.
+	HookDelayChart = "crash-afterhooks"
+	// WidgetCRD is the CRD the e2e-crds charts ship in crds/; Helm never
+	// deletes it.
+	WidgetCRD = "widgets.e2e.afterhooks.io"
+)
+
+// AfterHooksRelease is an afterHooks install of ref in the shard of c,
+// with a minute's timeout and no retries.
+func AfterHooksRelease(c *Controller, ns, name, repo string, ref chartserver.ChartRef, values string) *v2.HelmRelease {
+	hr := Sharded(Release(ns, name, repo, ref.Name, ref.Version, values), c)
+	hr.Spec.Install = &v2.Install{
+		Install: helmv2.Install{
+			Timeout:     &metav1.Duration{Duration: time.Minute},
+			Remediation: &helmv2.InstallRemediation{Retries: 0},
+		},
+		WaitStrategy: v2.AfterHooks,
+	}
+	return hr
+}
+
+// JSONFrom is JSON of v marshalled; it panics on values that do not
+// marshal, which only test data can be.
+func JSONFrom(v any) *apiextensionsv1.JSON {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("marshalling test values: %v", err))
+	}
+	return &apiextensionsv1.JSON{Raw: raw}
+}
+
+// OCIRepository creates the OCIRepository name in ns for the chart
+// server's chart at tag, selecting the Helm chart layer.
+func (e *Env) OCIRepository(t testing.TB, ns, name, chart, tag string) *sourcev1.OCIRepository {
+	t.Helper()
+	repo := &sourcev1.OCIRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: sourcev1.OCIRepositorySpec{
+			URL:       e.Charts.OCIRepositoryURL() + "/" + chart,
+			Reference: &sourcev1.OCIRepositoryRef{Tag: tag},
+			Insecure:  true,
+			Interval:  metav1.Duration{Duration: time.Minute},
+			LayerSelector: &sourcev1.OCILayerSelector{
+				MediaType: "application/vnd.cncf.helm.chart.content.v1.tar+gzip",
+				Operation: sourcev1.OCILayerCopy,
+			},
+		},
+	}
+	e.Create(t, repo)
+	return repo
+}
+
+// ServiceAccount creates a ServiceAccount in ns bound to a Role of its
+// own with rules, for releases that impersonate it.
+func (e *Env) ServiceAccount(t testing.TB, ns, name string, rules ...rbacv1.PolicyRule) {
+	t.Helper()
+	for _, o := range []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: rules},
+		&rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
+		},
+	} {
+		e.Create(t, o)
+	}
+}
+
+// CleanupWidgetCRD arranges, when the test ends, for the HelmReleases in
+// ns to be uninstalled while the Widget kind still exists, and then for
+// WidgetCRD to be deleted, which Helm never does and other tests expect.
+func (e *Env) CleanupWidgetCRD(t testing.TB, ns string) {
+	t.Helper()
+	t.Cleanup(func() {
+		e.DeleteReleases(ns, nil, time.Minute)
+		crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: WidgetCRD}}
+		_ = e.Client.Delete(context.Background(), crd)
+	})
+}
+
+// WantHistory checks the latest snapshot of hr, as last read, is revision
+// version of chartVersion, deployed, with its digests.
+func WantHistory(t testing.TB, hr *v2.HelmRelease, version int, chartVersion string) {
+	t.Helper()
+	latest := hr.Status.History.Latest()
+	if latest == nil || latest.Version != version || latest.ChartVersion != chartVersion || latest.Status != "deployed" ||
+		latest.ConfigDigest == "" || latest.Digest == "" {
+		t.Fatalf("latest snapshot %+v, want version %d of chart %s deployed", latest, version, chartVersion)
+	}
+}
+
+// WantInventory checks status.inventory of hr, as last read, lists the
+// object IDs (<namespace>_<name>_<group>_<kind>).
+func WantInventory(t testing.TB, hr *v2.HelmRelease, ids ...string) {
+	t.Helper()
+	if hr.Status.Inventory == nil {
+		t.Fatal("status.inventory is empty")
+	}
+	have := map[string]bool{}
+	for _, e := range hr.Status.Inventory.Entries {
+		have[e.ID] = true
+	}
+	for _, id := range ids {
+		if !have[id] {
+			t.Errorf("inventory lacks %s: %+v", id, hr.Status.Inventory.Entries)
+		}
+	}
 }

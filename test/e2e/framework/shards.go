@@ -64,13 +64,20 @@ func (e *Env) ensureLeaseNamespace(t testing.TB) {
 // uninstallShard deletes the shard's HelmReleases in ns and gives their
 // controller 30 s to uninstall them and drop its finalizers.
 func (e *Env) uninstallShard(ns, shard string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	e.DeleteReleases(ns, map[string]string{ShardLabel: shard}, 30*time.Second)
+}
+
+// DeleteReleases deletes the HelmReleases in ns (those with the labels,
+// when given) and waits up to timeout for their controller to uninstall
+// them and drop its finalizers. It is for cleanups: it reports nothing.
+func (e *Env) DeleteReleases(ns string, labels map[string]string, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	labels := client.MatchingLabels{ShardLabel: shard}
-	_ = e.Client.DeleteAllOf(ctx, &v2.HelmRelease{}, client.InNamespace(ns), labels)
+	selector := client.MatchingLabels(labels)
+	_ = e.Client.DeleteAllOf(ctx, &v2.HelmRelease{}, client.InNamespace(ns), selector)
 	for ctx.Err() == nil {
 		var list v2.HelmReleaseList
-		if err := e.Client.List(ctx, &list, client.InNamespace(ns), labels); err != nil || len(list.Items) == 0 {
+		if err := e.Client.List(ctx, &list, client.InNamespace(ns), selector); err != nil || len(list.Items) == 0 {
 			return
 		}
 		time.Sleep(PollInterval)
@@ -90,6 +97,17 @@ func LogsOnFailure(t testing.TB, c *Controller) {
 		c.DumpLogs(&b, 60)
 		t.Log(b.String())
 	})
+}
+
+// EnsureRunning starts c again if its last process is gone (an earlier
+// step failed and left it killed), then marks the start of a step as
+// LogsOnFailure does.
+func EnsureRunning(t testing.TB, c *Controller) {
+	t.Helper()
+	if c.Running() != nil {
+		Restart(t, c)
+	}
+	LogsOnFailure(t, c)
 }
 
 // MustRun fails the test when c died on its own.

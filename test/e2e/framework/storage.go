@@ -110,3 +110,55 @@ func (e *Env) SameStorage(t testing.TB, ns, release string, before []Stored) err
 	}
 	return nil
 }
+
+// AfterHooksMarker starts the description of a revision held pending for
+// its afterHooks readiness wait (internal/afterhooks/marker.go).
+const AfterHooksMarker = "Waiting for resources to become ready (afterHooks, deadline "
+
+// WantStorage checks the release's revisions, oldest first, have the given
+// statuses both in the stored release and in the storage Secret's status
+// label.
+func (e *Env) WantStorage(t testing.TB, ns, release string, statuses ...string) {
+	t.Helper()
+	stored := e.Storage(t, ns, release)
+	var got, want []string
+	for i, s := range stored {
+		got = append(got, fmt.Sprintf("v%d %s label %s", s.Release.Version, s.Status(), s.Secret.Labels["status"]))
+		if i < len(statuses) {
+			want = append(want, fmt.Sprintf("v%d %s label %s", i+1, statuses[i], statuses[i]))
+		}
+	}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") || len(stored) != len(statuses) {
+		t.Errorf("Helm storage [%s], want [%s]", strings.Join(got, ", "), strings.Join(want, ", "))
+	}
+}
+
+// HeldInstall returns nil when stored is exactly v1, pending-install in the
+// release and in its Secret's label, with (marker) or without the
+// afterHooks marker in its description: an install caught in its readiness
+// wait, or before it.
+func HeldInstall(stored []Stored, marker bool) error {
+	if len(stored) != 1 {
+		return fmt.Errorf("Helm storage %s, want v1 only", Describe(stored))
+	}
+	rel, label := stored[0].Release, stored[0].Secret.Labels["status"]
+	if rel.Info == nil || rel.Info.Status != "pending-install" || label != "pending-install" {
+		return fmt.Errorf("Helm storage %s (label %s), want v1 pending-install", Describe(stored), label)
+	}
+	if has := strings.HasPrefix(rel.Info.Description, AfterHooksMarker); has != marker {
+		return fmt.Errorf("v1 pending-install with description %q, want the afterHooks marker: %t", rel.Info.Description, marker)
+	}
+	return nil
+}
+
+// WantNotPending checks no revision of the release is left pending.
+func (e *Env) WantNotPending(t testing.TB, ns, release string) {
+	t.Helper()
+	stored := e.Storage(t, ns, release)
+	for _, s := range stored {
+		if s.Release.Info == nil || s.Release.Info.Status.IsPending() || strings.HasPrefix(s.Secret.Labels["status"], "pending") {
+			t.Errorf("Helm storage %s (v%d label %s): a revision is left pending", Describe(stored),
+				s.Release.Version, s.Secret.Labels["status"])
+		}
+	}
+}

@@ -48,6 +48,11 @@ func (e *Env) Eventually(t testing.TB, timeout time.Duration, what string, check
 
 // Poll is Eventually returning the failure instead of failing the test.
 func (e *Env) Poll(timeout time.Duration, check func(ctx context.Context) error) error {
+	return e.pollEvery(timeout, PollInterval, check)
+}
+
+// pollEvery is Poll looking again every interval.
+func (e *Env) pollEvery(timeout, interval time.Duration, check func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var last error
@@ -61,8 +66,17 @@ func (e *Env) Poll(timeout time.Duration, check func(ctx context.Context) error)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("not true after %s: %w", timeout, last)
-		case <-time.After(PollInterval):
+		case <-time.After(interval):
 		}
+	}
+}
+
+// Step runs a subtest and stops the parent when it fails: later steps
+// build on earlier ones and would only time out.
+func Step(t *testing.T, name string, f func(t *testing.T)) {
+	t.Helper()
+	if !t.Run(name, f) {
+		t.FailNow()
 	}
 }
 
@@ -112,6 +126,9 @@ type ReleaseWant struct {
 	Version int
 	// Timeout bounds the wait; a minute when zero.
 	Timeout time.Duration
+	// PollInterval is how often to look; PollInterval when zero. A
+	// benchmark that times releases looks more often.
+	PollInterval time.Duration
 }
 
 // WaitRelease waits until hr is Ready for its current generation and its
@@ -125,12 +142,36 @@ func (e *Env) WaitRelease(t testing.TB, hr *v2.HelmRelease, want ReleaseWant) {
 	if timeout == 0 {
 		timeout = time.Minute
 	}
-	what := fmt.Sprintf("HelmRelease %s/%s Ready/%s at revision %d", hr.Namespace, hr.Name, want.Reason, want.Version)
-	e.Eventually(t, timeout, what, func(ctx context.Context) error {
+	interval := want.PollInterval
+	if interval == 0 {
+		interval = PollInterval
+	}
+	err := e.pollEvery(timeout, interval, func(ctx context.Context) error {
 		if err := e.Get(ctx, hr, hr.Namespace, hr.Name); err != nil {
 			return err
 		}
 		return ReleaseReady(hr, want)
+	})
+	if err != nil {
+		t.Fatalf("HelmRelease %s/%s Ready/%s at revision %d: %v", hr.Namespace, hr.Name, want.Reason, want.Version, err)
+	}
+}
+
+// WaitNotReady waits up to a minute until hr is Ready=False with reason
+// and a message containing contains. hr is left as last read.
+func (e *Env) WaitNotReady(t testing.TB, hr *v2.HelmRelease, reason, contains string) {
+	t.Helper()
+	e.Eventually(t, time.Minute, fmt.Sprintf("Ready=False/%s naming %q", reason, contains), func(ctx context.Context) error {
+		if err := e.Get(ctx, hr, hr.Namespace, hr.Name); err != nil {
+			return err
+		}
+		if err := Condition(hr, meta.ReadyCondition, metav1.ConditionFalse, reason); err != nil {
+			return err
+		}
+		if msg := conditions.GetMessage(hr, meta.ReadyCondition); !strings.Contains(msg, contains) {
+			return fmt.Errorf("Ready message %q does not contain %q", msg, contains)
+		}
+		return nil
 	})
 }
 
@@ -168,6 +209,12 @@ func Condition(obj conditions.Getter, typ string, status metav1.ConditionStatus,
 		return fmt.Errorf("%s=%s/%s %q, want %s", typ, c.Status, c.Reason, c.Message, want)
 	}
 	return nil
+}
+
+// Ready returns nil when obj's Ready condition is True, whatever its
+// reason.
+func Ready(obj conditions.Getter) error {
+	return Condition(obj, meta.ReadyCondition, metav1.ConditionTrue, "")
 }
 
 // Conditions lists obj's conditions as Type=Status/Reason.
