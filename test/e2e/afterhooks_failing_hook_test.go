@@ -19,7 +19,7 @@ import (
 // the revision failed, and no readiness wait starts.
 func TestAfterHooksFailingHook(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	chart := remPublish(t, "afterhooks-failing-hook", "0.1.0", ns)
 	hr := remRelease(ns, "app", repo.Name, chart.Name, chart.Version, "")
@@ -28,8 +28,8 @@ func TestAfterHooksFailingHook(t *testing.T) {
 	hr.Spec.Install.Remediation = &helmv2.InstallRemediation{Retries: 0}
 	remCreate(t, hr)
 
-	eventually(t, time.Minute, "install failed on its hook", func(ctx context.Context) error {
-		if err := get(ctx, hr, ns, hr.Name); err != nil {
+	env.Eventually(t, time.Minute, "install failed on its hook", func(ctx context.Context) error {
+		if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 			return err
 		}
 		c := conditions.Get(hr, helmv2.ReleasedCondition)

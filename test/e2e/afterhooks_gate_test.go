@@ -21,7 +21,7 @@ import (
 // keeps Helm's order (and deadlocks).
 func TestDefaultToAfterHooksGate(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	ref := remPublish(t, crashChart, "0.2.0", ns)
 	shard := "gate-" + rand.String(8)
@@ -42,8 +42,8 @@ func TestDefaultToAfterHooksGate(t *testing.T) {
 	remWaitReady(t, unset, helmv2.InstallSucceededReason, 1)
 	remWantEvent(t, ns, unset.Name, corev1.EventTypeNormal, ahWaitingReason, "Post-install hooks of unset.v1 completed")
 
-	eventually(t, time.Minute, "explicit beforeHooks deadlocks", func(ctx context.Context) error {
-		if err := get(ctx, explicit, ns, explicit.Name); err != nil {
+	env.Eventually(t, time.Minute, "explicit beforeHooks deadlocks", func(ctx context.Context) error {
+		if err := env.Get(ctx, explicit, ns, explicit.Name); err != nil {
 			return err
 		}
 		c := conditions.Get(explicit, helmv2.ReleasedCondition)

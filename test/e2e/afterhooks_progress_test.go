@@ -19,7 +19,7 @@ import (
 // the resources the readiness wait is waiting for.
 func TestAfterHooksProgress(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	ref := remPublish(t, crashChart, "0.3.0", ns)
 	// Slow hook and slow pods, so both phases last long enough to be seen.
@@ -31,7 +31,7 @@ func TestAfterHooksProgress(t *testing.T) {
 	seen := map[string]bool{}
 	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
-		if err := get(context.Background(), hr, ns, hr.Name); err == nil {
+		if err := env.Get(context.Background(), hr, ns, hr.Name); err == nil {
 			if c := conditions.Get(hr, meta.ReconcilingCondition); c != nil {
 				seen[c.Message] = true
 			}

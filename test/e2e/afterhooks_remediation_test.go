@@ -18,7 +18,7 @@ import (
 // uninstalled and retried once, exactly as a failed beforeHooks wait is.
 func TestAfterHooksInstallRemediation(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	ref := remPublish(t, "afterhooks-deadlock", "0.1.0", ns)
 	hr := remRelease(ns, "app", repo.Name, ref.Name, ref.Version, `{"podAnnotations":{"sim.afterhooks.io/fail":"crashloop"}}`)
@@ -27,8 +27,8 @@ func TestAfterHooksInstallRemediation(t *testing.T) {
 	hr.Spec.Install.Remediation = &helmv2.InstallRemediation{Retries: 1}
 	remCreate(t, hr)
 
-	eventually(t, time.Minute, "first failure uninstalled", func(ctx context.Context) error {
-		if err := get(ctx, hr, ns, hr.Name); err != nil {
+	env.Eventually(t, time.Minute, "first failure uninstalled", func(ctx context.Context) error {
+		if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 			return err
 		}
 		if hr.Status.InstallFailures < 1 {
@@ -42,8 +42,8 @@ func TestAfterHooksInstallRemediation(t *testing.T) {
 	})
 	remWantEvent(t, ns, hr.Name, "Normal", ahWaitingReason, "Post-install hooks of app.v1 completed")
 
-	eventually(t, time.Minute, "retries exhausted", func(ctx context.Context) error {
-		if err := get(ctx, hr, ns, hr.Name); err != nil {
+	env.Eventually(t, time.Minute, "retries exhausted", func(ctx context.Context) error {
+		if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 			return err
 		}
 		// Conditions and counters are patched in separate requests; wait

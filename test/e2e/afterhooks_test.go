@@ -36,7 +36,7 @@ func TestAfterHooks(t *testing.T) {
 
 	t.Run("beforeHooks-deadlocks", func(t *testing.T) {
 		t.Parallel()
-		ns := newNamespace(t)
+		ns := env.Namespace(t)
 		repo := createHelmRepository(t, ns)
 		ref := remPublish(t, ahChart, "0.1.0", ns)
 		hr := remRelease(ns, "app", repo.Name, ref.Name, ref.Version, "")
@@ -46,8 +46,8 @@ func TestAfterHooks(t *testing.T) {
 		}}
 		remCreate(t, hr)
 
-		eventually(t, 90*time.Second, "install fails with Helm's wait order", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Eventually(t, 90*time.Second, "install fails with Helm's wait order", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			return remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
@@ -64,7 +64,7 @@ func TestAfterHooks(t *testing.T) {
 
 	t.Run("afterHooks-installs-and-upgrades", func(t *testing.T) {
 		t.Parallel()
-		ns := newNamespace(t)
+		ns := env.Namespace(t)
 		repo := createHelmRepository(t, ns)
 		ref := remPublish(t, ahChart, "0.1.0", ns)
 		hr := remRelease(ns, "app", repo.Name, ref.Name, ref.Version, `{"message":"one"}`)
@@ -116,7 +116,7 @@ func TestAfterHooks(t *testing.T) {
 
 	t.Run("afterHooks-upgrade-fails-rolls-back", func(t *testing.T) {
 		t.Parallel()
-		ns := newNamespace(t)
+		ns := env.Namespace(t)
 		repo := createHelmRepository(t, ns)
 		ref := remPublish(t, ahChart, "0.1.0", ns)
 		hr := remRelease(ns, "app", repo.Name, ref.Name, ref.Version, "")
@@ -138,8 +138,8 @@ func TestAfterHooks(t *testing.T) {
 		patchSpec(t, hr, func(hr *v2.HelmRelease) {
 			hr.Spec.Values = jsonValues(t, `{"podAnnotations":{"sim.afterhooks.io/fail":"crashloop"}}`)
 		})
-		eventually(t, 90*time.Second, "failed upgrade rolled back", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Eventually(t, 90*time.Second, "failed upgrade rolled back", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			if err := remCondition(hr, helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.RollbackSucceededReason); err != nil {
@@ -165,7 +165,7 @@ func TestAfterHooks(t *testing.T) {
 
 	t.Run("afterHooks-not-ready-fails", func(t *testing.T) {
 		t.Parallel()
-		ns := newNamespace(t)
+		ns := env.Namespace(t)
 		repo := createHelmRepository(t, ns)
 		ref := remPublish(t, ahChart, "0.1.0", ns)
 		hr := remRelease(ns, "app", repo.Name, ref.Name, ref.Version, `{"podAnnotations":{"sim.afterhooks.io/fail":"crashloop"}}`)
@@ -185,8 +185,8 @@ func TestAfterHooks(t *testing.T) {
 			t.Errorf("Helm storage %s during the readiness wait, want it pending", remDescribe(stored))
 		}
 
-		eventually(t, 90*time.Second, "install fails on the readiness wait", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Eventually(t, 90*time.Second, "install fails on the readiness wait", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			// Conditions and history are patched in separate requests.
@@ -230,14 +230,14 @@ func ahWantStorage(t *testing.T, ns, release string, statuses ...string) {
 
 func ahWantSecret(t *testing.T, ns, name string) {
 	t.Helper()
-	if err := get(context.Background(), &corev1.Secret{}, ns, name); err != nil {
+	if err := env.Get(context.Background(), &corev1.Secret{}, ns, name); err != nil {
 		t.Errorf("Secret %s: %v", name, err)
 	}
 }
 
 func ahWantNoSecret(t *testing.T, ns, name string) {
 	t.Helper()
-	err := get(context.Background(), &corev1.Secret{}, ns, name)
+	err := env.Get(context.Background(), &corev1.Secret{}, ns, name)
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("Secret %s: %v, want it never created", name, err)
 	}
@@ -246,7 +246,7 @@ func ahWantNoSecret(t *testing.T, ns, name string) {
 func ahWantDeploymentReady(t *testing.T, ns, name string) {
 	t.Helper()
 	d := &appsv1.Deployment{}
-	if err := get(context.Background(), d, ns, name); err != nil {
+	if err := env.Get(context.Background(), d, ns, name); err != nil {
 		t.Fatalf("Deployment %s: %v", name, err)
 	}
 	if d.Status.ObservedGeneration != d.Generation || d.Status.UpdatedReplicas != 1 || d.Status.AvailableReplicas != 1 {

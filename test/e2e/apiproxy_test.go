@@ -38,7 +38,7 @@ type faultProxy struct {
 
 func startFaultProxy(t *testing.T) *faultProxy {
 	t.Helper()
-	cfg := env.cluster.RESTConfig()
+	cfg := env.Cluster.RESTConfig()
 	transport, err := rest.TransportFor(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func helmStorageRequest(ns, release, method string) func(*http.Request) bool {
 // has retries, so a failure counted by mistake would uninstall.
 func TestResumeSurvivesTransientAPIErrors(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	ref := remPublish(t, crashChart, "0.1.0", ns)
 	proxy := startFaultProxy(t)
@@ -159,7 +159,7 @@ func TestResumeSurvivesTransientAPIErrors(t *testing.T) {
 			hr := crashRelease(ctl, ns, name, repo.Name, ref, `{"podAnnotations":{"sim.afterhooks.io/delay":"8s"}}`)
 			hr.Spec.Install.Remediation = &helmv2.InstallRemediation{Retries: 3}
 			remCreate(t, hr)
-			eventually(t, time.Minute, name+".v1 held for its readiness wait", func(ctx context.Context) error {
+			env.Eventually(t, time.Minute, name+".v1 held for its readiness wait", func(ctx context.Context) error {
 				ctl.mustRun(t)
 				return crashWantHeld(remStorage(t, ns, name), true)
 			})

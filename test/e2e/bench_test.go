@@ -30,7 +30,7 @@ func BenchmarkInstallStrategy(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				hr := podinfoRelease(ns, fmt.Sprintf("podinfo-%d", i), repo)
 				hr.Spec.Install = &v2.Install{WaitStrategy: strategy}
-				if err := env.client.Create(ctx, hr); err != nil {
+				if err := env.Client.Create(ctx, hr); err != nil {
 					b.Fatal(err)
 				}
 				benchWaitReady(b, hr)
@@ -43,10 +43,10 @@ func benchNamespace(b *testing.B) string {
 	b.Helper()
 	name := fmt.Sprintf("bench-%d", time.Now().UnixNano())
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := env.client.Create(context.Background(), ns); err != nil {
+	if err := env.Client.Create(context.Background(), ns); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = env.client.Delete(context.Background(), ns) })
+	b.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
 	return name
 }
 
@@ -54,7 +54,7 @@ func benchWaitReady(b *testing.B, hr *v2.HelmRelease) {
 	b.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
-		if err := get(context.Background(), hr, hr.Namespace, hr.Name); err == nil {
+		if err := env.Get(context.Background(), hr, hr.Namespace, hr.Name); err == nil {
 			if c := conditions.Get(hr, meta.ReadyCondition); c != nil && c.Status == metav1.ConditionTrue && c.Reason == helmv2.InstallSucceededReason {
 				return
 			}

@@ -20,6 +20,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/test/chartserver"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // crashChart is afterhooks-deadlock with the hook's run time in the value
@@ -46,7 +47,7 @@ const crashShardLabel = "sharding.fluxcd.io/key"
 // controller acts on them and the shared one keeps running.
 func TestAfterHooksCrashSafety(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	ref := remPublish(t, crashChart, "0.1.0", ns)
 	ctl := newCrashController(t, ns, "crash-"+rand.String(8))
@@ -66,7 +67,7 @@ func TestAfterHooksCrashSafety(t *testing.T) {
 	}
 
 	// The shared controller left the shard alone.
-	if log, err := os.ReadFile(env.controller.logPath); err != nil {
+	if log, err := os.ReadFile(env.Controller.LogPath()); err != nil {
 		t.Errorf("reading the e2e controller log: %v", err)
 	} else if strings.Contains(string(log), ns) {
 		t.Errorf("the e2e controller's log mentions %s: it acted on HelmReleases of another shard", ns)
@@ -81,7 +82,7 @@ func crashDuringReadinessWait(t *testing.T, ctl *crashController, ns, repo strin
 	hr := crashRelease(ctl, ns, name, repo, ref, `{"podAnnotations":{"sim.afterhooks.io/delay":"8s"}}`)
 	remCreate(t, hr)
 
-	eventually(t, time.Minute, name+".v1 pending-install with the afterHooks marker", func(ctx context.Context) error {
+	env.Eventually(t, time.Minute, name+".v1 pending-install with the afterHooks marker", func(ctx context.Context) error {
 		ctl.mustRun(t)
 		return crashWantHeld(remStorage(t, ns, name), true)
 	})
@@ -95,7 +96,7 @@ func crashDuringReadinessWait(t *testing.T, ctl *crashController, ns, repo strin
 	}
 	t.Logf("killed during the readiness wait: v1 %q", stored[0].Release.Info.Description)
 	job := &batchv1.Job{}
-	if err := get(context.Background(), job, ns, name+"-create-creds"); err != nil {
+	if err := env.Get(context.Background(), job, ns, name+"-create-creds"); err != nil {
 		t.Fatalf("hook Job: %v", err)
 	}
 
@@ -115,7 +116,7 @@ func crashDuringReadinessWait(t *testing.T, ctl *crashController, ns, repo strin
 	// second run would replace it) is the one from before the kill, and it
 	// has had one pod.
 	after := &batchv1.Job{}
-	if err := get(context.Background(), after, ns, job.Name); err != nil {
+	if err := env.Get(context.Background(), after, ns, job.Name); err != nil {
 		t.Fatalf("hook Job: %v", err)
 	}
 	if after.UID != job.UID || !after.CreationTimestamp.Equal(&job.CreationTimestamp) {
@@ -123,7 +124,7 @@ func crashDuringReadinessWait(t *testing.T, ctl *crashController, ns, repo strin
 			job.Name, after.UID, after.CreationTimestamp, job.UID, job.CreationTimestamp)
 	}
 	var pods corev1.PodList
-	if err := env.client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{"job-name": job.Name}); err != nil {
+	if err := env.Client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{"job-name": job.Name}); err != nil {
 		t.Fatal(err)
 	}
 	if len(pods.Items) != 1 {
@@ -148,9 +149,9 @@ func crashDuringPostHook(t *testing.T, ctl *crashController, ns, repo string, re
 	remCreate(t, hr)
 
 	job := &batchv1.Job{}
-	eventually(t, time.Minute, "hook Job "+name+"-create-creds running", func(ctx context.Context) error {
+	env.Eventually(t, time.Minute, "hook Job "+name+"-create-creds running", func(ctx context.Context) error {
 		ctl.mustRun(t)
-		if err := get(ctx, job, ns, name+"-create-creds"); err != nil {
+		if err := env.Get(ctx, job, ns, name+"-create-creds"); err != nil {
 			return err
 		}
 		if crashJobFinished(job) {
@@ -165,16 +166,16 @@ func crashDuringPostHook(t *testing.T, ctl *crashController, ns, repo string, re
 	if err := crashWantHeld(stored, false); err != nil {
 		t.Fatalf("after the kill: %v; the kill came after the post hook", err)
 	}
-	if err := get(context.Background(), job, ns, job.Name); err != nil {
+	if err := env.Get(context.Background(), job, ns, job.Name); err != nil {
 		t.Fatalf("hook Job: %v", err)
 	}
 	t.Logf("killed during the post hook: v1 %q, hook Job active %d, succeeded %d",
 		stored[0].Release.Info.Description, job.Status.Active, job.Status.Succeeded)
 
 	ctl.start(t)
-	eventually(t, 90*time.Second, "HelmRelease "+name+" Ready with a deployed revision", func(ctx context.Context) error {
+	env.Eventually(t, 90*time.Second, "HelmRelease "+name+" Ready with a deployed revision", func(ctx context.Context) error {
 		ctl.mustRun(t)
-		if err := get(ctx, hr, ns, name); err != nil {
+		if err := env.Get(ctx, hr, ns, name); err != nil {
 			return err
 		}
 		if hr.Status.ObservedGeneration != hr.Generation {
@@ -302,15 +303,15 @@ func newShardController(t *testing.T, ns, shard, binary string, args ...string) 
 		// finalizers, so the namespace can go.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_ = env.client.DeleteAllOf(ctx, &v2.HelmRelease{}, client.InNamespace(ns),
+		_ = env.Client.DeleteAllOf(ctx, &v2.HelmRelease{}, client.InNamespace(ns),
 			client.MatchingLabels{crashShardLabel: shard})
 		for ctx.Err() == nil {
 			var list v2.HelmReleaseList
-			if err := env.client.List(ctx, &list, client.InNamespace(ns),
+			if err := env.Client.List(ctx, &list, client.InNamespace(ns),
 				client.MatchingLabels{crashShardLabel: shard}); err != nil || len(list.Items) == 0 {
 				break
 			}
-			time.Sleep(pollInterval)
+			time.Sleep(framework.PollInterval)
 		}
 		if err := c.proc.stop(); err != nil {
 			t.Errorf("stopping the shard controller: %v", err)
@@ -327,11 +328,11 @@ func (c *crashController) start(t *testing.T) {
 	logPath := filepath.Join(c.logDir, fmt.Sprintf("controller-%d.log", c.starts))
 	binary := c.binary
 	if binary == "" {
-		binary = env.binary
+		binary = env.Binary
 	}
 	kubeconfig := c.kubeconfig
 	if kubeconfig == "" {
-		kubeconfig = env.cluster.Kubeconfig()
+		kubeconfig = env.Cluster.Kubeconfig()
 	}
 	p, err := startController(binary, kubeconfig, logPath,
 		append([]string{"--watch-label-selector=" + crashShardLabel + "=" + c.shard}, c.args...)...)
@@ -386,7 +387,7 @@ func (c *crashController) mustRun(t *testing.T) {
 // no remediation, v3 deployed, v2 failed.
 func TestAfterHooksResumeAfterSpecChange(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	ref := remPublish(t, crashChart, "0.1.0", ns)
 	ctl := newCrashController(t, ns, "respec-"+rand.String(8))
@@ -406,7 +407,7 @@ func TestAfterHooksResumeAfterSpecChange(t *testing.T) {
 	patchSpec(t, hr, func(hr *v2.HelmRelease) {
 		hr.Spec.Values = jsonValues(t, `{"message":"two","podAnnotations":{"sim.afterhooks.io/delay":"90s"}}`)
 	})
-	eventually(t, time.Minute, name+".v2 held pending by afterHooks", func(ctx context.Context) error {
+	env.Eventually(t, time.Minute, name+".v2 held pending by afterHooks", func(ctx context.Context) error {
 		ctl.mustRun(t)
 		stored := remStorage(t, ns, name)
 		if len(stored) != 2 || stored[1].Release.Info.Status != "pending-upgrade" ||

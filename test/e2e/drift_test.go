@@ -19,13 +19,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // TestDrift changes spec.replicas of podinfo's Deployment behind the
 // controller's back, as `kubectl scale` would, and checks what each drift
 // detection setting makes of it on the next reconcile.
 func TestDrift(t *testing.T) {
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 
 	t.Run("enabled mode corrects the drift and restores a deleted object", func(t *testing.T) {
@@ -35,16 +36,16 @@ func TestDrift(t *testing.T) {
 
 		driftScale(t, ns, hr.Name, 3)
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hr.Name}}
-		if err := env.client.Delete(context.Background(), svc); err != nil {
+		if err := env.Client.Delete(context.Background(), svc); err != nil {
 			t.Fatalf("deleting the Service: %v", err)
 		}
 		waitReconcileHandled(t, hr, requestReconcile(t, hr), 2*time.Minute)
 		driftWantReplicas(t, ns, hr.Name, 1)
-		if err := get(context.Background(), svc, ns, hr.Name); err != nil {
+		if err := env.Get(context.Background(), svc, ns, hr.Name); err != nil {
 			t.Errorf("deleted Service not restored: %v", err)
 		}
 		driftWantCondition(t, hr, metav1.ConditionFalse, helmv2.NoDriftDetectedReason)
-		if err := readyTrue(hr); err != nil {
+		if err := framework.Ready(hr); err != nil {
 			t.Errorf("after the correction: %v", err)
 		}
 		deployment := fmt.Sprintf("Deployment/%s/%s", ns, hr.Name)
@@ -94,7 +95,7 @@ func TestDrift(t *testing.T) {
 		if !strings.Contains(c.Message, deployment) {
 			t.Errorf("Drifted message %q does not name %q", c.Message, deployment)
 		}
-		if err := readyTrue(hr); err != nil {
+		if err := framework.Ready(hr); err != nil {
 			t.Errorf("warn mode changed Ready: %v", err)
 		}
 		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, helmv2.DriftDetectedReason, deployment)
@@ -109,11 +110,11 @@ func TestDrift(t *testing.T) {
 			Mode:   helmv2.DriftDetectionEnabled,
 			Ignore: []helmv2.IgnoreRule{{Paths: []string{"spec/replicas"}}},
 		}
-		if err := env.client.Create(context.Background(), hr); err != nil {
+		if err := env.Client.Create(context.Background(), hr); err != nil {
 			t.Fatalf("creating HelmRelease: %v", err)
 		}
-		eventually(t, time.Minute, "Ready=False/InvalidDriftDetection", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Eventually(t, time.Minute, "Ready=False/InvalidDriftDetection", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			c := conditions.Get(hr, meta.ReadyCondition)
@@ -139,7 +140,7 @@ func driftRelease(t *testing.T, ns, name string, repo *sourcev1.HelmRepository, 
 	hr := podinfoRelease(ns, name, repo)
 	hr.Spec.Values = jsonValues(t, `{"replicaCount": 1}`)
 	hr.Spec.DriftDetection = dd
-	if err := env.client.Create(context.Background(), hr); err != nil {
+	if err := env.Client.Create(context.Background(), hr); err != nil {
 		t.Fatalf("creating HelmRelease: %v", err)
 	}
 	waitReady(t, hr, helmv2.InstallSucceededReason, 3*time.Minute)
@@ -156,7 +157,7 @@ func driftScale(t *testing.T, ns, name string, replicas int) {
 func driftPatchDeployment(t *testing.T, ns, name, patch string) {
 	t.Helper()
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	if err := env.client.Patch(context.Background(), d, client.RawPatch(types.MergePatchType, []byte(patch)),
+	if err := env.Client.Patch(context.Background(), d, client.RawPatch(types.MergePatchType, []byte(patch)),
 		client.FieldOwner("e2e-kubectl")); err != nil {
 		t.Fatalf("patching Deployment %s: %v", name, err)
 	}
@@ -165,7 +166,7 @@ func driftPatchDeployment(t *testing.T, ns, name, patch string) {
 func driftWantReplicas(t *testing.T, ns, name string, replicas int32) {
 	t.Helper()
 	d := &appsv1.Deployment{}
-	if err := get(context.Background(), d, ns, name); err != nil {
+	if err := env.Get(context.Background(), d, ns, name); err != nil {
 		t.Fatal(err)
 	}
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != replicas {

@@ -318,7 +318,7 @@ func TestFluxComponentOnCluster(t *testing.T) {
 	}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	p, err := startController(env.binary, c.Kubeconfig(), filepath.Join(t.TempDir(), "controller.log"))
+	p, err := startController(env.Binary, c.Kubeconfig(), filepath.Join(t.TempDir(), "controller.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func TestFluxComponentOnCluster(t *testing.T) {
 		}
 		_ = p.stop()
 	}()
-	eventually(t, time.Minute, "the guard reports upstream's CRD", func(ctx context.Context) error {
+	env.Eventually(t, time.Minute, "the guard reports upstream's CRD", func(ctx context.Context) error {
 		if err := guardGauge(ctx, p.metricsURL, "0"); err != nil {
 			return err
 		}
@@ -336,13 +336,13 @@ func TestFluxComponentOnCluster(t *testing.T) {
 	})
 
 	applyCRD(ctx, t, cl, crdFrom(t, with))
-	eventually(t, time.Minute, "the guard notices our CRD", func(ctx context.Context) error {
+	env.Eventually(t, time.Minute, "the guard notices our CRD", func(ctx context.Context) error {
 		if err := guardGauge(ctx, p.metricsURL, "1"); err != nil {
 			return err
 		}
 		return logContains(p.logPath, "has waitStrategy under install, upgrade and rollback")
 	})
-	eventually(t, 30*time.Second, "waitStrategy survives a round trip", func(ctx context.Context) error {
+	env.Eventually(t, 30*time.Second, "waitStrategy survives a round trip", func(ctx context.Context) error {
 		name := fmt.Sprintf("kept-%d", time.Now().UnixNano())
 		kept, err := roundTrip(name)
 		if err != nil {
@@ -385,7 +385,7 @@ func applyCRD(ctx context.Context, t *testing.T, cl client.Client, crd *apiexten
 	if err != nil {
 		t.Fatalf("applying the CRD: %v", err)
 	}
-	eventually(t, time.Minute, "the CRD is established", func(ctx context.Context) error {
+	env.Eventually(t, time.Minute, "the CRD is established", func(ctx context.Context) error {
 		got := &apiextensionsv1.CustomResourceDefinition{}
 		if err := cl.Get(ctx, client.ObjectKey{Name: crd.Name}, got); err != nil {
 			return err

@@ -35,7 +35,7 @@ func upstreamBinary(t *testing.T) string {
 // status; ours adopts it as it is, without a new Helm revision.
 func TestTakeoverFromUpstream(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	shard := "upstream-" + rand.String(8)
 	upstream := newShardController(t, ns, shard, upstreamBinary(t))
@@ -65,8 +65,8 @@ func TestTakeoverFromUpstream(t *testing.T) {
 	// request token shows when it has reconciled the release.
 	token := time.Now().Format(time.RFC3339Nano)
 	handOver(t, hr, nil, token)
-	eventually(t, time.Minute, "ours reconciled the release", func(ctx context.Context) error {
-		if err := get(ctx, hr, ns, hr.Name); err != nil {
+	env.Eventually(t, time.Minute, "ours reconciled the release", func(ctx context.Context) error {
+		if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 			return err
 		}
 		if hr.Status.LastHandledReconcileAt != token {
@@ -75,13 +75,13 @@ func TestTakeoverFromUpstream(t *testing.T) {
 		return nil
 	})
 	waitReady(t, hr, helmv2.InstallSucceededReason, time.Minute)
-	consistently(t, 5*time.Second, "no new Helm revision after the takeover", func(ctx context.Context) error {
+	env.Consistently(t, 5*time.Second, "no new Helm revision after the takeover", func(ctx context.Context) error {
 		if n := releaseRevisions(t, ns, "podinfo"); n != 1 {
 			return fmt.Errorf("%d Helm revisions in storage, want 1", n)
 		}
 		return nil
 	})
-	if err := get(context.Background(), hr, ns, hr.Name); err != nil {
+	if err := env.Get(context.Background(), hr, ns, hr.Name); err != nil {
 		t.Fatal(err)
 	}
 	if len(hr.Status.History) != 1 || hr.Status.History[0].Digest != upstreamHistory[0].Digest {
@@ -93,7 +93,7 @@ func TestTakeoverFromUpstream(t *testing.T) {
 // controller is swapped for upstream must end deployed, never stuck.
 func TestGoBackToUpstream(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	ref := remPublish(t, crashChart, "0.1.0", ns)
 	for _, stop := range []string{"sigterm", "sigkill"} {
@@ -106,7 +106,7 @@ func TestGoBackToUpstream(t *testing.T) {
 			hr := crashRelease(ctl, ns, name, repo.Name, ref, `{"podAnnotations":{"sim.afterhooks.io/delay":"20s"}}`)
 			hr.Spec.Install.Timeout = &metav1.Duration{Duration: 2 * time.Minute}
 			remCreate(t, hr)
-			eventually(t, time.Minute, name+".v1 held pending by afterHooks", func(ctx context.Context) error {
+			env.Eventually(t, time.Minute, name+".v1 held pending by afterHooks", func(ctx context.Context) error {
 				ctl.mustRun(t)
 				return crashWantHeld(remStorage(t, ns, name), true)
 			})
@@ -125,9 +125,9 @@ func TestGoBackToUpstream(t *testing.T) {
 			ctl.start(t)
 			ctl.logs = append(ctl.logs, ctl.proc)
 			start := time.Now()
-			eventually(t, 3*time.Minute, "upstream ends the held release deployed", func(ctx context.Context) error {
+			env.Eventually(t, 3*time.Minute, "upstream ends the held release deployed", func(ctx context.Context) error {
 				ctl.mustRun(t)
-				if err := get(ctx, hr, ns, name); err != nil {
+				if err := env.Get(ctx, hr, ns, name); err != nil {
 					return err
 				}
 				ready := conditions.Get(hr, meta.ReadyCondition)
@@ -159,7 +159,7 @@ func TestGoBackToUpstream(t *testing.T) {
 func handOver(t *testing.T, hr *v2.HelmRelease, labels map[string]string, token string) {
 	t.Helper()
 	ctx := context.Background()
-	if err := get(ctx, hr, hr.Namespace, hr.Name); err != nil {
+	if err := env.Get(ctx, hr, hr.Namespace, hr.Name); err != nil {
 		t.Fatal(err)
 	}
 	hr.Labels = labels
@@ -167,7 +167,7 @@ func handOver(t *testing.T, hr *v2.HelmRelease, labels map[string]string, token 
 		hr.Annotations = map[string]string{}
 	}
 	hr.Annotations[meta.ReconcileRequestAnnotation] = token
-	if err := env.client.Update(ctx, hr); err != nil {
+	if err := env.Client.Update(ctx, hr); err != nil {
 		t.Fatalf("relabelling %s: %v", hr.Name, err)
 	}
 }

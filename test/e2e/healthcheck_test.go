@@ -49,7 +49,7 @@ func TestHealthCheckExprs(t *testing.T) {
 	for _, strategy := range []v2.HookWaitStrategy{v2.BeforeHooks, v2.AfterHooks} {
 		t.Run(string(strategy)+"-waits-for-current", func(t *testing.T) {
 			t.Parallel()
-			ns := newNamespace(t)
+			ns := env.Namespace(t)
 			hr := hcRelease(t, ns, strategy, 2*time.Minute)
 			remCreate(t, hr)
 
@@ -59,8 +59,8 @@ func TestHealthCheckExprs(t *testing.T) {
 			}
 			// kstatus alone would be done by now; the expression keeps
 			// the release pending.
-			consistently(t, 5*time.Second, "HelmRelease not Ready while the Gadget is not", func(ctx context.Context) error {
-				if err := get(ctx, hr, ns, hr.Name); err != nil {
+			env.Consistently(t, 5*time.Second, "HelmRelease not Ready while the Gadget is not", func(ctx context.Context) error {
+				if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 					return err
 				}
 				if c := conditions.Get(hr, meta.ReadyCondition); c != nil && c.Status == metav1.ConditionTrue {
@@ -80,15 +80,15 @@ func TestHealthCheckExprs(t *testing.T) {
 
 	t.Run("failed-expression-fails-install", func(t *testing.T) {
 		t.Parallel()
-		ns := newNamespace(t)
+		ns := env.Namespace(t)
 		hr := hcRelease(t, ns, v2.BeforeHooks, 2*time.Minute)
 		remCreate(t, hr)
 		hcWaitGadget(t, ns, "app")
 		started := time.Now()
 		hcSetGadgetPhase(t, ns, "app", "Broken")
 
-		eventually(t, time.Minute, "install fails on the failed expression", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Eventually(t, time.Minute, "install fails on the failed expression", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			return remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
@@ -109,7 +109,7 @@ func TestHealthCheckExprs(t *testing.T) {
 
 	t.Run("invalid-expression-stalls", func(t *testing.T) {
 		t.Parallel()
-		ns := newNamespace(t)
+		ns := env.Namespace(t)
 		hr := hcRelease(t, ns, v2.BeforeHooks, time.Minute)
 		hr.Spec.HealthCheckExprs = []kustomize.CustomHealthCheck{{
 			APIVersion: "e2e.afterhooks.io/v1", Kind: "Gadget",
@@ -117,8 +117,8 @@ func TestHealthCheckExprs(t *testing.T) {
 		}}
 		remCreate(t, hr)
 
-		eventually(t, time.Minute, "HelmRelease stalls on the invalid expression", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Eventually(t, time.Minute, "HelmRelease stalls on the invalid expression", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			if err := remCondition(hr, meta.StalledCondition, metav1.ConditionTrue, meta.InvalidCELExpressionReason); err != nil {
@@ -157,7 +157,7 @@ func TestHealthCheckCancelOnNewRevision(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ns := newNamespace(t)
+			ns := env.Namespace(t)
 			hr := hcRelease(t, ns, tt.strategy, tt.timeout)
 			if tt.gate {
 				shard := "cancel-" + rand.String(8)
@@ -174,7 +174,7 @@ func TestHealthCheckCancelOnNewRevision(t *testing.T) {
 			// the expressions call it InProgress until the test
 			// acknowledges it, which it does not.
 			patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"size":2}`) })
-			eventually(t, time.Minute, "upgrade to size 2 waits", func(ctx context.Context) error {
+			env.Eventually(t, time.Minute, "upgrade to size 2 waits", func(ctx context.Context) error {
 				stored := remStorage(t, ns, "app")
 				if len(stored) != 2 || !stored[1].Release.Info.Status.IsPending() {
 					return fmt.Errorf("Helm storage %s, want v2 pending", remDescribe(stored))
@@ -189,14 +189,14 @@ func TestHealthCheckCancelOnNewRevision(t *testing.T) {
 				remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, meta.HealthCheckCanceledReason,
 					"Health checks canceled due to new reconciliation triggered by HelmRelease/"+ns+"/app")
 			} else {
-				consistently(t, 15*time.Second, "without the gate v2 keeps waiting", func(ctx context.Context) error {
+				env.Consistently(t, 15*time.Second, "without the gate v2 keeps waiting", func(ctx context.Context) error {
 					if stored := remStorage(t, ns, "app"); len(stored) != 2 || !stored[1].Release.Info.Status.IsPending() {
 						return fmt.Errorf("Helm storage %s, want v2 still pending", remDescribe(stored))
 					}
 					return nil
 				})
 			}
-			eventually(t, time.Minute, "upgrade to size 3 waits", func(ctx context.Context) error {
+			env.Eventually(t, time.Minute, "upgrade to size 3 waits", func(ctx context.Context) error {
 				stored := remStorage(t, ns, "app")
 				if len(stored) != 3 || !stored[2].Release.Info.Status.IsPending() {
 					return fmt.Errorf("Helm storage %s, want v3 pending", remDescribe(stored))
@@ -262,8 +262,8 @@ func hcGadget(ns, name string) *unstructured.Unstructured {
 // hcWaitGadget waits until Helm has created the Gadget.
 func hcWaitGadget(t *testing.T, ns, name string) {
 	t.Helper()
-	eventually(t, time.Minute, "Gadget "+name+" created", func(ctx context.Context) error {
-		return get(ctx, hcGadget(ns, name), ns, name)
+	env.Eventually(t, time.Minute, "Gadget "+name+" created", func(ctx context.Context) error {
+		return env.Get(ctx, hcGadget(ns, name), ns, name)
 	})
 }
 
@@ -272,11 +272,11 @@ func hcWaitGadget(t *testing.T, ns, name string) {
 func hcSetGadgetPhase(t *testing.T, ns, name, phase string) {
 	t.Helper()
 	g := hcGadget(ns, name)
-	if err := get(context.Background(), g, ns, name); err != nil {
+	if err := env.Get(context.Background(), g, ns, name); err != nil {
 		t.Fatalf("Gadget %s: %v", name, err)
 	}
 	patch := fmt.Sprintf(`{"status":{"phase":%q,"observedGeneration":%d}}`, phase, g.GetGeneration())
-	if err := env.client.Status().Patch(context.Background(), g, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+	if err := env.Client.Status().Patch(context.Background(), g, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		t.Fatalf("patching the status of Gadget %s: %v", name, err)
 	}
 }
@@ -285,9 +285,9 @@ func hcSetGadgetPhase(t *testing.T, ns, name, phase string) {
 // Helm has applied the latest spec (size 3).
 func hcAcknowledgeGadget(t *testing.T, ns, name string) {
 	t.Helper()
-	eventually(t, time.Minute, "Gadget "+name+" at size 3", func(ctx context.Context) error {
+	env.Eventually(t, time.Minute, "Gadget "+name+" at size 3", func(ctx context.Context) error {
 		g := hcGadget(ns, name)
-		if err := get(ctx, g, ns, name); err != nil {
+		if err := env.Get(ctx, g, ns, name); err != nil {
 			return err
 		}
 		if size, _, _ := unstructured.NestedInt64(g.Object, "spec", "size"); size != 3 {

@@ -330,7 +330,7 @@ func runReleaseDeployment(t *testing.T, root, binary, version, digest string) {
 	ref := remPublish(t, ahChart, "0.1.0", "image")
 	repo := &sourcev1.HelmRepository{
 		ObjectMeta: metav1.ObjectMeta{Name: "local", Namespace: "apps"},
-		Spec:       sourcev1.HelmRepositorySpec{URL: env.charts.HelmRepositoryURL(), Interval: metav1.Duration{Duration: time.Minute}},
+		Spec:       sourcev1.HelmRepositorySpec{URL: env.Charts.HelmRepositoryURL(), Interval: metav1.Duration{Duration: time.Minute}},
 	}
 	if err := cl.Create(ctx, repo); err != nil {
 		t.Fatal(err)

@@ -33,7 +33,7 @@ import (
 //     and one naming "deployer" as "deployer".
 func TestImpersonation(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	// Reading and deleting podinfo's objects lets Helm get as far as
 	// applying them, and lets the failed release be uninstalled when the
@@ -62,8 +62,8 @@ func TestImpersonation(t *testing.T) {
 		user := fmt.Sprintf("system:serviceaccount:%s:nobody", ns)
 		remoteWaitNotReady(t, hr, "StateError", fmt.Sprintf("secrets is forbidden: User %q cannot list resource", user))
 		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, "StateError", user)
-		consistently(t, 3*time.Second, "the release stays not Ready", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Consistently(t, 3*time.Second, "the release stays not Ready", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			if c := crashCondition(hr, meta.ReadyCondition); c.Status == metav1.ConditionTrue {
@@ -125,7 +125,7 @@ func impersonationAccount(t *testing.T, ns, name string, rules ...rbacv1.PolicyR
 		},
 	}
 	for _, o := range objs {
-		if err := env.client.Create(ctx, o); err != nil {
+		if err := env.Client.Create(ctx, o); err != nil {
 			t.Fatalf("creating %T %s: %v", o, name, err)
 		}
 	}
@@ -141,7 +141,7 @@ func impersonationWantForbidden(t *testing.T, hr *v2.HelmRelease, account string
 	remWantEvent(t, hr.Namespace, hr.Name, corev1.EventTypeWarning, helmv2.InstallFailedReason, user)
 	ctx := context.Background()
 	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}} {
-		if err := get(ctx, obj, hr.Namespace, hr.Name); !apierrors.IsNotFound(err) {
+		if err := env.Get(ctx, obj, hr.Namespace, hr.Name); !apierrors.IsNotFound(err) {
 			t.Errorf("%T %s after the forbidden install: err = %v, want NotFound", obj, hr.Name, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // TestInventory checks status.inventory lists every object of the release
@@ -18,22 +19,22 @@ import (
 // rendered it, then the CRDs), and follows upgrades that add and remove
 // objects.
 func TestInventory(t *testing.T) {
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	t.Cleanup(func() {
 		// Uninstall while the Widget kind exists, then remove the CRD, which
 		// Helm never deletes and TestCRDPolicies expects absent.
 		hr := &v2.HelmRelease{}
-		if err := get(context.Background(), hr, ns, "inv"); err == nil {
-			_ = env.client.Delete(context.Background(), hr)
+		if err := env.Get(context.Background(), hr, ns, "inv"); err == nil {
+			_ = env.Client.Delete(context.Background(), hr)
 			deadline := time.Now().Add(time.Minute)
-			for time.Now().Before(deadline) && gone(context.Background(), hr) != nil {
-				time.Sleep(pollInterval)
+			for time.Now().Before(deadline) && env.Gone(context.Background(), hr) != nil {
+				time.Sleep(framework.PollInterval)
 			}
 		}
 		crd := &unstructured.Unstructured{}
 		crd.SetGroupVersionKind(remCRDGVK)
 		crd.SetName(remWidgetCRD)
-		_ = env.client.Delete(context.Background(), crd)
+		_ = env.Client.Delete(context.Background(), crd)
 	})
 	chart := remPublish(t, "e2e-crds-v1", "1.0.0", ns)
 	repo := createHelmRepository(t, ns)

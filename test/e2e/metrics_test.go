@@ -18,7 +18,7 @@ import (
 // and labels, so Flux's dashboards and alerts keep working: the Flux
 // runtime's gotk_* series and controller-runtime's own.
 func TestMetrics(t *testing.T) {
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	hr := podinfoRelease(ns, "metrics", repo)
 	remCreate(t, hr)
@@ -50,7 +50,7 @@ func TestMetrics(t *testing.T) {
 	}
 
 	var body string
-	eventually(t, 30*time.Second, "every expected series on /metrics", func(ctx context.Context) error {
+	env.Eventually(t, 30*time.Second, "every expected series on /metrics", func(ctx context.Context) error {
 		body = scrapeMetrics(t)
 		var missing []string
 		for _, w := range wants {
@@ -82,7 +82,7 @@ func TestMetrics(t *testing.T) {
 
 func scrapeMetrics(t *testing.T) string {
 	t.Helper()
-	return scrapeMetricsFrom(t, env.controller.metricsURL)
+	return scrapeMetricsFrom(t, env.Controller.MetricsURL())
 }
 
 func scrapeMetricsFrom(t *testing.T, url string) string {

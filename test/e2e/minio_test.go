@@ -22,6 +22,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/test/chartserver"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // The shared minio chart installed as release "minio": its fullname, and so
@@ -88,16 +89,16 @@ func minioValuesJSON(t *testing.T, rollout string) string {
 func TestMinioAfterHooks(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
-	ref, err := env.charts.AddChart(filepath.Join(sharedCharts, "minio"), chartserver.WithVersion("5.4.0-"+ns))
+	ref, err := env.Charts.AddChart(filepath.Join(framework.SharedChartsDir, "minio"), chartserver.WithVersion("5.4.0-"+ns))
 	if err != nil {
 		t.Fatalf("publishing the shared minio chart: %v", err)
 	}
 
 	// The control: the same chart and values with Helm's wait order. It
 	// runs alongside and is judged at the end.
-	controlNS := newNamespace(t)
+	controlNS := env.Namespace(t)
 	controlRepo := createHelmRepository(t, controlNS)
 	control := remRelease(controlNS, minioRelease, controlRepo.Name, ref.Name, ref.Version, minioValuesJSON(t, "1"))
 	control.Spec.Install = &v2.Install{
@@ -142,11 +143,11 @@ func TestMinioAfterHooks(t *testing.T) {
 		// The running minio pod keeps running without the Secret; the new
 		// pod of the upgrade needs it again, and only the post-upgrade job
 		// creates it.
-		if err := env.client.Delete(context.Background(), installed); err != nil {
+		if err := env.Client.Delete(context.Background(), installed); err != nil {
 			t.Fatalf("deleting Secret %s: %v", minioReadySecret, err)
 		}
-		eventually(t, 30*time.Second, "Secret "+minioReadySecret+" deleted", func(ctx context.Context) error {
-			return gone(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: minioReadySecret}})
+		env.Eventually(t, 30*time.Second, "Secret "+minioReadySecret+" deleted", func(ctx context.Context) error {
+			return env.Gone(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: minioReadySecret}})
 		})
 		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, minioValuesJSON(t, "2")) })
 
@@ -162,8 +163,8 @@ func TestMinioAfterHooks(t *testing.T) {
 	})
 
 	remStep(t, "beforeHooks-control-deadlocks", func(t *testing.T) {
-		eventually(t, 60*time.Second, "control install fails with Helm's wait order", func(ctx context.Context) error {
-			if err := get(ctx, control, controlNS, control.Name); err != nil {
+		env.Eventually(t, 60*time.Second, "control install fails with Helm's wait order", func(ctx context.Context) error {
+			if err := env.Get(ctx, control, controlNS, control.Name); err != nil {
 				return err
 			}
 			return remCondition(control, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
@@ -188,8 +189,8 @@ func minioWaitHookDone(t *testing.T, ns string, oldUID types.UID, statuses ...st
 	t.Helper()
 	secret := &corev1.Secret{}
 	var stored []remStored
-	eventually(t, 60*time.Second, "post job done", func(ctx context.Context) error {
-		err := get(ctx, secret, ns, minioReadySecret)
+	env.Eventually(t, 60*time.Second, "post job done", func(ctx context.Context) error {
+		err := env.Get(ctx, secret, ns, minioReadySecret)
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("Secret %s not created yet", minioReadySecret)
 		}
@@ -199,7 +200,7 @@ func minioWaitHookDone(t *testing.T, ns string, oldUID types.UID, statuses ...st
 		if secret.UID == oldUID {
 			return fmt.Errorf("Secret %s is still the one of the previous revision", minioReadySecret)
 		}
-		err = get(ctx, &batchv1.Job{}, ns, minioPostJob)
+		err = env.Get(ctx, &batchv1.Job{}, ns, minioPostJob)
 		if err == nil {
 			return fmt.Errorf("hook Job %s not deleted yet", minioPostJob)
 		}
@@ -252,7 +253,7 @@ func minioWantHookBeforeReady(t *testing.T, ns string, version int, rollout stri
 	completed := run.CompletedAt.Truncate(time.Second)
 
 	var pods corev1.PodList
-	if err := env.client.List(context.Background(), &pods, client.InNamespace(ns),
+	if err := env.Client.List(context.Background(), &pods, client.InNamespace(ns),
 		client.MatchingLabels{"app": "minio", "release": minioRelease}); err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +300,7 @@ func minioWantHookBeforeReady(t *testing.T, ns string, version int, rollout stri
 func minioWantSecretMount(t *testing.T, ns string) {
 	t.Helper()
 	d := &appsv1.Deployment{}
-	if err := get(context.Background(), d, ns, minioRelease); err != nil {
+	if err := env.Get(context.Background(), d, ns, minioRelease); err != nil {
 		t.Fatalf("Deployment %s: %v", minioRelease, err)
 	}
 	for _, v := range d.Spec.Template.Spec.Volumes {

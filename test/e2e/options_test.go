@@ -25,25 +25,26 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/test/chartserver"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // TestUninstallKeepHistory deletes a HelmRelease with uninstall.keepHistory:
 // the workload goes, the Helm storage stays, marked uninstalled.
 func TestUninstallKeepHistory(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	hr := remPodinfo(ns, "podinfo", repo.Name, "")
 	hr.Spec.Uninstall = &helmv2.Uninstall{KeepHistory: true, Timeout: &metav1.Duration{Duration: 30 * time.Second}}
 	remCreate(t, hr)
 	remWaitReady(t, hr, helmv2.InstallSucceededReason, 0)
 
-	if err := env.client.Delete(context.Background(), hr); err != nil {
+	if err := env.Client.Delete(context.Background(), hr); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "HelmRelease gone", func(ctx context.Context) error { return gone(ctx, hr) })
-	eventually(t, 30*time.Second, "Deployment removed", func(ctx context.Context) error {
-		return gone(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "podinfo"}})
+	env.Eventually(t, time.Minute, "HelmRelease gone", func(ctx context.Context) error { return env.Gone(ctx, hr) })
+	env.Eventually(t, 30*time.Second, "Deployment removed", func(ctx context.Context) error {
+		return env.Gone(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "podinfo"}})
 	})
 	stored := remStorage(t, ns, "podinfo")
 	if len(stored) != 1 {
@@ -63,11 +64,11 @@ func TestUninstallKeepHistory(t *testing.T) {
 func TestTargetAndStorageNamespace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ns := newNamespace(t)
-	storageNS := newNamespace(t)
+	ns := env.Namespace(t)
+	storageNS := env.Namespace(t)
 	targetNS := "e2e-target-" + rand.String(6)
 	t.Cleanup(func() {
-		_ = env.client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: targetNS}})
+		_ = env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: targetNS}})
 	})
 	repo := createHelmRepository(t, ns)
 	hr := remPodinfo(ns, "podinfo", repo.Name, "")
@@ -85,13 +86,13 @@ func TestTargetAndStorageNamespace(t *testing.T) {
 	if latest.Name != release || latest.Namespace != targetNS {
 		t.Errorf("latest snapshot is %s/%s, want %s/%s", latest.Namespace, latest.Name, targetNS, release)
 	}
-	if err := get(ctx, &corev1.Namespace{}, "", targetNS); err != nil {
+	if err := env.Get(ctx, &corev1.Namespace{}, "", targetNS); err != nil {
 		t.Fatalf("target namespace not created: %v", err)
 	}
 	// podinfo names its objects after the release when the name contains "podinfo".
 	wantDeploymentReplicas(t, targetNS, release, 1)
 	var deployments appsv1.DeploymentList
-	if err := env.client.List(ctx, &deployments, client.InNamespace(ns)); err != nil {
+	if err := env.Client.List(ctx, &deployments, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	if len(deployments.Items) != 0 {
@@ -107,15 +108,15 @@ func TestTargetAndStorageNamespace(t *testing.T) {
 	}
 
 	t.Run("uninstall-uses-storage-namespace", func(t *testing.T) {
-		if err := env.client.Delete(ctx, hr); err != nil {
+		if err := env.Client.Delete(ctx, hr); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, time.Minute, "HelmRelease gone", func(ctx context.Context) error { return gone(ctx, hr) })
+		env.Eventually(t, time.Minute, "HelmRelease gone", func(ctx context.Context) error { return env.Gone(ctx, hr) })
 		if n := releaseRevisions(t, storageNS, release); n != 0 {
 			t.Errorf("%d Helm storage Secrets left in %s after the uninstall", n, storageNS)
 		}
-		eventually(t, 30*time.Second, "Deployment removed from the target namespace", func(ctx context.Context) error {
-			return gone(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: targetNS, Name: release}})
+		env.Eventually(t, 30*time.Second, "Deployment removed from the target namespace", func(ctx context.Context) error {
+			return env.Gone(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: targetNS, Name: release}})
 		})
 	})
 }
@@ -125,7 +126,7 @@ func TestTargetAndStorageNamespace(t *testing.T) {
 func TestLongReleaseName(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	// Over Helm's 53 characters, but within the 63 a label value (the
 	// HelmChart's helm.toolkit.fluxcd.io/name) allows.
@@ -152,7 +153,7 @@ func TestLongReleaseName(t *testing.T) {
 		t.Fatalf("Helm storage of %s: %s", want, remDescribe(stored))
 	}
 	var deployments appsv1.DeploymentList
-	if err := env.client.List(ctx, &deployments, client.InNamespace(ns)); err != nil {
+	if err := env.Client.List(ctx, &deployments, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	if len(deployments.Items) != 1 || !strings.HasPrefix(deployments.Items[0].Name, want) {
@@ -163,10 +164,10 @@ func TestLongReleaseName(t *testing.T) {
 	}
 
 	t.Run("uninstall-finds-shortened-release", func(t *testing.T) {
-		if err := env.client.Delete(ctx, hr); err != nil {
+		if err := env.Client.Delete(ctx, hr); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, time.Minute, "HelmRelease gone", func(ctx context.Context) error { return gone(ctx, hr) })
+		env.Eventually(t, time.Minute, "HelmRelease gone", func(ctx context.Context) error { return env.Gone(ctx, hr) })
 		if n := releaseRevisions(t, ns, want); n != 0 {
 			t.Errorf("%d Helm revisions of %s left after the uninstall", n, want)
 		}
@@ -187,24 +188,24 @@ const remWidgetCRD = "widgets.e2e.afterhooks.io"
 // the Skip, Create and CreateReplace policies.
 func TestCRDPolicies(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	t.Cleanup(func() {
 		// Uninstall the releases while their Widget kind still exists, then
 		// remove the cluster-scoped CRD, which Helm never deletes.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_ = env.client.DeleteAllOf(ctx, &v2.HelmRelease{}, client.InNamespace(ns))
+		_ = env.Client.DeleteAllOf(ctx, &v2.HelmRelease{}, client.InNamespace(ns))
 		for ctx.Err() == nil {
 			var list v2.HelmReleaseList
-			if err := env.client.List(ctx, &list, client.InNamespace(ns)); err != nil || len(list.Items) == 0 {
+			if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil || len(list.Items) == 0 {
 				break
 			}
-			time.Sleep(pollInterval)
+			time.Sleep(framework.PollInterval)
 		}
 		crd := &unstructured.Unstructured{}
 		crd.SetGroupVersionKind(remCRDGVK)
 		crd.SetName(remWidgetCRD)
-		_ = env.client.Delete(context.Background(), crd)
+		_ = env.Client.Delete(context.Background(), crd)
 	})
 	v1 := remPublish(t, "e2e-crds-v1", "1.0.0", ns)
 	v2Skip := remPublish(t, "e2e-crds-v2", "2.0.0", ns)
@@ -240,7 +241,7 @@ func TestCRDPolicies(t *testing.T) {
 		// The chart's Widget needed the CRD in the same install.
 		widget := &unstructured.Unstructured{}
 		widget.SetGroupVersionKind(schema.GroupVersionKind{Group: "e2e.afterhooks.io", Version: "v1", Kind: "Widget"})
-		if err := get(context.Background(), widget, ns, "managed"); err != nil {
+		if err := env.Get(context.Background(), widget, ns, "managed"); err != nil {
 			t.Errorf("Widget from the chart: %v", err)
 		}
 	})
@@ -289,7 +290,7 @@ var remCRDGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: 
 func remGetCRD(ctx context.Context, name string) (*apiextensionsv1.CustomResourceDefinition, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(remCRDGVK)
-	if err := env.client.Get(ctx, client.ObjectKey{Name: name}, u); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, u); err != nil {
 		return nil, err
 	}
 	crd := &apiextensionsv1.CustomResourceDefinition{}
@@ -319,13 +320,13 @@ func TestBadInput(t *testing.T) {
 
 	t.Run("missing-values-secret", func(t *testing.T) {
 		t.Parallel()
-		ns := newNamespace(t)
+		ns := env.Namespace(t)
 		repo := createHelmRepository(t, ns)
 		hr := remPodinfo(ns, "podinfo", repo.Name, "")
 		hr.Spec.ValuesFrom = []helmv2.ValuesReference{{Kind: "Secret", Name: "missing-values"}}
 		remCreate(t, hr)
-		eventually(t, time.Minute, "values failure reported", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Eventually(t, time.Minute, "values failure reported", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, "ValuesError"); err != nil {
@@ -337,7 +338,7 @@ func TestBadInput(t *testing.T) {
 			return nil
 		})
 		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, "ValuesError", "missing-values")
-		consistently(t, 2*time.Second, "no Helm release without values", func(ctx context.Context) error {
+		env.Consistently(t, 2*time.Second, "no Helm release without values", func(ctx context.Context) error {
 			if n := releaseRevisions(t, ns, "podinfo"); n != 0 {
 				return fmt.Errorf("%d Helm revisions although the values could not be composed", n)
 			}
@@ -351,15 +352,15 @@ func TestBadInput(t *testing.T) {
 	t.Run("optional-missing-key", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
-		ns := newNamespace(t)
+		ns := env.Namespace(t)
 		repo := createHelmRepository(t, ns)
-		if err := env.client.Create(ctx, &corev1.Secret{
+		if err := env.Client.Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: "partial-values", Namespace: ns},
 			StringData: map[string]string{"other.yaml": "replicaCount: 5\n"},
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if err := env.client.Create(ctx, &corev1.ConfigMap{
+		if err := env.Client.Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: "replicas", Namespace: ns},
 			Data:       map[string]string{"values.yaml": "replicaCount: 2\n"},
 		}); err != nil {
@@ -377,13 +378,13 @@ func TestBadInput(t *testing.T) {
 
 	t.Run("render-failure-on-install", func(t *testing.T) {
 		t.Parallel()
-		ns := newNamespace(t)
+		ns := env.Namespace(t)
 		broken := remPublish(t, "e2e-broken", "0.2.0", ns, chartserver.WithValues(map[string]any{"broken": true}))
 		repo := createHelmRepository(t, ns)
 		hr := remRelease(ns, "app", repo.Name, broken.Name, broken.Version, "")
 		remCreate(t, hr)
-		eventually(t, time.Minute, "render failure reported", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Eventually(t, time.Minute, "render failure reported", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason); err != nil {
@@ -400,8 +401,8 @@ func TestBadInput(t *testing.T) {
 		}
 		// Helm hands back the release it failed to render, but never stores
 		// it: the history only describes releases Helm stored.
-		eventually(t, 10*time.Second, "status written", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Eventually(t, 10*time.Second, "status written", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			if hr.Status.LastAttemptedReleaseAction != helmv2.ReleaseActionInstall {
@@ -417,7 +418,7 @@ func TestBadInput(t *testing.T) {
 	t.Run("render-failure-on-upgrade", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
-		ns := newNamespace(t)
+		ns := env.Namespace(t)
 		good := remPublish(t, "e2e-broken", "0.1.0", ns)
 		broken := remPublish(t, "e2e-broken", "0.2.0", ns, chartserver.WithValues(map[string]any{"broken": true}))
 		repo := createHelmRepository(t, ns)
@@ -426,13 +427,13 @@ func TestBadInput(t *testing.T) {
 		remWaitReady(t, hr, helmv2.InstallSucceededReason, 0)
 		wantDeploymentReplicas(t, ns, "app", 1)
 		before := &appsv1.Deployment{}
-		if err := get(ctx, before, ns, "app"); err != nil {
+		if err := env.Get(ctx, before, ns, "app"); err != nil {
 			t.Fatal(err)
 		}
 
 		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Chart.Spec.Version = broken.Version })
-		eventually(t, time.Minute, "render failure of the upgrade reported", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Eventually(t, time.Minute, "render failure of the upgrade reported", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			if hr.Status.LastAttemptedRevision != broken.Version {
@@ -458,7 +459,7 @@ func TestBadInput(t *testing.T) {
 			t.Fatalf("Helm storage %s, want only v1 of %s deployed", remDescribe(stored), good.Version)
 		}
 		after := &appsv1.Deployment{}
-		if err := get(ctx, after, ns, "app"); err != nil {
+		if err := env.Get(ctx, after, ns, "app"); err != nil {
 			t.Fatalf("Deployment of the installed release: %v", err)
 		}
 		if after.Generation != before.Generation || after.Status.ReadyReplicas != 1 {
@@ -469,13 +470,13 @@ func TestBadInput(t *testing.T) {
 
 	t.Run("values-rejected-by-schema", func(t *testing.T) {
 		t.Parallel()
-		ns := newNamespace(t)
+		ns := env.Namespace(t)
 		chart := remPublish(t, "e2e-broken", "0.1.0", ns)
 		repo := createHelmRepository(t, ns)
 		hr := remRelease(ns, "app", repo.Name, chart.Name, chart.Version, `{"replicaCount":"two"}`)
 		remCreate(t, hr)
-		eventually(t, time.Minute, "schema violation reported", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Eventually(t, time.Minute, "schema violation reported", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason); err != nil {
@@ -499,7 +500,7 @@ func TestBadInput(t *testing.T) {
 
 func remGetDeployment(ns, name string) (*appsv1.Deployment, error) {
 	d := &appsv1.Deployment{}
-	return d, get(context.Background(), d, ns, name)
+	return d, env.Get(context.Background(), d, ns, name)
 }
 
 // TestReleaseTargetChange changes spec.releaseName and then
@@ -509,8 +510,8 @@ func remGetDeployment(ns, name string) (*appsv1.Deployment, error) {
 func TestReleaseTargetChange(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ns := newNamespace(t)
-	storageNS := newNamespace(t)
+	ns := env.Namespace(t)
+	storageNS := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	hr := remPodinfo(ns, "podinfo", repo.Name, "")
 	remCreate(t, hr)
@@ -524,8 +525,8 @@ func TestReleaseTargetChange(t *testing.T) {
 	if n := releaseRevisions(t, ns, "podinfo"); n != 0 {
 		t.Errorf("%d Helm storage Secrets of the old release name left", n)
 	}
-	eventually(t, 30*time.Second, "old release's Deployment removed", func(ctx context.Context) error {
-		return gone(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "podinfo"}})
+	env.Eventually(t, 30*time.Second, "old release's Deployment removed", func(ctx context.Context) error {
+		return env.Gone(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "podinfo"}})
 	})
 	wantDeploymentReplicas(t, ns, "podinfo-renamed", 1)
 	remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, helmv2.UninstallSucceededReason, "podinfo")
@@ -541,7 +542,7 @@ func TestReleaseTargetChange(t *testing.T) {
 	if n := releaseRevisions(t, storageNS, "podinfo-renamed"); n != 1 {
 		t.Errorf("%d Helm storage Secrets in the new storage namespace, want 1", n)
 	}
-	if err := get(ctx, &appsv1.Deployment{}, ns, "podinfo-renamed"); err != nil {
+	if err := env.Get(ctx, &appsv1.Deployment{}, ns, "podinfo-renamed"); err != nil {
 		t.Errorf("Deployment of the reinstalled release: %v", err)
 	}
 }

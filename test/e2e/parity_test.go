@@ -20,6 +20,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/test/chartserver"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // TestUpstreamParity runs scenarios of upstream's own end-to-end suite
@@ -99,11 +100,11 @@ func TestUpstreamParity(t *testing.T) {
 					impersonationAccount(t, hr.Namespace, "autoscaling",
 						rbacv1.PolicyRule{APIGroups: []string{"autoscaling"}, Resources: []string{"*"}, Verbs: []string{"*"}})
 					rb := &rbacv1.RoleBinding{}
-					if err := get(context.Background(), rb, hr.Namespace, "autoscaling"); err != nil {
+					if err := env.Get(context.Background(), rb, hr.Namespace, "autoscaling"); err != nil {
 						t.Fatal(err)
 					}
 					rb.Subjects = append(rb.Subjects, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: hr.Namespace, Name: "gotk-reconciler"})
-					if err := env.client.Update(context.Background(), rb); err != nil {
+					if err := env.Client.Update(context.Background(), rb); err != nil {
 						t.Fatal(err)
 					}
 				}},
@@ -129,7 +130,7 @@ func TestUpstreamParity(t *testing.T) {
 				{name: "ours"},
 			}
 			for _, side := range sides {
-				side.ns = newNamespace(t)
+				side.ns = env.Namespace(t)
 				repo := createHelmRepository(t, side.ns)
 				shard := "parity-" + rand.String(8)
 				side.ctl = newShardController(t, side.ns, shard, side.binary)
@@ -208,18 +209,18 @@ type paritySide struct {
 // the same for a while, and returns it.
 func (s *paritySide) settle(t *testing.T, step parityStep) paritySnapshot {
 	t.Helper()
-	eventually(t, 2*time.Minute, fmt.Sprintf("%s: %s", s.name, step.name), func(ctx context.Context) error {
+	env.Eventually(t, 2*time.Minute, fmt.Sprintf("%s: %s", s.name, step.name), func(ctx context.Context) error {
 		s.ctl.mustRun(t)
-		if err := get(ctx, s.hr, s.ns, s.hr.Name); err != nil {
+		if err := env.Get(ctx, s.hr, s.ns, s.hr.Name); err != nil {
 			return err
 		}
 		return step.settled(s.hr)
 	})
 	snap := s.snapshot(t)
-	eventually(t, time.Minute, fmt.Sprintf("%s: %s stays put", s.name, step.name), func(ctx context.Context) error {
+	env.Eventually(t, time.Minute, fmt.Sprintf("%s: %s stays put", s.name, step.name), func(ctx context.Context) error {
 		deadline := time.Now().Add(5 * time.Second)
 		for time.Now().Before(deadline) {
-			time.Sleep(pollInterval)
+			time.Sleep(framework.PollInterval)
 			next := s.snapshot(t)
 			if d := snap.diff(next); d != "" {
 				snap = next
@@ -245,7 +246,7 @@ var parityConditions = []string{meta.ReadyCondition, helmv2.ReleasedCondition, h
 
 func (s *paritySide) snapshot(t *testing.T) paritySnapshot {
 	t.Helper()
-	if err := get(context.Background(), s.hr, s.ns, s.hr.Name); err != nil {
+	if err := env.Get(context.Background(), s.hr, s.ns, s.hr.Name); err != nil {
 		t.Fatal(err)
 	}
 	st := s.hr.Status

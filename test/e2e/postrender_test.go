@@ -56,15 +56,15 @@ metadata:
 // applied.
 func TestPostRenderers(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	hr := podinfoRelease(ns, "podinfo", createHelmRepository(t, ns))
 	hr.Spec.PostRenderers = podinfoPostRenderers(ns, "6.9.1")
-	if err := env.client.Create(ctx, hr); err != nil {
+	if err := env.Client.Create(ctx, hr); err != nil {
 		t.Fatalf("creating HelmRelease: %v", err)
 	}
 	waitReady(t, hr, helmv2.InstallSucceededReason, 3*time.Minute)
 	waitObservedDigests(t, hr)
-	wantHistory(t, hr, 1, env.podinfo.Version)
+	wantHistory(t, hr, 1, env.Podinfo.Version)
 	wantPodinfoPostRendered(t, ns, "registry.e2e.local/podinfo:6.9.1")
 	firstDigest := hr.Status.ObservedPostRenderersDigest
 
@@ -91,8 +91,8 @@ func TestPostRenderers(t *testing.T) {
 			hr.Spec.PostRenderers = podinfoPostRenderers(ns, "6.9.3")
 			hr.Spec.PostRenderers[0].Kustomize.Patches[0].Target.LabelSelector = "app in (podinfo"
 		})
-		eventually(t, 2*time.Minute, "Stalled and Ready=False/InvalidPostRenderers naming the bad selector", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Eventually(t, 2*time.Minute, "Stalled and Ready=False/InvalidPostRenderers naming the bad selector", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			c := conditions.Get(hr, meta.ReadyCondition)
@@ -124,8 +124,8 @@ func TestPostRenderers(t *testing.T) {
 // separately.
 func waitObservedDigests(t *testing.T, hr *v2.HelmRelease) {
 	t.Helper()
-	eventually(t, 30*time.Second, "observed post render digests", func(ctx context.Context) error {
-		if err := get(ctx, hr, hr.Namespace, hr.Name); err != nil {
+	env.Eventually(t, 30*time.Second, "observed post render digests", func(ctx context.Context) error {
+		if err := env.Get(ctx, hr, hr.Namespace, hr.Name); err != nil {
 			return err
 		}
 		st := hr.Status
@@ -145,7 +145,7 @@ func wantPodinfoPostRendered(t *testing.T, ns, image string) {
 	t.Helper()
 	ctx := context.Background()
 	d := &appsv1.Deployment{}
-	if err := get(ctx, d, ns, "podinfo"); err != nil {
+	if err := env.Get(ctx, d, ns, "podinfo"); err != nil {
 		t.Fatal(err)
 	}
 	if got := d.Annotations["e2e.afterhooks.dev/patched"]; got != "json6902" {
@@ -155,7 +155,7 @@ func wantPodinfoPostRendered(t *testing.T, ns, image string) {
 		t.Errorf("Deployment image %q, want %q", got, image)
 	}
 	svc := &corev1.Service{}
-	if err := get(ctx, svc, ns, "podinfo"); err != nil {
+	if err := env.Get(ctx, svc, ns, "podinfo"); err != nil {
 		t.Fatal(err)
 	}
 	if got := svc.Annotations["e2e.afterhooks.dev/patched"]; got != "strategic-merge" {
@@ -168,7 +168,7 @@ func wantPodinfoPostRendered(t *testing.T, ns, image string) {
 // change upgrades the release and relabels every object.
 func TestCommonMetadata(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	hr := podinfoRelease(ns, "podinfo", createHelmRepository(t, ns))
 	// A ServiceAccount too, so the release has more than two kinds.
 	hr.Spec.Values = jsonValues(t, `{"serviceAccount": {"enabled": true}}`)
@@ -176,7 +176,7 @@ func TestCommonMetadata(t *testing.T) {
 		Labels:      map[string]string{"e2e.afterhooks.dev/team": "blue"},
 		Annotations: map[string]string{"e2e.afterhooks.dev/owner": "platform"},
 	}
-	if err := env.client.Create(ctx, hr); err != nil {
+	if err := env.Client.Create(ctx, hr); err != nil {
 		t.Fatalf("creating HelmRelease: %v", err)
 	}
 	waitReady(t, hr, helmv2.InstallSucceededReason, 3*time.Minute)
@@ -216,7 +216,7 @@ func wantMetadataOnInventory(t *testing.T, hr *v2.HelmRelease, team, owner strin
 		}
 		obj := &unstructured.Unstructured{}
 		obj.SetGroupVersionKind(schema.GroupVersionKind{Group: parts[2], Version: e.Version, Kind: parts[3]})
-		if err := get(context.Background(), obj, parts[0], parts[1]); err != nil {
+		if err := env.Get(context.Background(), obj, parts[0], parts[1]); err != nil {
 			t.Fatalf("inventory object %s: %v", e.ID, err)
 		}
 		labels, annotations := obj.GetLabels(), obj.GetAnnotations()
@@ -234,7 +234,7 @@ func wantMetadataOnInventory(t *testing.T, hr *v2.HelmRelease, team, owner strin
 // the post renderer too.
 func TestPostRenderersWithAfterHooks(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	hr := podinfoRelease(ns, "podinfo", createHelmRepository(t, ns))
 	hr.Spec.Install = &v2.Install{WaitStrategy: v2.AfterHooks}
 	hr.Spec.Upgrade = &v2.Upgrade{WaitStrategy: v2.AfterHooks}
@@ -243,7 +243,7 @@ func TestPostRenderersWithAfterHooks(t *testing.T) {
 		Labels:      map[string]string{"e2e.afterhooks.dev/team": "blue"},
 		Annotations: map[string]string{"e2e.afterhooks.dev/owner": "platform"},
 	}
-	if err := env.client.Create(ctx, hr); err != nil {
+	if err := env.Client.Create(ctx, hr); err != nil {
 		t.Fatalf("creating HelmRelease: %v", err)
 	}
 	waitReady(t, hr, helmv2.InstallSucceededReason, 3*time.Minute)

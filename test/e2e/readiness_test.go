@@ -82,7 +82,7 @@ func TestReadyNeverLies(t *testing.T) {
 				oci := &sourcev1.OCIRepository{
 					ObjectMeta: metav1.ObjectMeta{Name: "mistagged", Namespace: ns},
 					Spec: sourcev1.OCIRepositorySpec{
-						URL:       env.charts.OCIRepositoryURL() + "/" + chart.Name,
+						URL:       env.Charts.OCIRepositoryURL() + "/" + chart.Name,
 						Reference: &sourcev1.OCIRepositoryRef{Tag: "9.9.9-" + ns},
 						Insecure:  true,
 						Interval:  metav1.Duration{Duration: time.Minute},
@@ -92,7 +92,7 @@ func TestReadyNeverLies(t *testing.T) {
 						},
 					},
 				}
-				if err := env.client.Create(context.Background(), oci); err != nil {
+				if err := env.Client.Create(context.Background(), oci); err != nil {
 					t.Fatal(err)
 				}
 				hr := remRelease(ns, "app", repo, chart.Name, chart.Version, "")
@@ -158,14 +158,14 @@ func TestReadyNeverLies(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ns := newNamespace(t)
+			ns := env.Namespace(t)
 			repo := createHelmRepository(t, ns)
 			hr := tc.release(t, ns, repo.Name)
 			remCreate(t, hr)
 			inMessage := tc.inMessage
 			inMessage = strings.ReplaceAll(inMessage, "%s", ns)
-			eventually(t, time.Minute, fmt.Sprintf("Ready=False/%s naming %q", tc.reason, inMessage), func(ctx context.Context) error {
-				if err := get(ctx, hr, ns, hr.Name); err != nil {
+			env.Eventually(t, time.Minute, fmt.Sprintf("Ready=False/%s naming %q", tc.reason, inMessage), func(ctx context.Context) error {
+				if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 					return err
 				}
 				if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, tc.reason); err != nil {
@@ -180,8 +180,8 @@ func TestReadyNeverLies(t *testing.T) {
 			if tc.event {
 				remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, tc.reason, inMessage)
 			}
-			consistently(t, 4*time.Second, "Ready never True while the cause stays", func(ctx context.Context) error {
-				if err := get(ctx, hr, ns, hr.Name); err != nil {
+			env.Consistently(t, 4*time.Second, "Ready never True while the cause stays", func(ctx context.Context) error {
+				if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 					return err
 				}
 				if conditions.IsTrue(hr, meta.ReadyCondition) {

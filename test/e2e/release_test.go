@@ -23,6 +23,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/test/chartserver"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // TestChartTemplateLifecycle installs podinfo from a chart template, checks
@@ -30,7 +31,7 @@ import (
 // chart version change, and uninstalls on deletion.
 func TestChartTemplateLifecycle(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 
 	hr := &v2.HelmRelease{
@@ -38,8 +39,8 @@ func TestChartTemplateLifecycle(t *testing.T) {
 		Spec: v2.HelmReleaseSpec{HelmReleaseSpec: helmv2.HelmReleaseSpec{
 			Interval: metav1.Duration{Duration: 10 * time.Minute},
 			Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
-				Chart:     env.podinfo.Name,
-				Version:   env.podinfo.Version,
+				Chart:     env.Podinfo.Name,
+				Version:   env.Podinfo.Version,
 				SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: repo.Name},
 				Interval:  &metav1.Duration{Duration: time.Minute},
 			}},
@@ -47,7 +48,7 @@ func TestChartTemplateLifecycle(t *testing.T) {
 		}},
 	}
 	created := time.Now()
-	if err := env.client.Create(ctx, hr); err != nil {
+	if err := env.Client.Create(ctx, hr); err != nil {
 		t.Fatalf("creating HelmRelease: %v", err)
 	}
 	waitReady(t, hr, helmv2.InstallSucceededReason, 3*time.Minute)
@@ -57,14 +58,14 @@ func TestChartTemplateLifecycle(t *testing.T) {
 		t.Errorf("status.helmChart = %q", hr.Status.HelmChart)
 	}
 	chart := &sourcev1.HelmChart{}
-	if err := get(ctx, chart, ns, ns+"-podinfo"); err != nil {
+	if err := env.Get(ctx, chart, ns, ns+"-podinfo"); err != nil {
 		t.Fatalf("HelmChart from the template: %v", err)
 	}
-	if chart.Spec.Chart != env.podinfo.Name || chart.Spec.Version != env.podinfo.Version || chart.Spec.SourceRef.Name != repo.Name {
+	if chart.Spec.Chart != env.Podinfo.Name || chart.Spec.Version != env.Podinfo.Version || chart.Spec.SourceRef.Name != repo.Name {
 		t.Errorf("HelmChart spec %+v does not follow the template", chart.Spec)
 	}
-	wantHistory(t, hr, 1, env.podinfo.Version)
-	if hr.Status.StorageNamespace != ns || hr.Status.LastAttemptedRevision != env.podinfo.Version ||
+	wantHistory(t, hr, 1, env.Podinfo.Version)
+	if hr.Status.StorageNamespace != ns || hr.Status.LastAttemptedRevision != env.Podinfo.Version ||
 		hr.Status.LastAttemptedReleaseAction != helmv2.ReleaseActionInstall {
 		t.Errorf("status: storageNamespace %q lastAttemptedRevision %q lastAttemptedReleaseAction %q",
 			hr.Status.StorageNamespace, hr.Status.LastAttemptedRevision, hr.Status.LastAttemptedReleaseAction)
@@ -76,7 +77,7 @@ func TestChartTemplateLifecycle(t *testing.T) {
 	t.Run("unchanged reconcile does nothing", func(t *testing.T) {
 		downloads := metricValue(t, "helm_controller_chart_downloads_total")
 		waitReconcileHandled(t, hr, requestReconcile(t, hr), time.Minute)
-		wantHistory(t, hr, 1, env.podinfo.Version)
+		wantHistory(t, hr, 1, env.Podinfo.Version)
 		if got := releaseRevisions(t, ns, "podinfo"); got != 1 {
 			t.Errorf("%d Helm revisions in storage, want 1", got)
 		}
@@ -88,12 +89,12 @@ func TestChartTemplateLifecycle(t *testing.T) {
 	t.Run("upgrade on values change", func(t *testing.T) {
 		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"replicaCount": 2}`) })
 		waitRevision(t, hr, helmv2.UpgradeSucceededReason, 2, 3*time.Minute)
-		wantHistory(t, hr, 2, env.podinfo.Version)
+		wantHistory(t, hr, 2, env.Podinfo.Version)
 		wantDeploymentReplicas(t, ns, "podinfo", 2)
 	})
 
 	t.Run("upgrade on chart version change", func(t *testing.T) {
-		next, err := env.charts.AddChart(sharedCharts+"/podinfo", chartserver.WithVersion(env.podinfo.Version+"-next"+strings.ReplaceAll(ns, "-", "")))
+		next, err := env.Charts.AddChart(framework.SharedChartsDir+"/podinfo", chartserver.WithVersion(env.Podinfo.Version+"-next"+strings.ReplaceAll(ns, "-", "")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,16 +109,16 @@ func TestChartTemplateLifecycle(t *testing.T) {
 	})
 
 	t.Run("uninstall on deletion", func(t *testing.T) {
-		if err := env.client.Delete(ctx, hr); err != nil {
+		if err := env.Client.Delete(ctx, hr); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 2*time.Minute, "HelmRelease gone", func(ctx context.Context) error { return gone(ctx, hr) })
+		env.Eventually(t, 2*time.Minute, "HelmRelease gone", func(ctx context.Context) error { return env.Gone(ctx, hr) })
 		if got := releaseRevisions(t, ns, "podinfo"); got != 0 {
 			t.Errorf("%d Helm revisions left in storage after uninstall", got)
 		}
-		eventually(t, time.Minute, "HelmChart garbage collected", func(ctx context.Context) error { return gone(ctx, chart) })
-		eventually(t, time.Minute, "Deployment removed", func(ctx context.Context) error {
-			return gone(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "podinfo"}})
+		env.Eventually(t, time.Minute, "HelmChart garbage collected", func(ctx context.Context) error { return env.Gone(ctx, chart) })
+		env.Eventually(t, time.Minute, "Deployment removed", func(ctx context.Context) error {
+			return env.Gone(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "podinfo"}})
 		})
 	})
 }
@@ -125,12 +126,12 @@ func TestChartTemplateLifecycle(t *testing.T) {
 // TestOCIChartRef installs podinfo from an OCIRepository via chartRef.
 func TestOCIChartRef(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := &sourcev1.OCIRepository{
 		ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: ns},
 		Spec: sourcev1.OCIRepositorySpec{
-			URL:       env.charts.OCIRepositoryURL() + "/" + env.podinfo.Name,
-			Reference: &sourcev1.OCIRepositoryRef{Tag: env.podinfo.Version},
+			URL:       env.Charts.OCIRepositoryURL() + "/" + env.Podinfo.Name,
+			Reference: &sourcev1.OCIRepositoryRef{Tag: env.Podinfo.Version},
 			Insecure:  true,
 			Interval:  metav1.Duration{Duration: time.Minute},
 			LayerSelector: &sourcev1.OCILayerSelector{
@@ -139,7 +140,7 @@ func TestOCIChartRef(t *testing.T) {
 			},
 		},
 	}
-	if err := env.client.Create(ctx, repo); err != nil {
+	if err := env.Client.Create(ctx, repo); err != nil {
 		t.Fatalf("creating OCIRepository: %v", err)
 	}
 	hr := &v2.HelmRelease{
@@ -149,17 +150,17 @@ func TestOCIChartRef(t *testing.T) {
 			ChartRef: &helmv2.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: repo.Name},
 		}},
 	}
-	if err := env.client.Create(ctx, hr); err != nil {
+	if err := env.Client.Create(ctx, hr); err != nil {
 		t.Fatalf("creating HelmRelease: %v", err)
 	}
 	waitReady(t, hr, helmv2.InstallSucceededReason, 3*time.Minute)
-	if err := get(ctx, repo, ns, repo.Name); err != nil {
+	if err := env.Get(ctx, repo, ns, repo.Name); err != nil {
 		t.Fatal(err)
 	}
 	// As upstream: the manifest digest pins the chart version, so a moved
 	// tag upgrades the release.
 	_, manifestDigest, _ := strings.Cut(repo.Status.Artifact.Revision, "@")
-	wantVersion := env.podinfo.Version + "+" + strings.TrimPrefix(manifestDigest, "sha256:")[:12]
+	wantVersion := env.Podinfo.Version + "+" + strings.TrimPrefix(manifestDigest, "sha256:")[:12]
 	wantHistory(t, hr, 1, wantVersion)
 	if d := hr.Status.History[0].OCIDigest; d != manifestDigest {
 		t.Errorf("snapshot ociDigest %q, want the manifest digest %q", d, manifestDigest)
@@ -179,8 +180,8 @@ func podinfoRelease(ns, name string, repo *sourcev1.HelmRepository) *v2.HelmRele
 		Spec: v2.HelmReleaseSpec{HelmReleaseSpec: helmv2.HelmReleaseSpec{
 			Interval: metav1.Duration{Duration: time.Hour},
 			Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
-				Chart:     env.podinfo.Name,
-				Version:   env.podinfo.Version,
+				Chart:     env.Podinfo.Name,
+				Version:   env.Podinfo.Version,
 				SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: repo.Name},
 			}},
 		}},
@@ -192,11 +193,11 @@ func createHelmRepository(t testing.TB, ns string) *sourcev1.HelmRepository {
 	repo := &sourcev1.HelmRepository{
 		ObjectMeta: metav1.ObjectMeta{Name: "local", Namespace: ns},
 		Spec: sourcev1.HelmRepositorySpec{
-			URL:      env.charts.HelmRepositoryURL(),
+			URL:      env.Charts.HelmRepositoryURL(),
 			Interval: metav1.Duration{Duration: time.Minute},
 		},
 	}
-	if err := env.client.Create(context.Background(), repo); err != nil {
+	if err := env.Client.Create(context.Background(), repo); err != nil {
 		t.Fatalf("creating HelmRepository: %v", err)
 	}
 	return repo
@@ -219,8 +220,8 @@ func waitReady(t *testing.T, hr *v2.HelmRelease, reason string, timeout time.Dur
 // written.
 func waitRevision(t *testing.T, hr *v2.HelmRelease, reason string, version int, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, fmt.Sprintf("HelmRelease Ready/%s at revision %d", reason, version), func(ctx context.Context) error {
-		if err := get(ctx, hr, hr.Namespace, hr.Name); err != nil {
+	env.Eventually(t, timeout, fmt.Sprintf("HelmRelease Ready/%s at revision %d", reason, version), func(ctx context.Context) error {
+		if err := env.Get(ctx, hr, hr.Namespace, hr.Name); err != nil {
 			return err
 		}
 		if hr.Status.ObservedGeneration != hr.Generation {
@@ -272,7 +273,7 @@ func wantInventory(t *testing.T, hr *v2.HelmRelease, ids ...string) {
 func wantDeploymentReplicas(t *testing.T, ns, name string, replicas int32) {
 	t.Helper()
 	d := &appsv1.Deployment{}
-	if err := get(context.Background(), d, ns, name); err != nil {
+	if err := env.Get(context.Background(), d, ns, name); err != nil {
 		t.Fatalf("Deployment %s: %v", name, err)
 	}
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != replicas {
@@ -287,9 +288,9 @@ func wantDeploymentReplicas(t *testing.T, ns, name string, replicas int32) {
 // revision metadata notification-controller reads.
 func wantEvent(t *testing.T, hr *v2.HelmRelease, reason string) {
 	t.Helper()
-	eventually(t, 30*time.Second, "event "+reason, func(ctx context.Context) error {
+	env.Eventually(t, 30*time.Second, "event "+reason, func(ctx context.Context) error {
 		var list corev1.EventList
-		if err := env.client.List(ctx, &list, client.InNamespace(hr.Namespace)); err != nil {
+		if err := env.Client.List(ctx, &list, client.InNamespace(hr.Namespace)); err != nil {
 			return err
 		}
 		for _, e := range list.Items {
@@ -317,8 +318,8 @@ func requestReconcile(t *testing.T, hr *v2.HelmRelease) string {
 // request token, leaving hr as last read.
 func waitReconcileHandled(t *testing.T, hr *v2.HelmRelease, token string, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, "reconcile request handled", func(ctx context.Context) error {
-		if err := get(ctx, hr, hr.Namespace, hr.Name); err != nil {
+	env.Eventually(t, timeout, "reconcile request handled", func(ctx context.Context) error {
+		if err := env.Get(ctx, hr, hr.Namespace, hr.Name); err != nil {
 			return err
 		}
 		if hr.Status.LastHandledReconcileAt != token {
@@ -331,7 +332,7 @@ func waitReconcileHandled(t *testing.T, hr *v2.HelmRelease, token string, timeou
 func requestSourceReconcile(t *testing.T, obj client.Object) {
 	t.Helper()
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, meta.ReconcileRequestAnnotation, strconv.FormatInt(time.Now().UnixNano(), 10))
-	if err := env.client.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+	if err := env.Client.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		t.Fatalf("requesting a reconcile of %s: %v", obj.GetName(), err)
 	}
 }
@@ -340,7 +341,7 @@ func requestSourceReconcile(t *testing.T, obj client.Object) {
 func releaseRevisions(t *testing.T, ns, release string) int {
 	t.Helper()
 	var list corev1.SecretList
-	if err := env.client.List(context.Background(), &list, client.InNamespace(ns),
+	if err := env.Client.List(context.Background(), &list, client.InNamespace(ns),
 		client.MatchingLabels{"owner": "helm", "name": release}); err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +351,7 @@ func releaseRevisions(t *testing.T, ns, release string) int {
 // metricValue sums the samples of a metric on the controller's endpoint.
 func metricValue(t *testing.T, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(env.controller.metricsURL)
+	resp, err := http.Get(env.Controller.MetricsURL())
 	if err != nil {
 		t.Fatalf("scraping metrics: %v", err)
 	}
@@ -385,7 +386,7 @@ func metricValue(t *testing.T, name string) float64 {
 // waiting for the interval; an unlabelled one does not.
 func TestValuesFromWatchedConfigMap(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	watched := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "watched", Namespace: ns, Labels: map[string]string{"reconcile.fluxcd.io/watch": "Enabled"}},
@@ -396,7 +397,7 @@ func TestValuesFromWatchedConfigMap(t *testing.T) {
 		Data:       map[string]string{"values.yaml": "podAnnotations:\n  team: a\n"},
 	}
 	for _, cm := range []*corev1.ConfigMap{watched, unwatched} {
-		if err := env.client.Create(ctx, cm); err != nil {
+		if err := env.Client.Create(ctx, cm); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -405,17 +406,17 @@ func TestValuesFromWatchedConfigMap(t *testing.T) {
 		{Kind: "ConfigMap", Name: "watched"},
 		{Kind: "ConfigMap", Name: "unwatched"},
 	}
-	if err := env.client.Create(ctx, hr); err != nil {
+	if err := env.Client.Create(ctx, hr); err != nil {
 		t.Fatal(err)
 	}
 	waitRevision(t, hr, helmv2.InstallSucceededReason, 1, 2*time.Minute)
 
 	// Unlabelled: nothing happens (the interval is an hour).
 	unwatched.Data["values.yaml"] = "podAnnotations:\n  team: b\n"
-	if err := env.client.Update(ctx, unwatched); err != nil {
+	if err := env.Client.Update(ctx, unwatched); err != nil {
 		t.Fatal(err)
 	}
-	consistently(t, 5*time.Second, "an unwatched ConfigMap change is ignored", func(ctx context.Context) error {
+	env.Consistently(t, 5*time.Second, "an unwatched ConfigMap change is ignored", func(ctx context.Context) error {
 		if n := releaseRevisions(t, ns, "podinfo"); n != 1 {
 			return fmt.Errorf("%d revisions", n)
 		}
@@ -423,7 +424,7 @@ func TestValuesFromWatchedConfigMap(t *testing.T) {
 	})
 
 	watched.Data["values.yaml"] = "replicaCount: 3\n"
-	if err := env.client.Update(ctx, watched); err != nil {
+	if err := env.Client.Update(ctx, watched); err != nil {
 		t.Fatal(err)
 	}
 	waitRevision(t, hr, helmv2.UpgradeSucceededReason, 2, time.Minute)
@@ -434,7 +435,7 @@ func TestValuesFromWatchedConfigMap(t *testing.T) {
 // installs once that one is Ready.
 func TestDependsOn(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	newHR := func(name string, dependsOn ...string) *v2.HelmRelease {
 		hr := podinfoRelease(ns, name, repo)
@@ -445,11 +446,11 @@ func TestDependsOn(t *testing.T) {
 	}
 
 	frontend := newHR("frontend", "backend")
-	if err := env.client.Create(ctx, frontend); err != nil {
+	if err := env.Client.Create(ctx, frontend); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "frontend waits for backend", func(ctx context.Context) error {
-		if err := get(ctx, frontend, ns, frontend.Name); err != nil {
+	env.Eventually(t, time.Minute, "frontend waits for backend", func(ctx context.Context) error {
+		if err := env.Get(ctx, frontend, ns, frontend.Name); err != nil {
 			return err
 		}
 		c := conditions.Get(frontend, meta.ReadyCondition)
@@ -463,7 +464,7 @@ func TestDependsOn(t *testing.T) {
 	}
 
 	backend := newHR("backend")
-	if err := env.client.Create(ctx, backend); err != nil {
+	if err := env.Client.Create(ctx, backend); err != nil {
 		t.Fatal(err)
 	}
 	waitReady(t, backend, helmv2.InstallSucceededReason, 2*time.Minute)
@@ -480,17 +481,17 @@ func TestDependsOn(t *testing.T) {
 func TestDeleteSuspended(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	hr := podinfoRelease(ns, "podinfo", repo)
 	remCreate(t, hr)
 	waitReady(t, hr, helmv2.InstallSucceededReason, 2*time.Minute)
 	setSuspend(t, hr, true)
-	if err := env.client.Delete(ctx, hr); err != nil {
+	if err := env.Client.Delete(ctx, hr); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "HelmRelease gone", func(ctx context.Context) error { return gone(ctx, hr) })
-	if err := get(ctx, &sourcev1.HelmChart{}, ns, ns+"-podinfo"); err != nil {
+	env.Eventually(t, time.Minute, "HelmRelease gone", func(ctx context.Context) error { return env.Gone(ctx, hr) })
+	if err := env.Get(ctx, &sourcev1.HelmChart{}, ns, ns+"-podinfo"); err != nil {
 		t.Errorf("HelmChart of the suspended HelmRelease: %v (want it left in place)", err)
 	}
 	if n := releaseRevisions(t, ns, "podinfo"); n != 1 {

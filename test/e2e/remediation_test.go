@@ -45,7 +45,7 @@ const remSimFail = "sim.afterhooks.io/fail"
 // values start counting afresh and install.
 func TestInstallFailureUninstallRemediation(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	hr := remPodinfo(ns, "podinfo", repo.Name, remCrashloopValues)
 	hr.Spec.Install = &v2.Install{Install: helmv2.Install{
@@ -55,8 +55,8 @@ func TestInstallFailureUninstallRemediation(t *testing.T) {
 	remCreate(t, hr)
 
 	remStep(t, "first-failure-uninstalled", func(t *testing.T) {
-		eventually(t, time.Minute, "first install failure remediated by uninstall", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Eventually(t, time.Minute, "first install failure remediated by uninstall", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			if hr.Status.InstallFailures != 1 {
@@ -78,8 +78,8 @@ func TestInstallFailureUninstallRemediation(t *testing.T) {
 	})
 
 	remStep(t, "retries-exhausted", func(t *testing.T) {
-		eventually(t, time.Minute, "HelmRelease stalled after the retry failed", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Eventually(t, time.Minute, "HelmRelease stalled after the retry failed", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			if err := remCondition(hr, meta.StalledCondition, metav1.ConditionTrue, "RetriesExceeded"); err != nil {
@@ -114,8 +114,8 @@ func TestInstallFailureUninstallRemediation(t *testing.T) {
 		before := remStorage(t, ns, "podinfo")
 		token := requestReconcile(t, hr)
 		waitReconcileHandled(t, hr, token, 30*time.Second)
-		consistently(t, 4*time.Second, "a stalled release is not retried", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Consistently(t, 4*time.Second, "a stalled release is not retried", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			if hr.Status.InstallFailures != 2 {
@@ -157,7 +157,7 @@ func TestInstallFailureUninstallRemediation(t *testing.T) {
 // become ready; the failed upgrade is rolled back to the previous release.
 func TestUpgradeFailureRollback(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	hr := remPodinfo(ns, "podinfo", repo.Name, `{"replicaCount":1}`)
 	hr.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{
@@ -172,8 +172,8 @@ func TestUpgradeFailureRollback(t *testing.T) {
 	installed := *hr.Status.History.Latest()
 
 	patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, remCrashloopValues) })
-	eventually(t, time.Minute, "failed upgrade rolled back", func(ctx context.Context) error {
-		if err := get(ctx, hr, ns, hr.Name); err != nil {
+	env.Eventually(t, time.Minute, "failed upgrade rolled back", func(ctx context.Context) error {
+		if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 			return err
 		}
 		if err := remCondition(hr, helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.RollbackSucceededReason); err != nil {
@@ -220,9 +220,9 @@ func TestUpgradeFailureRollback(t *testing.T) {
 	if stored[1].Release.Info.Status == "deployed" {
 		t.Errorf("the failed upgrade v2 is still deployed in storage")
 	}
-	eventually(t, 30*time.Second, "rolled back Deployment available", func(ctx context.Context) error {
+	env.Eventually(t, 30*time.Second, "rolled back Deployment available", func(ctx context.Context) error {
 		d := &appsv1.Deployment{}
-		if err := get(ctx, d, ns, "podinfo"); err != nil {
+		if err := env.Get(ctx, d, ns, "podinfo"); err != nil {
 			return err
 		}
 		if v, ok := d.Spec.Template.Annotations[remSimFail]; ok {
@@ -235,7 +235,7 @@ func TestUpgradeFailureRollback(t *testing.T) {
 	})
 	remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, helmv2.UpgradeFailedReason, "")
 	remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, helmv2.RollbackSucceededReason, "")
-	consistently(t, 3*time.Second, "no upgrade after the remediated last failure", func(ctx context.Context) error {
+	env.Consistently(t, 3*time.Second, "no upgrade after the remediated last failure", func(ctx context.Context) error {
 		return remSameStorage(t, ns, "podinfo", stored)
 	})
 }
@@ -244,7 +244,7 @@ func TestUpgradeFailureRollback(t *testing.T) {
 // instead of remediating it, and installs once the values are fixed.
 func TestInstallRetryOnFailure(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	hr := remPodinfo(ns, "podinfo", repo.Name, remCrashloopValues)
 	hr.Spec.Install = &v2.Install{Install: helmv2.Install{
@@ -270,8 +270,8 @@ func TestInstallRetryOnFailure(t *testing.T) {
 	}
 	var firstFailed int
 	remStep(t, "failure-not-remediated", func(t *testing.T) {
-		eventually(t, time.Minute, "install failed", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Eventually(t, time.Minute, "install failed", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason); err != nil {
@@ -293,8 +293,8 @@ func TestInstallRetryOnFailure(t *testing.T) {
 	remStep(t, "failure-retried", func(t *testing.T) {
 		// Wait for the retry to have failed and been recorded, so that the
 		// values change below lands between two attempts.
-		eventually(t, time.Minute, "install retried over the failed release", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Eventually(t, time.Minute, "install retried over the failed release", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			if err := noRemediation(ctx); err != nil {
@@ -324,8 +324,8 @@ func TestInstallRetryOnFailure(t *testing.T) {
 
 	remStep(t, "fixed-values-install", func(t *testing.T) {
 		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"replicaCount":1}`) })
-		eventually(t, time.Minute, "fixed release Ready", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Eventually(t, time.Minute, "fixed release Ready", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			if hr.Status.LastAttemptedGeneration != hr.Generation {
@@ -401,8 +401,8 @@ func TestHelmTests(t *testing.T) {
 			name:         "failing-test-remediated",
 			failingChart: true,
 			check: func(t *testing.T, hr *v2.HelmRelease) {
-				eventually(t, time.Minute, "failed test remediated", func(ctx context.Context) error {
-					if err := get(ctx, hr, hr.Namespace, hr.Name); err != nil {
+				env.Eventually(t, time.Minute, "failed test remediated", func(ctx context.Context) error {
+					if err := env.Get(ctx, hr, hr.Namespace, hr.Name); err != nil {
 						return err
 					}
 					if err := remCondition(hr, helmv2.TestSuccessCondition, metav1.ConditionFalse, helmv2.TestFailedReason); err != nil {
@@ -443,8 +443,8 @@ func TestHelmTests(t *testing.T) {
 			failingChart:   true,
 			ignoreFailures: true,
 			check: func(t *testing.T, hr *v2.HelmRelease) {
-				eventually(t, time.Minute, "Ready despite the failed test", func(ctx context.Context) error {
-					if err := get(ctx, hr, hr.Namespace, hr.Name); err != nil {
+				env.Eventually(t, time.Minute, "Ready despite the failed test", func(ctx context.Context) error {
+					if err := env.Get(ctx, hr, hr.Namespace, hr.Name); err != nil {
 						return err
 					}
 					if hr.Status.ObservedGeneration != hr.Generation {
@@ -479,7 +479,7 @@ func TestHelmTests(t *testing.T) {
 				if len(stored) != 1 || stored[0].Release.Info.Status != "deployed" {
 					t.Errorf("Helm storage: %s, want one deployed release", remDescribe(stored))
 				}
-				consistently(t, 2*time.Second, "no remediation of ignored test failures", func(ctx context.Context) error {
+				env.Consistently(t, 2*time.Second, "no remediation of ignored test failures", func(ctx context.Context) error {
 					return remSameStorage(t, hr.Namespace, hr.Name, stored)
 				})
 			},
@@ -488,7 +488,7 @@ func TestHelmTests(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ns := newNamespace(t)
+			ns := env.Namespace(t)
 			var hr *v2.HelmRelease
 			if tc.failingChart {
 				chart := remPublish(t, "e2e-tests", "0.1.0", ns, chartserver.WithValues(map[string]any{"testFail": true}))
@@ -520,7 +520,7 @@ func TestResetAndForceRequests(t *testing.T) {
 
 	t.Run("reset-retries-stalled-release", func(t *testing.T) {
 		t.Parallel()
-		ns := newNamespace(t)
+		ns := env.Namespace(t)
 		repo := createHelmRepository(t, ns)
 		// The pods need a Secret that does not exist yet: the install times
 		// out, and with no retries the release stalls.
@@ -531,8 +531,8 @@ func TestResetAndForceRequests(t *testing.T) {
 			Remediation: &helmv2.InstallRemediation{Retries: 0},
 		}}
 		remCreate(t, hr)
-		eventually(t, time.Minute, "install retries exhausted", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Eventually(t, time.Minute, "install retries exhausted", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			if err := remCondition(hr, meta.StalledCondition, metav1.ConditionTrue, "RetriesExceeded"); err != nil {
@@ -553,7 +553,7 @@ func TestResetAndForceRequests(t *testing.T) {
 
 		// What the pods were missing appears, but a stalled release is not
 		// retried by an ordinary reconcile request.
-		if err := env.client.Create(context.Background(), &corev1.Secret{
+		if err := env.Client.Create(context.Background(), &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
 			StringData: map[string]string{"password": "s3cret"},
 		}); err != nil {
@@ -563,8 +563,8 @@ func TestResetAndForceRequests(t *testing.T) {
 		// Every reconcile drops Stalled while it runs (Reconciling=True);
 		// judge the state once the request has been handled.
 		waitReconcileHandled(t, hr, token, 30*time.Second)
-		consistently(t, 4*time.Second, "stalled release left alone without a reset", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Consistently(t, 4*time.Second, "stalled release left alone without a reset", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			if err := remCondition(hr, meta.StalledCondition, metav1.ConditionTrue, "RetriesExceeded"); err != nil {
@@ -575,8 +575,8 @@ func TestResetAndForceRequests(t *testing.T) {
 
 		reset := strconv.FormatInt(time.Now().UnixNano(), 10)
 		remAnnotate(t, hr, map[string]string{meta.ReconcileRequestAnnotation: reset, helmv2.ResetRequestAnnotation: reset})
-		eventually(t, time.Minute, "reset release installed", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Eventually(t, time.Minute, "reset release installed", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			if hr.Status.LastHandledResetAt != reset {
@@ -599,7 +599,7 @@ func TestResetAndForceRequests(t *testing.T) {
 
 	t.Run("force-upgrades-in-sync-release", func(t *testing.T) {
 		t.Parallel()
-		ns := newNamespace(t)
+		ns := env.Namespace(t)
 		repo := createHelmRepository(t, ns)
 		hr := remPodinfo(ns, "podinfo", repo.Name, `{"replicaCount":1}`)
 		remCreate(t, hr)
@@ -618,8 +618,8 @@ func TestResetAndForceRequests(t *testing.T) {
 
 		force := strconv.FormatInt(time.Now().UnixNano(), 10)
 		remAnnotate(t, hr, map[string]string{meta.ReconcileRequestAnnotation: force, meta.ForceRequestAnnotation: force})
-		eventually(t, time.Minute, "forced upgrade done", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Eventually(t, time.Minute, "forced upgrade done", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			if hr.Status.LastHandledForceAt != force {
@@ -674,7 +674,7 @@ func remStep(t *testing.T, name string, f func(t *testing.T)) {
 func remPublish(t *testing.T, dir, base, ns string, opts ...chartserver.Option) chartserver.ChartRef {
 	t.Helper()
 	opts = append(opts, chartserver.WithVersion(base+"-"+ns))
-	ref, err := env.charts.AddChart(filepath.Join(remTestdata, dir), opts...)
+	ref, err := env.Charts.AddChart(filepath.Join(remTestdata, dir), opts...)
 	if err != nil {
 		t.Fatalf("publishing %s: %v", dir, err)
 	}
@@ -709,8 +709,8 @@ func remRelease(ns, name, repo, chart, version, values string) *v2.HelmRelease {
 // seen before the history that goes with it.
 func remWaitReady(t *testing.T, hr *v2.HelmRelease, reason string, version int) {
 	t.Helper()
-	eventually(t, time.Minute, fmt.Sprintf("HelmRelease %s Ready/%s at revision %d", hr.Name, reason, version), func(ctx context.Context) error {
-		if err := get(ctx, hr, hr.Namespace, hr.Name); err != nil {
+	env.Eventually(t, time.Minute, fmt.Sprintf("HelmRelease %s Ready/%s at revision %d", hr.Name, reason, version), func(ctx context.Context) error {
+		if err := env.Get(ctx, hr, hr.Namespace, hr.Name); err != nil {
 			return err
 		}
 		if hr.Status.ObservedGeneration != hr.Generation || hr.Status.LastAttemptedGeneration != hr.Generation {
@@ -732,12 +732,12 @@ func remWaitReady(t *testing.T, hr *v2.HelmRelease, reason string, version int) 
 }
 
 func remPodinfo(ns, name, repo, values string) *v2.HelmRelease {
-	return remRelease(ns, name, repo, env.podinfo.Name, env.podinfo.Version, values)
+	return remRelease(ns, name, repo, env.Podinfo.Name, env.Podinfo.Version, values)
 }
 
 func remCreate(t *testing.T, hr *v2.HelmRelease) {
 	t.Helper()
-	if err := env.client.Create(context.Background(), hr); err != nil {
+	if err := env.Client.Create(context.Background(), hr); err != nil {
 		t.Fatalf("creating HelmRelease %s: %v", hr.Name, err)
 	}
 }
@@ -793,7 +793,7 @@ type remStored struct {
 func remStorage(t *testing.T, ns, release string) []remStored {
 	t.Helper()
 	var list corev1.SecretList
-	if err := env.client.List(context.Background(), &list, client.InNamespace(ns),
+	if err := env.Client.List(context.Background(), &list, client.InNamespace(ns),
 		client.MatchingLabels{"owner": "helm", "name": release}); err != nil {
 		t.Fatal(err)
 	}
@@ -859,7 +859,7 @@ func remSameStorage(t *testing.T, ns, release string, before []remStored) error 
 func remPodTemplateAnnotations(t *testing.T, ns, name string) map[string]string {
 	t.Helper()
 	d := &appsv1.Deployment{}
-	if err := get(context.Background(), d, ns, name); err != nil {
+	if err := env.Get(context.Background(), d, ns, name); err != nil {
 		t.Fatalf("Deployment %s: %v", name, err)
 	}
 	return d.Spec.Template.Annotations
@@ -872,7 +872,7 @@ func remAnnotate(t *testing.T, hr *v2.HelmRelease, annotations map[string]string
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := env.client.Patch(context.Background(), hr, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	if err := env.Client.Patch(context.Background(), hr, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatalf("annotating HelmRelease %s: %v", hr.Name, err)
 	}
 }
@@ -880,7 +880,7 @@ func remAnnotate(t *testing.T, hr *v2.HelmRelease, annotations map[string]string
 // remEvents lists the events of the HelmRelease name in ns.
 func remEvents(ctx context.Context, ns, name string) ([]corev1.Event, error) {
 	var list corev1.EventList
-	if err := env.client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+	if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return nil, err
 	}
 	var out []corev1.Event
@@ -896,7 +896,7 @@ func remEvents(ctx context.Context, ns, name string) ([]corev1.Event, error) {
 // contains the given text.
 func remWantEvent(t *testing.T, ns, name, eventType, reason, contains string) {
 	t.Helper()
-	eventually(t, 30*time.Second, fmt.Sprintf("%s event %s", eventType, reason), func(ctx context.Context) error {
+	env.Eventually(t, 30*time.Second, fmt.Sprintf("%s event %s", eventType, reason), func(ctx context.Context) error {
 		events, err := remEvents(ctx, ns, name)
 		if err != nil {
 			return err

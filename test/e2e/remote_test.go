@@ -19,6 +19,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/test/cluster"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // TestRemoteCluster deploys podinfo from a HelmRelease in the e2e cluster
@@ -36,7 +37,7 @@ import (
 func TestRemoteCluster(t *testing.T) {
 	t.Parallel()
 	remote, remoteClient := startRemoteCluster(t)
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	if err := remoteClient.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatalf("creating namespace %s in the remote cluster: %v", ns, err)
 	}
@@ -73,10 +74,10 @@ func TestRemoteCluster(t *testing.T) {
 		remoteWaitNotReady(t, bad, "RESTClientError", "--insecure-kubeconfig-exec")
 
 		// Nothing was released: the deletion has nothing to uninstall.
-		if err := env.client.Delete(context.Background(), bad); err != nil {
+		if err := env.Client.Delete(context.Background(), bad); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, time.Minute, "HelmRelease with a bad kubeconfig deleted", func(ctx context.Context) error { return gone(ctx, bad) })
+		env.Eventually(t, time.Minute, "HelmRelease with a bad kubeconfig deleted", func(ctx context.Context) error { return env.Gone(ctx, bad) })
 	})
 
 	waitReady(t, hr, helmv2.InstallSucceededReason, 5*time.Minute)
@@ -91,7 +92,7 @@ func TestRemoteCluster(t *testing.T) {
 		if d.Status.ReadyReplicas < 1 {
 			t.Errorf("remote Deployment has %d ready replicas after Ready", d.Status.ReadyReplicas)
 		}
-		if err := get(ctx, &appsv1.Deployment{}, ns, hr.Name); !apierrors.IsNotFound(err) {
+		if err := env.Get(ctx, &appsv1.Deployment{}, ns, hr.Name); !apierrors.IsNotFound(err) {
 			t.Errorf("Deployment on the controller's cluster: err = %v, want NotFound", err)
 		}
 		if n := remoteReleaseSecrets(t, remoteClient, ns, hr.Name); n != 1 {
@@ -101,7 +102,7 @@ func TestRemoteCluster(t *testing.T) {
 			t.Errorf("%d Helm storage Secrets on the controller's cluster, want 0", n)
 		}
 		// The chart comes from the controller's cluster.
-		if err := get(ctx, &sourcev1.HelmChart{}, ns, ns+"-"+hr.Name); err != nil {
+		if err := env.Get(ctx, &sourcev1.HelmChart{}, ns, ns+"-"+hr.Name); err != nil {
 			t.Errorf("HelmChart on the controller's cluster: %v", err)
 		}
 		if err := remoteClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns + "-" + hr.Name}, &sourcev1.HelmChart{}); err == nil {
@@ -114,10 +115,10 @@ func TestRemoteCluster(t *testing.T) {
 	})
 
 	t.Run("deleting uninstalls from the remote cluster", func(t *testing.T) {
-		if err := env.client.Delete(context.Background(), hr); err != nil {
+		if err := env.Client.Delete(context.Background(), hr); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 2*time.Minute, "HelmRelease gone", func(ctx context.Context) error { return gone(ctx, hr) })
+		env.Eventually(t, 2*time.Minute, "HelmRelease gone", func(ctx context.Context) error { return env.Gone(ctx, hr) })
 		ctx := context.Background()
 		err := remoteClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: hr.Name}, &appsv1.Deployment{})
 		if !apierrors.IsNotFound(err) {
@@ -130,13 +131,13 @@ func TestRemoteCluster(t *testing.T) {
 
 	t.Run("deleting without the kubeconfig leaves the remote release", func(t *testing.T) {
 		ctx := context.Background()
-		if err := env.client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orphan-kubeconfig"}}); err != nil {
+		if err := env.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orphan-kubeconfig"}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := env.client.Delete(ctx, orphan); err != nil {
+		if err := env.Client.Delete(ctx, orphan); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, time.Minute, "HelmRelease gone without its kubeconfig", func(ctx context.Context) error { return gone(ctx, orphan) })
+		env.Eventually(t, time.Minute, "HelmRelease gone without its kubeconfig", func(ctx context.Context) error { return env.Gone(ctx, orphan) })
 		if err := remoteClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: orphan.Name}, &appsv1.Deployment{}); err != nil {
 			t.Errorf("remote Deployment of the orphaned release: %v (want it left in place)", err)
 		}
@@ -167,7 +168,7 @@ func startOwnCluster(t *testing.T, opts cluster.Options) (*cluster.Cluster, clie
 		}
 	})
 	t.Logf("%s cluster ready in %s at %s", opts.Name, time.Since(start).Round(time.Millisecond), c.APIServerURL())
-	cl, err := client.New(c.RESTConfig(), client.Options{Scheme: newScheme()})
+	cl, err := client.New(c.RESTConfig(), client.Options{Scheme: framework.NewScheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func startOwnCluster(t *testing.T, opts cluster.Options) (*cluster.Cluster, clie
 func createSecret(t *testing.T, ns, name string, data map[string][]byte) {
 	t.Helper()
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}
-	if err := env.client.Create(context.Background(), s); err != nil {
+	if err := env.Client.Create(context.Background(), s); err != nil {
 		t.Fatalf("creating Secret %s: %v", name, err)
 	}
 }
@@ -186,8 +187,8 @@ func createSecret(t *testing.T, ns, name string, data map[string][]byte) {
 // containing msg, for the HelmRelease's current generation.
 func remoteWaitNotReady(t *testing.T, hr *v2.HelmRelease, reason, msg string) {
 	t.Helper()
-	eventually(t, time.Minute, fmt.Sprintf("Ready=False/%s naming %q", reason, msg), func(ctx context.Context) error {
-		if err := get(ctx, hr, hr.Namespace, hr.Name); err != nil {
+	env.Eventually(t, time.Minute, fmt.Sprintf("Ready=False/%s naming %q", reason, msg), func(ctx context.Context) error {
+		if err := env.Get(ctx, hr, hr.Namespace, hr.Name); err != nil {
 			return err
 		}
 		if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, reason); err != nil {

@@ -27,7 +27,7 @@ import (
 // log line, event, HelmRelease status or metric.
 func TestSecretValuesNeverLeak(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	ctx := context.Background()
 	sentinel := "s3ntinel-" + rand.String(12)
 
@@ -51,7 +51,7 @@ func TestSecretValuesNeverLeak(t *testing.T) {
 			"comma": "first," + sentinel,
 		},
 	}
-	if err := env.client.Create(ctx, secret); err != nil {
+	if err := env.Client.Create(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
 
@@ -81,8 +81,8 @@ func TestSecretValuesNeverLeak(t *testing.T) {
 	}
 	for _, tc := range cases {
 		hr := tc.hr
-		eventually(t, 3*time.Minute, "HelmRelease "+hr.Name+" settles", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Eventually(t, 3*time.Minute, "HelmRelease "+hr.Name+" settles", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			ready := conditions.Get(hr, meta.ReadyCondition)
@@ -101,7 +101,7 @@ func TestSecretValuesNeverLeak(t *testing.T) {
 	var leaks []string
 	for _, tc := range cases {
 		hr := tc.hr
-		if err := get(ctx, hr, ns, hr.Name); err != nil {
+		if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 			t.Fatal(err)
 		}
 		status, err := json.Marshal(hr.Status)
@@ -113,7 +113,7 @@ func TestSecretValuesNeverLeak(t *testing.T) {
 		}
 	}
 	var events corev1.EventList
-	if err := env.client.List(ctx, &events, client.InNamespace(ns)); err != nil {
+	if err := env.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range events.Items {
@@ -124,7 +124,7 @@ func TestSecretValuesNeverLeak(t *testing.T) {
 	if strings.Contains(scrapeMetrics(t), sentinel) {
 		leaks = append(leaks, "metrics")
 	}
-	logData, err := os.ReadFile(env.controller.logPath)
+	logData, err := os.ReadFile(env.Controller.LogPath())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // leaseNamespace is RUNTIME_NAMESPACE of the controllers startController runs.
@@ -35,7 +36,7 @@ type shardController struct {
 func startShard(t *testing.T, shard string, args ...string) *shardController {
 	t.Helper()
 	// Leader election needs the Lease namespace.
-	err := env.client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: leaseNamespace}})
+	err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: leaseNamespace}})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("creating the lease namespace: %v", err)
 	}
@@ -48,7 +49,7 @@ func startShard(t *testing.T, shard string, args ...string) *shardController {
 // deployment would, so the test can see each shard's Lease.
 func (c *shardController) start(t *testing.T) {
 	t.Helper()
-	p, err := startController(env.binary, env.cluster.Kubeconfig(), c.log, append([]string{
+	p, err := startController(env.Binary, env.Cluster.Kubeconfig(), c.log, append([]string{
 		"--watch-label-selector=" + crashShardLabel + "=" + c.shard,
 		"--enable-leader-election=true"}, c.args...)...)
 	if err != nil {
@@ -71,7 +72,7 @@ func (c *shardController) logText(t *testing.T) string {
 // other's, and each holds a Lease of its own.
 func TestSharding(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 
 	shards := map[string]*shardController{}
@@ -86,13 +87,13 @@ func TestSharding(t *testing.T) {
 		// Uninstall while the shard controllers still run, so the
 		// finalizers go, then stop them.
 		for shard, hr := range releases {
-			_ = env.client.Delete(context.Background(), hr)
+			_ = env.Client.Delete(context.Background(), hr)
 			deadline := time.Now().Add(time.Minute)
-			for time.Now().Before(deadline) && gone(context.Background(), hr) != nil {
+			for time.Now().Before(deadline) && env.Gone(context.Background(), hr) != nil {
 				if shards[shard].proc.running() != nil {
 					shards[shard].start(t)
 				}
-				time.Sleep(pollInterval)
+				time.Sleep(framework.PollInterval)
 			}
 		}
 		for shard, c := range shards {
@@ -110,7 +111,7 @@ func TestSharding(t *testing.T) {
 	})
 
 	for _, hr := range releases {
-		if err := env.client.Create(ctx, hr); err != nil {
+		if err := env.Client.Create(ctx, hr); err != nil {
 			t.Fatalf("creating %s: %v", hr.Name, err)
 		}
 	}
@@ -125,8 +126,8 @@ func TestSharding(t *testing.T) {
 			selector := crashShardLabel + "=" + shard
 			name := fmt.Sprintf("helm-controller-leader-election-%x", sha256.Sum256([]byte(selector)))[:len("helm-controller-leader-election-")+8]
 			lease := &coordinationv1.Lease{}
-			eventually(t, time.Minute, "Lease "+name+" held", func(ctx context.Context) error {
-				if err := get(ctx, lease, leaseNamespace, name); err != nil {
+			env.Eventually(t, time.Minute, "Lease "+name+" held", func(ctx context.Context) error {
+				if err := env.Get(ctx, lease, leaseNamespace, name); err != nil {
 					return err
 				}
 				if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
@@ -152,7 +153,7 @@ func TestSharding(t *testing.T) {
 				}
 			}
 		}
-		if log, err := os.ReadFile(env.controller.logPath); err != nil {
+		if log, err := os.ReadFile(env.Controller.LogPath()); err != nil {
 			t.Errorf("reading the shared controller log: %v", err)
 		} else if strings.Contains(string(log), ns) {
 			t.Errorf("the shared controller (selector !%s) acted in %s", crashShardLabel, ns)
@@ -167,9 +168,9 @@ func TestSharding(t *testing.T) {
 		token2 := requestReconcile(t, releases["shard2"])
 		waitReconcileHandled(t, releases["shard1"], token1, time.Minute)
 		// shard1 has handled its request; nobody may handle shard2's.
-		consistently(t, 10*time.Second, "shard2's reconcile request stays unhandled without shard2", func(ctx context.Context) error {
+		env.Consistently(t, 10*time.Second, "shard2's reconcile request stays unhandled without shard2", func(ctx context.Context) error {
 			hr := &v2.HelmRelease{}
-			if err := get(ctx, hr, ns, releases["shard2"].Name); err != nil {
+			if err := env.Get(ctx, hr, ns, releases["shard2"].Name); err != nil {
 				return err
 			}
 			if hr.Status.LastHandledReconcileAt == token2 {
@@ -184,7 +185,7 @@ func TestSharding(t *testing.T) {
 
 	// Objects of both shards stayed where their controllers put them.
 	var list v2.HelmReleaseList
-	if err := env.client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+	if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	for _, hr := range list.Items {

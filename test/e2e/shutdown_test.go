@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // TestGracefulShutdown stops a controller in the middle of an install (Helm
@@ -22,7 +23,7 @@ import (
 // graceful-shutdown timeout, and Helm has marked the interrupted revision
 // failed: nothing is left pending for the next controller to unlock.
 func TestGracefulShutdown(t *testing.T) {
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	for _, how := range []string{"sigterm", "oomwatch"} {
 		t.Run(how, func(t *testing.T) {
@@ -42,7 +43,7 @@ func TestGracefulShutdown(t *testing.T) {
 			t.Cleanup(func() { cleanupShard(t, ctl, hr) })
 			remCreate(t, hr)
 
-			eventually(t, 2*time.Minute, hr.Name+".v1 pending-install (Helm waiting for the pods)", func(ctx context.Context) error {
+			env.Eventually(t, 2*time.Minute, hr.Name+".v1 pending-install (Helm waiting for the pods)", func(ctx context.Context) error {
 				if err := ctl.proc.running(); err != nil {
 					t.Fatalf("controller: %v", err)
 				}
@@ -88,21 +89,21 @@ func TestGracefulShutdown(t *testing.T) {
 					}
 				}
 			}
-			if err := get(context.Background(), hr, ns, hr.Name); err == nil {
+			if err := env.Get(context.Background(), hr, ns, hr.Name); err == nil {
 				t.Logf("HelmRelease after the shutdown: %s; history %s", remConditions(hr), remSnapshots(hr.Status.History))
 			}
 
 			// The next controller takes the failed revision over without help.
 			ctl.args = removeFlagPrefix(ctl.args, "--feature-gates=OOMWatch")
 			ctl.start(t)
-			eventually(t, 3*time.Minute, hr.Name+" Ready after the restart", func(ctx context.Context) error {
+			env.Eventually(t, 3*time.Minute, hr.Name+" Ready after the restart", func(ctx context.Context) error {
 				if err := ctl.proc.running(); err != nil {
 					t.Fatalf("controller: %v", err)
 				}
-				if err := get(ctx, hr, ns, hr.Name); err != nil {
+				if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 					return err
 				}
-				if err := readyTrue(hr); err != nil {
+				if err := framework.Ready(hr); err != nil {
 					return err
 				}
 				if hr.Status.ObservedGeneration != hr.Generation {
@@ -124,10 +125,10 @@ func cleanupShard(t *testing.T, ctl *shardController, hr *v2.HelmRelease) {
 		ctl.args = removeFlagPrefix(ctl.args, "--feature-gates=OOMWatch")
 		ctl.start(t)
 	}
-	_ = env.client.Delete(context.Background(), hr)
+	_ = env.Client.Delete(context.Background(), hr)
 	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) && gone(context.Background(), hr) != nil {
-		time.Sleep(pollInterval)
+	for time.Now().Before(deadline) && env.Gone(context.Background(), hr) != nil {
+		time.Sleep(framework.PollInterval)
 	}
 	if err := ctl.proc.stop(); err != nil {
 		t.Errorf("stopping the shard controller: %v", err)

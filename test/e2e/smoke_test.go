@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // TestSmoke walks a HelmRelease through the lifecycle the controller
@@ -26,14 +27,14 @@ import (
 // observedGeneration, suspension and deletion.
 func TestSmoke(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 
 	chart := createPodinfoHelmChart(t, ns)
-	eventually(t, 2*time.Minute, "HelmChart has a Ready artifact", func(ctx context.Context) error {
-		if err := get(ctx, chart, ns, chart.Name); err != nil {
+	env.Eventually(t, 2*time.Minute, "HelmChart has a Ready artifact", func(ctx context.Context) error {
+		if err := env.Get(ctx, chart, ns, chart.Name); err != nil {
 			return err
 		}
-		if err := readyTrue(chart); err != nil {
+		if err := framework.Ready(chart); err != nil {
 			return err
 		}
 		if chart.Status.Artifact == nil {
@@ -41,7 +42,7 @@ func TestSmoke(t *testing.T) {
 		}
 		return nil
 	})
-	if got, want := chart.Status.Artifact.Revision, env.podinfo.Version; got != want {
+	if got, want := chart.Status.Artifact.Revision, env.Podinfo.Version; got != want {
 		t.Fatalf("artifact revision = %q, want chart version %q", got, want)
 	}
 
@@ -55,13 +56,13 @@ func TestSmoke(t *testing.T) {
 			Install: &v2.Install{WaitStrategy: v2.AfterHooks},
 		},
 	}
-	if err := env.client.Create(ctx, hr); err != nil {
+	if err := env.Client.Create(ctx, hr); err != nil {
 		t.Fatalf("creating HelmRelease: %v", err)
 	}
 
 	t.Run("finalizer and observedGeneration", func(t *testing.T) {
-		eventually(t, time.Minute, "HelmRelease handled", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Eventually(t, time.Minute, "HelmRelease handled", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			if !controllerutil.ContainsFinalizer(hr, helmv2.HelmReleaseFinalizer) {
@@ -85,8 +86,8 @@ func TestSmoke(t *testing.T) {
 		// While suspended, point the release at a source that does not exist:
 		// a controller that acted on the object would report ArtifactFailed.
 		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.ChartRef.Name = "missing-chart" })
-		consistently(t, 5*time.Second, "suspended HelmRelease is left alone", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Consistently(t, 5*time.Second, "suspended HelmRelease is left alone", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			if hr.Status.ObservedGeneration >= suspendedGeneration {
@@ -101,8 +102,8 @@ func TestSmoke(t *testing.T) {
 		})
 
 		setSuspend(t, hr, false)
-		eventually(t, time.Minute, "resumed HelmRelease reconciled", func(ctx context.Context) error {
-			if err := get(ctx, hr, ns, hr.Name); err != nil {
+		env.Eventually(t, time.Minute, "resumed HelmRelease reconciled", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			// A missing source is waited for: as upstream, the generation
@@ -127,11 +128,11 @@ func TestSmoke(t *testing.T) {
 				ChartRef: &helmv2.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: "does-not-exist"},
 			}},
 		}
-		if err := env.client.Create(ctx, broken); err != nil {
+		if err := env.Client.Create(ctx, broken); err != nil {
 			t.Fatalf("creating HelmRelease: %v", err)
 		}
-		eventually(t, time.Minute, "missing source reported", func(ctx context.Context) error {
-			if err := get(ctx, broken, ns, broken.Name); err != nil {
+		env.Eventually(t, time.Minute, "missing source reported", func(ctx context.Context) error {
+			if err := env.Get(ctx, broken, ns, broken.Name); err != nil {
 				return err
 			}
 			c := conditions.Get(broken, meta.ReadyCondition)
@@ -146,10 +147,10 @@ func TestSmoke(t *testing.T) {
 	})
 
 	t.Run("deletion completes", func(t *testing.T) {
-		if err := env.client.Delete(ctx, hr); err != nil {
+		if err := env.Client.Delete(ctx, hr); err != nil {
 			t.Fatalf("deleting HelmRelease: %v", err)
 		}
-		eventually(t, time.Minute, "HelmRelease deleted", func(ctx context.Context) error { return gone(ctx, hr) })
+		env.Eventually(t, time.Minute, "HelmRelease deleted", func(ctx context.Context) error { return env.Gone(ctx, hr) })
 	})
 }
 
@@ -157,7 +158,7 @@ func TestSmoke(t *testing.T) {
 // Deployment unready until the Secret its pods mount exists.
 func TestSimulatedSecretDependency(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := env.Namespace(t)
 	labels := map[string]string{"app": "needs-secret"}
 	deploy := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "needs-secret", Namespace: ns},
@@ -179,12 +180,12 @@ func TestSimulatedSecretDependency(t *testing.T) {
 			},
 		},
 	}
-	if err := env.client.Create(ctx, deploy); err != nil {
+	if err := env.Client.Create(ctx, deploy); err != nil {
 		t.Fatalf("creating Deployment: %v", err)
 	}
 
-	consistently(t, 8*time.Second, "Deployment stays unavailable without its Secret", func(ctx context.Context) error {
-		if err := get(ctx, deploy, ns, deploy.Name); err != nil {
+	env.Consistently(t, 8*time.Second, "Deployment stays unavailable without its Secret", func(ctx context.Context) error {
+		if err := env.Get(ctx, deploy, ns, deploy.Name); err != nil {
 			return err
 		}
 		if deploy.Status.AvailableReplicas > 0 {
@@ -197,11 +198,11 @@ func TestSimulatedSecretDependency(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns},
 		StringData: map[string]string{"password": "s3cret"},
 	}
-	if err := env.client.Create(ctx, secret); err != nil {
+	if err := env.Client.Create(ctx, secret); err != nil {
 		t.Fatalf("creating Secret: %v", err)
 	}
-	eventually(t, time.Minute, "Deployment available once the Secret exists", func(ctx context.Context) error {
-		if err := get(ctx, deploy, ns, deploy.Name); err != nil {
+	env.Eventually(t, time.Minute, "Deployment available once the Secret exists", func(ctx context.Context) error {
+		if err := env.Get(ctx, deploy, ns, deploy.Name); err != nil {
 			return err
 		}
 		if deploy.Status.AvailableReplicas != 1 {
@@ -217,23 +218,23 @@ func createPodinfoHelmChart(t *testing.T, ns string) *sourcev1.HelmChart {
 	repo := &sourcev1.HelmRepository{
 		ObjectMeta: metav1.ObjectMeta{Name: "local", Namespace: ns},
 		Spec: sourcev1.HelmRepositorySpec{
-			URL:      env.charts.HelmRepositoryURL(),
+			URL:      env.Charts.HelmRepositoryURL(),
 			Interval: metav1.Duration{Duration: time.Minute},
 		},
 	}
-	if err := env.client.Create(ctx, repo); err != nil {
+	if err := env.Client.Create(ctx, repo); err != nil {
 		t.Fatalf("creating HelmRepository: %v", err)
 	}
 	chart := &sourcev1.HelmChart{
 		ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: ns},
 		Spec: sourcev1.HelmChartSpec{
-			Chart:     env.podinfo.Name,
-			Version:   env.podinfo.Version,
+			Chart:     env.Podinfo.Name,
+			Version:   env.Podinfo.Version,
 			SourceRef: sourcev1.LocalHelmChartSourceReference{Kind: sourcev1.HelmRepositoryKind, Name: repo.Name},
 			Interval:  metav1.Duration{Duration: time.Minute},
 		},
 	}
-	if err := env.client.Create(ctx, chart); err != nil {
+	if err := env.Client.Create(ctx, chart); err != nil {
 		t.Fatalf("creating HelmChart: %v", err)
 	}
 	return chart
@@ -247,12 +248,12 @@ func setSuspend(t *testing.T, hr *v2.HelmRelease, suspend bool) {
 func patchSpec(t *testing.T, hr *v2.HelmRelease, mutate func(*v2.HelmRelease)) {
 	t.Helper()
 	ctx := context.Background()
-	if err := get(ctx, hr, hr.Namespace, hr.Name); err != nil {
+	if err := env.Get(ctx, hr, hr.Namespace, hr.Name); err != nil {
 		t.Fatalf("getting HelmRelease: %v", err)
 	}
 	before := hr.DeepCopy()
 	mutate(hr)
-	if err := env.client.Patch(ctx, hr, client.MergeFrom(before)); err != nil {
+	if err := env.Client.Patch(ctx, hr, client.MergeFrom(before)); err != nil {
 		t.Fatalf("patching HelmRelease: %v", err)
 	}
 }

@@ -29,19 +29,19 @@ func TestSourceFailureIsNamed(t *testing.T) {
 	}{
 		{"missing-version", func(_, repo string) (string, string) { return "99.0.0", repo },
 			[]string{"99.0.0"}},
-		{"missing-repository", func(_, _ string) (string, string) { return env.podinfo.Version, "missing" },
+		{"missing-repository", func(_, _ string) (string, string) { return env.Podinfo.Version, "missing" },
 			[]string{"missing", "not found"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ns := newNamespace(t)
+			ns := env.Namespace(t)
 			repo := createHelmRepository(t, ns)
 			hr := podinfoRelease(ns, "podinfo", repo)
 			hr.Spec.Chart.Spec.Version, hr.Spec.Chart.Spec.SourceRef.Name = tc.edit(ns, repo.Name)
 			remCreate(t, hr)
-			eventually(t, time.Minute, "Ready=False names the source's failure", func(ctx context.Context) error {
-				if err := get(ctx, hr, ns, hr.Name); err != nil {
+			env.Eventually(t, time.Minute, "Ready=False names the source's failure", func(ctx context.Context) error {
+				if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 					return err
 				}
 				if hr.Status.ObservedGeneration == hr.Generation {
