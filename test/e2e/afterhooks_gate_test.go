@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // TestDefaultToAfterHooksGate runs a controller with the DefaultToAfterHooks
@@ -24,12 +25,13 @@ func TestDefaultToAfterHooksGate(t *testing.T) {
 	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	ref := remPublish(t, crashChart, "0.2.0", ns)
-	shard := "gate-" + rand.String(8)
-	newCrashController(t, ns, shard, "--feature-gates=DefaultToAfterHooks=true")
+	ctl := env.StartShard(t, ns, framework.ControllerOptions{
+		Shard: "gate-" + rand.String(8),
+		Args:  []string{"--feature-gates=DefaultToAfterHooks=true"},
+	})
 
 	release := func(name string, strategy v2.HookWaitStrategy, timeout time.Duration) *v2.HelmRelease {
-		hr := remRelease(ns, name, repo.Name, ref.Name, ref.Version, "")
-		hr.Labels = map[string]string{crashShardLabel: shard}
+		hr := framework.Sharded(remRelease(ns, name, repo.Name, ref.Name, ref.Version, ""), ctl)
 		hr.Spec.Install = &v2.Install{WaitStrategy: strategy}
 		hr.Spec.Install.Timeout = &metav1.Duration{Duration: timeout}
 		hr.Spec.Install.Remediation = &helmv2.InstallRemediation{Retries: 0}

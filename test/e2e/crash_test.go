@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -31,9 +29,6 @@ const crashChart = "crash-afterhooks"
 // wait (internal/afterhooks/marker.go).
 const crashMarker = "Waiting for resources to become ready (afterHooks, deadline "
 
-// crashShardLabel is the label the e2e controller's selector excludes.
-const crashShardLabel = "sharding.fluxcd.io/key"
-
 // TestAfterHooksCrashSafety kills the controller with SIGKILL in the middle
 // of an afterHooks install and starts a new one:
 //
@@ -50,7 +45,7 @@ func TestAfterHooksCrashSafety(t *testing.T) {
 	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	ref := remPublish(t, crashChart, "0.1.0", ns)
-	ctl := newCrashController(t, ns, "crash-"+rand.String(8))
+	ctl := env.StartShard(t, ns, framework.ControllerOptions{Shard: "crash-" + rand.String(8)})
 
 	// Each run kills at a different point, counted from when the window
 	// opens; all of them well inside it.
@@ -67,9 +62,9 @@ func TestAfterHooksCrashSafety(t *testing.T) {
 	}
 
 	// The shared controller left the shard alone.
-	if log, err := os.ReadFile(env.Controller.LogPath()); err != nil {
+	if log, err := env.Controller.Log(); err != nil {
 		t.Errorf("reading the e2e controller log: %v", err)
-	} else if strings.Contains(string(log), ns) {
+	} else if strings.Contains(log, ns) {
 		t.Errorf("the e2e controller's log mentions %s: it acted on HelmReleases of another shard", ns)
 	}
 }
@@ -77,17 +72,17 @@ func TestAfterHooksCrashSafety(t *testing.T) {
 // crashDuringReadinessWait installs with slow application pods, kills the
 // controller once the revision is held for its readiness wait, and checks
 // the next controller finishes that wait on the same revision.
-func crashDuringReadinessWait(t *testing.T, ctl *crashController, ns, repo string, ref chartserver.ChartRef, name string, offset time.Duration) {
-	ctl.ensureRunning(t)
-	hr := crashRelease(ctl, ns, name, repo, ref, `{"podAnnotations":{"sim.afterhooks.io/delay":"8s"}}`)
+func crashDuringReadinessWait(t *testing.T, ctl *framework.Controller, ns, repo string, ref chartserver.ChartRef, name string, offset time.Duration) {
+	framework.EnsureRunning(t, ctl)
+	hr := framework.AfterHooksRelease(ctl, ns, name, repo, ref, `{"podAnnotations":{"sim.afterhooks.io/delay":"8s"}}`)
 	remCreate(t, hr)
 
 	env.Eventually(t, time.Minute, name+".v1 pending-install with the afterHooks marker", func(ctx context.Context) error {
-		ctl.mustRun(t)
+		framework.MustRun(t, ctl)
 		return crashWantHeld(remStorage(t, ns, name), true)
 	})
 	time.Sleep(offset)
-	ctl.kill(t)
+	framework.Kill(t, ctl)
 
 	// Nothing writes the storage now: it shows where the controller died.
 	stored := remStorage(t, ns, name)
@@ -100,7 +95,7 @@ func crashDuringReadinessWait(t *testing.T, ctl *crashController, ns, repo strin
 		t.Fatalf("hook Job: %v", err)
 	}
 
-	ctl.start(t)
+	framework.Restart(t, ctl)
 	remWaitReady(t, hr, helmv2.InstallSucceededReason, 1)
 	ahWantStorage(t, ns, name, "deployed")
 	crashWantNotPending(t, ns, name)
@@ -143,14 +138,14 @@ func crashDuringReadinessWait(t *testing.T, ctl *crashController, ns, repo strin
 // crashDuringPostHook installs with a slow post hook, kills the controller
 // while the hook Job runs, and checks the next controller gets the release
 // deployed without counting the interruption as a failure.
-func crashDuringPostHook(t *testing.T, ctl *crashController, ns, repo string, ref chartserver.ChartRef, name string, offset time.Duration) {
-	ctl.ensureRunning(t)
-	hr := crashRelease(ctl, ns, name, repo, ref, `{"hookDelay":"6s"}`)
+func crashDuringPostHook(t *testing.T, ctl *framework.Controller, ns, repo string, ref chartserver.ChartRef, name string, offset time.Duration) {
+	framework.EnsureRunning(t, ctl)
+	hr := framework.AfterHooksRelease(ctl, ns, name, repo, ref, `{"hookDelay":"6s"}`)
 	remCreate(t, hr)
 
 	job := &batchv1.Job{}
 	env.Eventually(t, time.Minute, "hook Job "+name+"-create-creds running", func(ctx context.Context) error {
-		ctl.mustRun(t)
+		framework.MustRun(t, ctl)
 		if err := env.Get(ctx, job, ns, name+"-create-creds"); err != nil {
 			return err
 		}
@@ -160,7 +155,7 @@ func crashDuringPostHook(t *testing.T, ctl *crashController, ns, repo string, re
 		return crashWantHeld(remStorage(t, ns, name), false)
 	})
 	time.Sleep(offset)
-	ctl.kill(t)
+	framework.Kill(t, ctl)
 
 	stored := remStorage(t, ns, name)
 	if err := crashWantHeld(stored, false); err != nil {
@@ -172,9 +167,9 @@ func crashDuringPostHook(t *testing.T, ctl *crashController, ns, repo string, re
 	t.Logf("killed during the post hook: v1 %q, hook Job active %d, succeeded %d",
 		stored[0].Release.Info.Description, job.Status.Active, job.Status.Succeeded)
 
-	ctl.start(t)
+	framework.Restart(t, ctl)
 	env.Eventually(t, 90*time.Second, "HelmRelease "+name+" Ready with a deployed revision", func(ctx context.Context) error {
-		ctl.mustRun(t)
+		framework.MustRun(t, ctl)
 		if err := env.Get(ctx, hr, ns, name); err != nil {
 			return err
 		}
@@ -252,134 +247,6 @@ func crashCondition(hr *v2.HelmRelease, typ string) metav1.Condition {
 	return metav1.Condition{}
 }
 
-// crashRelease is an afterHooks install of the crash chart in ctl's shard.
-func crashRelease(ctl *crashController, ns, name, repo string, ref chartserver.ChartRef, values string) *v2.HelmRelease {
-	hr := remRelease(ns, name, repo, ref.Name, ref.Version, values)
-	hr.Labels = map[string]string{crashShardLabel: ctl.shard}
-	hr.Spec.Install = &v2.Install{
-		Install: helmv2.Install{
-			Timeout:     &metav1.Duration{Duration: time.Minute},
-			Remediation: &helmv2.InstallRemediation{Retries: 0},
-		},
-		WaitStrategy: v2.AfterHooks,
-	}
-	return hr
-}
-
-// crashController is a controller process of the test's own, watching only
-// HelmReleases of its shard, that the test kills and starts again.
-type crashController struct {
-	shard string
-	// binary is the controller to run; the one under test when empty.
-	binary string
-	// args are extra controller flags, e.g. feature gates.
-	args []string
-	// kubeconfig is the cluster the controller talks to; the test
-	// cluster's admin kubeconfig when empty.
-	kubeconfig string
-	logDir     string
-	starts     int
-	proc       *controllerProcess
-	// logs of the processes started during the current subtest.
-	logs []*controllerProcess
-}
-
-func newCrashController(t *testing.T, ns, shard string, args ...string) *crashController {
-	t.Helper()
-	return newShardController(t, ns, shard, "", args...)
-}
-
-// newShardController is newCrashController running binary (the controller
-// under test when empty).
-func newShardController(t *testing.T, ns, shard, binary string, args ...string) *crashController {
-	t.Helper()
-	c := &crashController{shard: shard, binary: binary, logDir: t.TempDir(), args: args}
-	c.start(t)
-	t.Cleanup(func() {
-		if c.proc == nil || c.proc.running() != nil {
-			return
-		}
-		// Let the controller uninstall its releases and drop its
-		// finalizers, so the namespace can go.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = env.Client.DeleteAllOf(ctx, &v2.HelmRelease{}, client.InNamespace(ns),
-			client.MatchingLabels{crashShardLabel: shard})
-		for ctx.Err() == nil {
-			var list v2.HelmReleaseList
-			if err := env.Client.List(ctx, &list, client.InNamespace(ns),
-				client.MatchingLabels{crashShardLabel: shard}); err != nil || len(list.Items) == 0 {
-				break
-			}
-			time.Sleep(framework.PollInterval)
-		}
-		if err := c.proc.stop(); err != nil {
-			t.Errorf("stopping the shard controller: %v", err)
-		}
-	})
-	return c
-}
-
-// start starts a new controller process for the shard, with a log file of
-// its own, and dumps the logs of this subtest's processes if it fails.
-func (c *crashController) start(t *testing.T) {
-	t.Helper()
-	c.starts++
-	logPath := filepath.Join(c.logDir, fmt.Sprintf("controller-%d.log", c.starts))
-	binary := c.binary
-	if binary == "" {
-		binary = env.Binary
-	}
-	kubeconfig := c.kubeconfig
-	if kubeconfig == "" {
-		kubeconfig = env.Cluster.Kubeconfig()
-	}
-	p, err := startController(binary, kubeconfig, logPath,
-		append([]string{"--watch-label-selector=" + crashShardLabel + "=" + c.shard}, c.args...)...)
-	if err != nil {
-		t.Fatalf("starting the shard controller: %v", err)
-	}
-	c.proc = p
-	c.logs = append(c.logs, p)
-}
-
-// ensureRunning starts a controller if the last one is gone (a failed
-// earlier subtest) and arranges for the logs to be shown if t fails.
-func (c *crashController) ensureRunning(t *testing.T) {
-	t.Helper()
-	if c.proc == nil || c.proc.running() != nil {
-		c.start(t)
-	}
-	c.logs = []*controllerProcess{c.proc}
-	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		for _, p := range c.logs {
-			var b strings.Builder
-			p.dumpLog(&b, 60)
-			t.Logf("%s:\n%s", filepath.Base(p.logPath), b.String())
-		}
-	})
-}
-
-func (c *crashController) kill(t *testing.T) {
-	t.Helper()
-	if err := c.proc.kill(); err != nil {
-		t.Fatalf("killing the shard controller: %v", err)
-	}
-	// Let requests already on the wire land before the test reads.
-	time.Sleep(300 * time.Millisecond)
-}
-
-// mustRun fails the test when the shard controller died on its own.
-func (c *crashController) mustRun(t *testing.T) {
-	t.Helper()
-	if err := c.proc.running(); err != nil {
-		t.Fatalf("shard controller: %v", err)
-	}
-}
-
 // TestAfterHooksResumeAfterSpecChange: v2 is held for its readiness wait
 // (its pods are slow) when the controller is killed; the values change
 // before a controller runs again. The new controller supersedes v2 with v3
@@ -390,10 +257,10 @@ func TestAfterHooksResumeAfterSpecChange(t *testing.T) {
 	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	ref := remPublish(t, crashChart, "0.1.0", ns)
-	ctl := newCrashController(t, ns, "respec-"+rand.String(8))
-	ctl.ensureRunning(t)
+	ctl := env.StartShard(t, ns, framework.ControllerOptions{Shard: "respec-" + rand.String(8)})
+	framework.EnsureRunning(t, ctl)
 	const name = "respec"
-	hr := crashRelease(ctl, ns, name, repo.Name, ref, `{"message":"one"}`)
+	hr := framework.AfterHooksRelease(ctl, ns, name, repo.Name, ref, `{"message":"one"}`)
 	hr.Spec.Upgrade = &v2.Upgrade{
 		Upgrade: helmv2.Upgrade{
 			Timeout:     &metav1.Duration{Duration: 2 * time.Minute},
@@ -408,7 +275,7 @@ func TestAfterHooksResumeAfterSpecChange(t *testing.T) {
 		hr.Spec.Values = jsonValues(t, `{"message":"two","podAnnotations":{"sim.afterhooks.io/delay":"90s"}}`)
 	})
 	env.Eventually(t, time.Minute, name+".v2 held pending by afterHooks", func(ctx context.Context) error {
-		ctl.mustRun(t)
+		framework.MustRun(t, ctl)
 		stored := remStorage(t, ns, name)
 		if len(stored) != 2 || stored[1].Release.Info.Status != "pending-upgrade" ||
 			!strings.HasPrefix(stored[1].Release.Info.Description, crashMarker) {
@@ -416,11 +283,10 @@ func TestAfterHooksResumeAfterSpecChange(t *testing.T) {
 		}
 		return nil
 	})
-	ctl.kill(t)
+	framework.Kill(t, ctl)
 
 	patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"message":"three"}`) })
-	ctl.start(t)
-	ctl.logs = append(ctl.logs, ctl.proc)
+	framework.Restart(t, ctl)
 	remWaitReady(t, hr, helmv2.UpgradeSucceededReason, 3)
 	ahWantStorage(t, ns, name, "superseded", "failed", "deployed")
 	if a := remPodTemplateAnnotations(t, ns, name); a["e2e.afterhooks.io/message"] != "three" {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +24,7 @@ import (
 
 	"github.com/afterhooks/helm-controller/internal/crdguard"
 	"github.com/afterhooks/helm-controller/test/cluster"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // The stand-in for Flux's rendered components: flux2's manifests (copied
@@ -36,20 +35,6 @@ import (
 // namespace, the controller, Flux's RBAC and network policies and labels.
 
 var releaseAssetURL = regexp.MustCompile(`https://github\.com/fluxcd/helm-controller/releases/download/[^/]+/(helm-controller\.[a-z]+\.yaml)`)
-
-func toolPath(t *testing.T, name string) string {
-	t.Helper()
-	dir, err := cluster.ToolBinDir("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Resolved, so that copies never write through the cache's link.
-	path, err := filepath.EvalSymlinks(filepath.Join(dir, name))
-	if err != nil {
-		t.Fatalf("%s is missing from the tool cache; run 'make tools': %v", name, err)
-	}
-	return path
-}
 
 func kustomizeBuild(t *testing.T, dir string) resmap.ResMap {
 	t.Helper()
@@ -73,16 +58,16 @@ func kustomizeYAML(t *testing.T, dir string) []byte {
 func renderFluxStandIn(t *testing.T, dir string) string {
 	t.Helper()
 	manifests := filepath.Join(dir, "flux2-manifests")
-	if out, err := exec.Command("cp", "-r", toolPath(t, "flux2-manifests")+"/.", manifests).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cp", "-r", framework.ToolPath(t, "flux2-manifests")+"/.", manifests).CombinedOutput(); err != nil {
 		t.Fatalf("copying flux2's manifests: %v\n%s", err, out)
 	}
 	if out, err := exec.Command("chmod", "-R", "u+w", manifests).CombinedOutput(); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	upstream := toolPath(t, "helm-controller-upstream-config")
+	upstream := framework.ToolPath(t, "helm-controller-upstream-config")
 	base := filepath.Join(manifests, "bases", "helm-controller")
-	writeFile(t, filepath.Join(base, "helm-controller.crds.yaml"), string(kustomizeYAML(t, filepath.Join(upstream, "crd"))))
-	writeFile(t, filepath.Join(base, "helm-controller.deployment.yaml"), string(kustomizeYAML(t, filepath.Join(upstream, "manager"))))
+	framework.WriteFile(t, filepath.Join(base, "helm-controller.crds.yaml"), string(kustomizeYAML(t, filepath.Join(upstream, "crd"))))
+	framework.WriteFile(t, filepath.Join(base, "helm-controller.deployment.yaml"), string(kustomizeYAML(t, filepath.Join(upstream, "manager"))))
 	k, err := os.ReadFile(filepath.Join(base, "kustomization.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +75,7 @@ func renderFluxStandIn(t *testing.T, dir string) string {
 	if n := len(releaseAssetURL.FindAll(k, -1)); n != 2 {
 		t.Fatalf("flux2's helm-controller base names %d release URLs, want 2:\n%s", n, k)
 	}
-	writeFile(t, filepath.Join(base, "kustomization.yaml"), releaseAssetURL.ReplaceAllString(string(k), "$1"))
+	framework.WriteFile(t, filepath.Join(base, "kustomization.yaml"), releaseAssetURL.ReplaceAllString(string(k), "$1"))
 
 	// The helm-controller part of manifests/install, as `flux install` has it.
 	install := filepath.Join(manifests, "standin")
@@ -99,9 +84,9 @@ func renderFluxStandIn(t *testing.T, dir string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		writeFile(t, filepath.Join(install, f), string(data))
+		framework.WriteFile(t, filepath.Join(install, f), string(data))
 	}
-	writeFile(t, filepath.Join(install, "kustomization.yaml"), `apiVersion: kustomize.config.k8s.io/v1beta1
+	framework.WriteFile(t, filepath.Join(install, "kustomization.yaml"), `apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 namespace: flux-system
 resources:
@@ -116,7 +101,7 @@ images:
     newName: ghcr.io/fluxcd/helm-controller
 `)
 	out := filepath.Join(dir, "gotk-components.yaml")
-	writeFile(t, out, string(kustomizeYAML(t, install)))
+	framework.WriteFile(t, out, string(kustomizeYAML(t, install)))
 	return out
 }
 
@@ -140,10 +125,10 @@ func fluxOverlays(t *testing.T) (without, with resmap.ResMap) {
 	}
 	plain := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - gotk-components.yaml\n"
 	for _, d := range []string{"without", "with"} {
-		writeFile(t, filepath.Join(dir, d, "gotk-components.yaml"), string(components))
+		framework.WriteFile(t, filepath.Join(dir, d, "gotk-components.yaml"), string(components))
 	}
-	writeFile(t, filepath.Join(dir, "without", "kustomization.yaml"), plain)
-	writeFile(t, filepath.Join(dir, "with", "kustomization.yaml"), plain+"components:\n  - "+component+"\n")
+	framework.WriteFile(t, filepath.Join(dir, "without", "kustomization.yaml"), plain)
+	framework.WriteFile(t, filepath.Join(dir, "with", "kustomization.yaml"), plain+"components:\n  - "+component+"\n")
 	return kustomizeBuild(t, filepath.Join(dir, "without")), kustomizeBuild(t, filepath.Join(dir, "with"))
 }
 
@@ -267,7 +252,7 @@ func TestFluxComponentOnCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	without, with := fluxOverlays(t)
-	c, cl := startOwnCluster(t, cluster.Options{Name: "flux"})
+	c, cl := env.StartCluster(t, cluster.Options{Name: "flux"})
 	applyCRD(ctx, t, cl, crdFrom(t, without))
 
 	hr := func(name string) *unstructured.Unstructured {
@@ -318,29 +303,29 @@ func TestFluxComponentOnCluster(t *testing.T) {
 	}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	p, err := startController(env.Binary, c.Kubeconfig(), filepath.Join(t.TempDir(), "controller.log"))
+	p, err := framework.StartController(framework.ControllerOptions{Binary: env.Binary, Kubeconfig: c.Kubeconfig(), LogDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
 		if t.Failed() {
-			p.dumpLog(os.Stderr, 40)
+			p.DumpLogs(os.Stderr, 40)
 		}
-		_ = p.stop()
+		_ = p.Stop()
 	}()
 	env.Eventually(t, time.Minute, "the guard reports upstream's CRD", func(ctx context.Context) error {
-		if err := guardGauge(ctx, p.metricsURL, "0"); err != nil {
+		if err := guardGauge(ctx, p.MetricsURL(), 0); err != nil {
 			return err
 		}
-		return logContains(p.logPath, "afterHooks cannot take effect", "spec.install.waitStrategy", "kubectl explain helmrelease.spec.install.waitStrategy")
+		return framework.LogContains(p.LogPath(), "afterHooks cannot take effect", "spec.install.waitStrategy", "kubectl explain helmrelease.spec.install.waitStrategy")
 	})
 
 	applyCRD(ctx, t, cl, crdFrom(t, with))
 	env.Eventually(t, time.Minute, "the guard notices our CRD", func(ctx context.Context) error {
-		if err := guardGauge(ctx, p.metricsURL, "1"); err != nil {
+		if err := guardGauge(ctx, p.MetricsURL(), 1); err != nil {
 			return err
 		}
-		return logContains(p.logPath, "has waitStrategy under install, upgrade and rollback")
+		return framework.LogContains(p.LogPath(), "has waitStrategy under install, upgrade and rollback")
 	})
 	env.Eventually(t, 30*time.Second, "waitStrategy survives a round trip", func(ctx context.Context) error {
 		name := fmt.Sprintf("kept-%d", time.Now().UnixNano())
@@ -402,47 +387,22 @@ func applyCRD(ctx context.Context, t *testing.T, cl client.Client, crd *apiexten
 	})
 }
 
-func guardGauge(ctx context.Context, metricsURL, want string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
+// guardGauge returns nil when the CRD guard's gauge on the metrics page
+// at metricsURL is want.
+func guardGauge(ctx context.Context, metricsURL string, want float64) error {
+	page, err := framework.ScrapeContext(ctx, metricsURL)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	got, ok, err := framework.MetricValue(page, crdguard.MetricName)
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
+	if !ok {
+		return fmt.Errorf("no %s on %s", crdguard.MetricName, metricsURL)
 	}
-	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, crdguard.MetricName+" ") {
-			if got := strings.TrimPrefix(line, crdguard.MetricName+" "); got != want {
-				return fmt.Errorf("%s = %s, want %s", crdguard.MetricName, got, want)
-			}
-			return nil
-		}
+	if got != want {
+		return fmt.Errorf("%s = %v, want %v", crdguard.MetricName, got, want)
 	}
-	return fmt.Errorf("no %s on %s", crdguard.MetricName, metricsURL)
-}
-
-func logContains(path string, parts ...string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		all := true
-		for _, p := range parts {
-			if !strings.Contains(line, p) {
-				all = false
-				break
-			}
-		}
-		if all {
-			return nil
-		}
-	}
-	return fmt.Errorf("no log line in %s contains all of %q", path, parts)
+	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // Upstream Flux helm-controller (v1.6.4, the version Flux v2.9.5 ships) is
@@ -27,10 +28,6 @@ import (
 // upstream's Go types ignore that field anyway, so serving our CRD here
 // changes nothing upstream reads.
 
-func upstreamBinary(t *testing.T) string {
-	return toolPath(t, "helm-controller-upstream")
-}
-
 // TestTakeoverFromUpstream: upstream installs a release and writes its
 // status; ours adopts it as it is, without a new Helm revision.
 func TestTakeoverFromUpstream(t *testing.T) {
@@ -38,11 +35,10 @@ func TestTakeoverFromUpstream(t *testing.T) {
 	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 	shard := "upstream-" + rand.String(8)
-	upstream := newShardController(t, ns, shard, upstreamBinary(t))
-	upstream.ensureRunning(t)
+	upstream := env.StartShard(t, ns, framework.ControllerOptions{Shard: shard, Binary: framework.UpstreamBinary(t)})
+	framework.EnsureRunning(t, upstream)
 
-	hr := podinfoRelease(ns, "podinfo", repo)
-	hr.Labels = map[string]string{crashShardLabel: shard}
+	hr := framework.Sharded(podinfoRelease(ns, "podinfo", repo), upstream)
 	hr.Spec.Values = jsonValues(t, `{"replicaCount": 1}`)
 	remCreate(t, hr)
 	waitReady(t, hr, helmv2.InstallSucceededReason, 2*time.Minute)
@@ -53,13 +49,14 @@ func TestTakeoverFromUpstream(t *testing.T) {
 	// Dashboards filter controller-runtime's series on the controller
 	// label; ours must use upstream's value (TestMetrics checks ours).
 	series := regexp.MustCompile(`(?m)^controller_runtime_reconcile_total\{controller="helmrelease",result="requeue_after"\} [1-9]`)
-	if body := scrapeMetricsFrom(t, upstream.proc.metricsURL); !series.MatchString(body) {
+	if body := framework.Scrape(t, upstream.MetricsURL()); !series.MatchString(body) {
 		t.Errorf("upstream's metrics have no controller_runtime_reconcile_total{controller=\"helmrelease\"}:\n%s", grepLines(body, "controller_runtime_reconcile_total"))
 	}
-	if err := upstream.proc.stop(); err != nil {
+	// Stopped, it leaves the release to ours: its cleanup has nothing to
+	// uninstall.
+	if err := upstream.Stop(); err != nil {
 		t.Fatalf("stopping upstream: %v", err)
 	}
-	upstream.proc = nil // stopped: nothing left for its cleanup
 
 	// Ours (the shared controller) takes over once the label is gone; the
 	// request token shows when it has reconciled the release.
@@ -98,35 +95,34 @@ func TestGoBackToUpstream(t *testing.T) {
 	ref := remPublish(t, crashChart, "0.1.0", ns)
 	for _, stop := range []string{"sigterm", "sigkill"} {
 		t.Run(stop, func(t *testing.T) {
-			ctl := newShardController(t, ns, "goback-"+stop+"-"+rand.String(6), "")
-			ctl.ensureRunning(t)
+			ctl := env.StartShard(t, ns, framework.ControllerOptions{Shard: "goback-" + stop + "-" + rand.String(6)})
+			framework.EnsureRunning(t, ctl)
 			name := "held-" + stop
 			// Slow pods keep the revision in its readiness wait long
 			// enough to swap controllers in the middle of it.
-			hr := crashRelease(ctl, ns, name, repo.Name, ref, `{"podAnnotations":{"sim.afterhooks.io/delay":"20s"}}`)
+			hr := framework.AfterHooksRelease(ctl, ns, name, repo.Name, ref, `{"podAnnotations":{"sim.afterhooks.io/delay":"20s"}}`)
 			hr.Spec.Install.Timeout = &metav1.Duration{Duration: 2 * time.Minute}
 			remCreate(t, hr)
 			env.Eventually(t, time.Minute, name+".v1 held pending by afterHooks", func(ctx context.Context) error {
-				ctl.mustRun(t)
+				framework.MustRun(t, ctl)
 				return crashWantHeld(remStorage(t, ns, name), true)
 			})
 			if stop == "sigterm" {
-				if err := ctl.proc.stop(); err != nil {
+				if err := ctl.Stop(); err != nil {
 					t.Fatalf("stopping ours: %v", err)
 				}
 			} else {
-				ctl.kill(t)
+				framework.Kill(t, ctl)
 			}
 			if err := crashWantHeld(remStorage(t, ns, name), true); err != nil {
 				t.Fatalf("after stopping ours: %v", err)
 			}
 
-			ctl.binary = upstreamBinary(t)
-			ctl.start(t)
-			ctl.logs = append(ctl.logs, ctl.proc)
+			ctl.Configure(func(o *framework.ControllerOptions) { o.Binary = framework.UpstreamBinary(t) })
+			framework.Restart(t, ctl)
 			start := time.Now()
 			env.Eventually(t, 3*time.Minute, "upstream ends the held release deployed", func(ctx context.Context) error {
-				ctl.mustRun(t)
+				framework.MustRun(t, ctl)
 				if err := env.Get(ctx, hr, ns, name); err != nil {
 					return err
 				}

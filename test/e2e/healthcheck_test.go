@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // hcChart ships the Gadget CRD and one Gadget named after the release. No
@@ -160,9 +161,11 @@ func TestHealthCheckCancelOnNewRevision(t *testing.T) {
 			ns := env.Namespace(t)
 			hr := hcRelease(t, ns, tt.strategy, tt.timeout)
 			if tt.gate {
-				shard := "cancel-" + rand.String(8)
-				newCrashController(t, ns, shard, "--feature-gates=CancelHealthCheckOnNewRevision=true")
-				hr.Labels = map[string]string{crashShardLabel: shard}
+				ctl := env.StartShard(t, ns, framework.ControllerOptions{
+					Shard: "cancel-" + rand.String(8),
+					Args:  []string{"--feature-gates=CancelHealthCheckOnNewRevision=true"},
+				})
+				framework.Sharded(hr, ctl)
 			}
 			hr.Spec.Values = jsonValues(t, `{"size":1}`)
 			remCreate(t, hr)

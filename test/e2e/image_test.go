@@ -35,6 +35,7 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/hack/release/dist"
 	"github.com/afterhooks/helm-controller/test/cluster"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // TestImage builds the release image from this checkout the way `make
@@ -358,7 +359,7 @@ func runReleaseDeployment(t *testing.T, root, binary, version, digest string) {
 		}
 		time.Sleep(time.Second)
 	}
-	if err := logContains(logPath, version); err != nil {
+	if err := framework.LogContains(logPath, version); err != nil {
 		t.Errorf("the start-up log does not name the stamped version: %v", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // TestImpersonation runs releases as ServiceAccounts of their namespace:
@@ -92,22 +93,22 @@ func TestImpersonation(t *testing.T) {
 	})
 
 	t.Run("default service account", func(t *testing.T) {
-		shard := "impersonation-" + rand.String(8)
-		ctl := newCrashController(t, ns, shard, "--default-service-account=restricted")
-		ctl.ensureRunning(t)
+		ctl := env.StartShard(t, ns, framework.ControllerOptions{
+			Shard: "impersonation-" + rand.String(8),
+			Args:  []string{"--default-service-account=restricted"},
+		})
+		framework.EnsureRunning(t, ctl)
 
-		defaulted := podinfoRelease(ns, "podinfo-defaulted", repo)
-		defaulted.Labels = map[string]string{crashShardLabel: shard}
+		defaulted := framework.Sharded(podinfoRelease(ns, "podinfo-defaulted", repo), ctl)
 		remCreate(t, defaulted)
 		impersonationWantForbidden(t, defaulted, "restricted")
 
-		explicit := podinfoRelease(ns, "podinfo-explicit", repo)
-		explicit.Labels = map[string]string{crashShardLabel: shard}
+		explicit := framework.Sharded(podinfoRelease(ns, "podinfo-explicit", repo), ctl)
 		explicit.Spec.ServiceAccountName = "deployer"
 		remCreate(t, explicit)
 		waitReady(t, explicit, helmv2.InstallSucceededReason, 5*time.Minute)
 		wantDeploymentReplicas(t, ns, explicit.Name, 1)
-		ctl.mustRun(t)
+		framework.MustRun(t, ctl)
 	})
 }
 

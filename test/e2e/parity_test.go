@@ -126,17 +126,15 @@ func TestUpstreamParity(t *testing.T) {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
 			sides := []*paritySide{
-				{name: "upstream", binary: upstreamBinary(t)},
+				{name: "upstream", binary: framework.UpstreamBinary(t)},
 				{name: "ours"},
 			}
 			for _, side := range sides {
 				side.ns = env.Namespace(t)
 				repo := createHelmRepository(t, side.ns)
-				shard := "parity-" + rand.String(8)
-				side.ctl = newShardController(t, side.ns, shard, side.binary)
-				side.ctl.ensureRunning(t)
-				side.hr = sc.release(t, side.ns, repo.Name)
-				side.hr.Labels = map[string]string{crashShardLabel: shard}
+				side.ctl = env.StartShard(t, side.ns, framework.ControllerOptions{Shard: "parity-" + rand.String(8), Binary: side.binary})
+				framework.EnsureRunning(t, side.ctl)
+				side.hr = framework.Sharded(sc.release(t, side.ns, repo.Name), side.ctl)
 				remCreate(t, side.hr)
 			}
 			for _, step := range sc.steps {
@@ -201,7 +199,7 @@ type parityStep struct {
 // its own.
 type paritySide struct {
 	name, binary, ns string
-	ctl              *crashController
+	ctl              *framework.Controller
 	hr               *v2.HelmRelease
 }
 
@@ -210,7 +208,7 @@ type paritySide struct {
 func (s *paritySide) settle(t *testing.T, step parityStep) paritySnapshot {
 	t.Helper()
 	env.Eventually(t, 2*time.Minute, fmt.Sprintf("%s: %s", s.name, step.name), func(ctx context.Context) error {
-		s.ctl.mustRun(t)
+		framework.MustRun(t, s.ctl)
 		if err := env.Get(ctx, s.hr, s.ns, s.hr.Name); err != nil {
 			return err
 		}

@@ -4,68 +4,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
-
-// leaseNamespace is RUNTIME_NAMESPACE of the controllers startController runs.
-const leaseNamespace = "flux-system"
-
-// shardController is a controller process reconciling one shard.
-type shardController struct {
-	shard string
-	// args are extra controller flags.
-	args []string
-	proc *controllerProcess
-	log  string
-}
-
-func startShard(t *testing.T, shard string, args ...string) *shardController {
-	t.Helper()
-	// Leader election needs the Lease namespace.
-	err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: leaseNamespace}})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("creating the lease namespace: %v", err)
-	}
-	c := &shardController{shard: shard, args: args, log: filepath.Join(t.TempDir(), shard+".log")}
-	c.start(t)
-	return c
-}
-
-// start runs the controller with leader election on, as a sharded
-// deployment would, so the test can see each shard's Lease.
-func (c *shardController) start(t *testing.T) {
-	t.Helper()
-	p, err := startController(env.Binary, env.Cluster.Kubeconfig(), c.log, append([]string{
-		"--watch-label-selector=" + crashShardLabel + "=" + c.shard,
-		"--enable-leader-election=true"}, c.args...)...)
-	if err != nil {
-		t.Fatalf("starting the %s controller: %v", c.shard, err)
-	}
-	c.proc = p
-}
-
-func (c *shardController) logText(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile(c.log)
-	if err != nil {
-		t.Fatalf("reading the %s controller log: %v", c.shard, err)
-	}
-	return string(b)
-}
 
 // TestSharding runs two shard controllers beside the shared one: each
 // reconciles the HelmReleases labelled for its shard and never touches the
@@ -75,40 +24,23 @@ func TestSharding(t *testing.T) {
 	ns := env.Namespace(t)
 	repo := createHelmRepository(t, ns)
 
-	shards := map[string]*shardController{}
+	// Each shard runs with leader election on, as a sharded deployment
+	// would, so the test can see each shard's Lease. When the test ends,
+	// each uninstalls its release, then stops.
+	shards := map[string]*framework.Controller{}
 	releases := map[string]*v2.HelmRelease{}
 	for _, shard := range []string{"shard1", "shard2"} {
-		shards[shard] = startShard(t, shard)
-		hr := podinfoRelease(ns, "app-"+shard, repo)
-		hr.Labels = map[string]string{crashShardLabel: shard}
-		releases[shard] = hr
+		c := env.StartShard(t, ns, framework.ControllerOptions{Shard: shard, LeaderElection: true})
+		framework.LogsOnFailure(t, c)
+		// A shard a failed step left stopped comes back to uninstall.
+		t.Cleanup(func() {
+			if c.Running() != nil {
+				framework.Restart(t, c)
+			}
+		})
+		shards[shard] = c
+		releases[shard] = framework.Sharded(podinfoRelease(ns, "app-"+shard, repo), c)
 	}
-	t.Cleanup(func() {
-		// Uninstall while the shard controllers still run, so the
-		// finalizers go, then stop them.
-		for shard, hr := range releases {
-			_ = env.Client.Delete(context.Background(), hr)
-			deadline := time.Now().Add(time.Minute)
-			for time.Now().Before(deadline) && env.Gone(context.Background(), hr) != nil {
-				if shards[shard].proc.running() != nil {
-					shards[shard].start(t)
-				}
-				time.Sleep(framework.PollInterval)
-			}
-		}
-		for shard, c := range shards {
-			if c.proc.running() == nil {
-				if err := c.proc.stop(); err != nil {
-					t.Errorf("stopping the %s controller: %v", shard, err)
-				}
-			}
-			if t.Failed() {
-				var b strings.Builder
-				c.proc.dumpLog(&b, 40)
-				t.Logf("%s controller:\n%s", shard, b.String())
-			}
-		}
-	})
 
 	for _, hr := range releases {
 		if err := env.Client.Create(ctx, hr); err != nil {
@@ -123,11 +55,11 @@ func TestSharding(t *testing.T) {
 		holders := map[string]string{}
 		for shard := range shards {
 			// Upstream's naming: helm-controller-leader-election-<sha256(selector)[:8]>.
-			selector := crashShardLabel + "=" + shard
+			selector := framework.ShardLabel + "=" + shard
 			name := fmt.Sprintf("helm-controller-leader-election-%x", sha256.Sum256([]byte(selector)))[:len("helm-controller-leader-election-")+8]
 			lease := &coordinationv1.Lease{}
 			env.Eventually(t, time.Minute, "Lease "+name+" held", func(ctx context.Context) error {
-				if err := env.Get(ctx, lease, leaseNamespace, name); err != nil {
+				if err := env.Get(ctx, lease, framework.LeaseNamespace, name); err != nil {
 					return err
 				}
 				if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
@@ -145,7 +77,10 @@ func TestSharding(t *testing.T) {
 
 	t.Run("each shard reconciles only its own HelmReleases", func(t *testing.T) {
 		for shard, c := range shards {
-			log := c.logText(t)
+			log, err := c.Log()
+			if err != nil {
+				t.Fatalf("reading the %s controller log: %v", shard, err)
+			}
 			for other, hr := range releases {
 				mentioned := strings.Contains(log, `"name":"`+hr.Name+`"`)
 				if mentioned != (other == shard) {
@@ -153,15 +88,15 @@ func TestSharding(t *testing.T) {
 				}
 			}
 		}
-		if log, err := os.ReadFile(env.Controller.LogPath()); err != nil {
+		if log, err := env.Controller.Log(); err != nil {
 			t.Errorf("reading the shared controller log: %v", err)
-		} else if strings.Contains(string(log), ns) {
-			t.Errorf("the shared controller (selector !%s) acted in %s", crashShardLabel, ns)
+		} else if strings.Contains(log, ns) {
+			t.Errorf("the shared controller (selector !%s) acted in %s", framework.ShardLabel, ns)
 		}
 	})
 
 	t.Run("a stopped shard's HelmReleases wait for it", func(t *testing.T) {
-		if err := shards["shard2"].proc.stop(); err != nil {
+		if err := shards["shard2"].Stop(); err != nil {
 			t.Fatalf("stopping shard2: %v", err)
 		}
 		token1 := requestReconcile(t, releases["shard1"])
@@ -179,7 +114,7 @@ func TestSharding(t *testing.T) {
 			return nil
 		})
 
-		shards["shard2"].start(t)
+		framework.Restart(t, shards["shard2"])
 		waitReconcileHandled(t, releases["shard2"], token2, time.Minute)
 	})
 

@@ -3,8 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,7 +12,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/rand"
 
-	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
@@ -29,24 +28,33 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			cgroup := t.TempDir()
 			limitFile, usageFile := filepath.Join(cgroup, "memory.max"), filepath.Join(cgroup, "memory.current")
-			writeFile(t, limitFile, "1000000000")
-			writeFile(t, usageFile, "100000000") // 10%
+			framework.WriteFile(t, limitFile, "1000000000")
+			framework.WriteFile(t, usageFile, "100000000") // 10%
 			var args []string
 			if how == "oomwatch" {
 				args = []string{"--feature-gates=OOMWatch=true", "--oom-watch-interval=100ms",
 					"--oom-watch-max-memory-path=" + limitFile, "--oom-watch-current-memory-path=" + usageFile}
 			}
-			ctl := startShard(t, "shutdown-"+rand.String(6), append(args, "--graceful-shutdown-timeout=2m")...)
-			hr := podinfoRelease(ns, "stop-"+how, repo)
-			hr.Labels = map[string]string{crashShardLabel: ctl.shard}
+			ctl := env.StartShard(t, ns, framework.ControllerOptions{
+				Shard: "shutdown-" + rand.String(6),
+				// With leader election, as a deployment runs it.
+				LeaderElection: true,
+				Args:           append(args, "--graceful-shutdown-timeout=2m"),
+			})
+			// When the test ends the controller uninstalls the release: a
+			// stopped one comes back for that, without the OOM watch (the
+			// fake cgroup still reads 99%).
+			t.Cleanup(func() {
+				if ctl.Running() != nil {
+					restartWithoutOOMWatch(t, ctl)
+				}
+			})
+			hr := framework.Sharded(podinfoRelease(ns, "stop-"+how, repo), ctl)
 			hr.Spec.Values = jsonValues(t, `{"podAnnotations":{"sim.afterhooks.io/delay":"40s"}}`)
-			t.Cleanup(func() { cleanupShard(t, ctl, hr) })
 			remCreate(t, hr)
 
 			env.Eventually(t, 2*time.Minute, hr.Name+".v1 pending-install (Helm waiting for the pods)", func(ctx context.Context) error {
-				if err := ctl.proc.running(); err != nil {
-					t.Fatalf("controller: %v", err)
-				}
+				framework.MustRun(t, ctl)
 				stored := remStorage(t, ns, hr.Name)
 				if len(stored) != 1 || stored[0].Release.Info.Status != "pending-install" {
 					return fmt.Errorf("Helm storage %s", remDescribe(stored))
@@ -57,20 +65,14 @@ func TestGracefulShutdown(t *testing.T) {
 
 			stopped := time.Now()
 			if how == "sigterm" {
-				if err := ctl.proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				if err := ctl.Signal(syscall.SIGTERM); err != nil {
 					t.Fatal(err)
 				}
 			} else {
-				writeFile(t, usageFile, "990000000") // 99%
+				framework.WriteFile(t, usageFile, "990000000") // 99%
 			}
-			select {
-			case err := <-ctl.proc.exited:
-				ctl.proc.exited <- err
-				if err != nil {
-					t.Fatalf("controller exited with %v", err)
-				}
-			case <-time.After(time.Minute):
-				t.Fatalf("controller still running a minute after the %s shutdown", how)
+			if err := ctl.WaitExit(time.Minute); err != nil {
+				t.Fatalf("after the %s shutdown: %v", how, err)
 			}
 			t.Logf("%s: controller exited cleanly %s after the trigger", how, time.Since(stopped).Round(10*time.Millisecond))
 
@@ -81,7 +83,10 @@ func TestGracefulShutdown(t *testing.T) {
 			} else {
 				t.Logf("storage: v1 %s %q", stored[0].Release.Info.Status, stored[0].Release.Info.Description)
 			}
-			log := ctl.logText(t)
+			log, err := ctl.Log()
+			if err != nil {
+				t.Fatal(err)
+			}
 			if how == "oomwatch" {
 				for _, want := range []string{"memory usage reached the threshold", "stopped before running out of memory"} {
 					if !strings.Contains(log, want) {
@@ -94,12 +99,9 @@ func TestGracefulShutdown(t *testing.T) {
 			}
 
 			// The next controller takes the failed revision over without help.
-			ctl.args = removeFlagPrefix(ctl.args, "--feature-gates=OOMWatch")
-			ctl.start(t)
+			restartWithoutOOMWatch(t, ctl)
 			env.Eventually(t, 3*time.Minute, hr.Name+" Ready after the restart", func(ctx context.Context) error {
-				if err := ctl.proc.running(); err != nil {
-					t.Fatalf("controller: %v", err)
-				}
+				framework.MustRun(t, ctl)
 				if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 					return err
 				}
@@ -117,41 +119,13 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 }
 
-// cleanupShard restarts the shard's controller if needed, deletes hr so the
-// controller uninstalls it and drops the finalizer, and stops the controller.
-func cleanupShard(t *testing.T, ctl *shardController, hr *v2.HelmRelease) {
-	if ctl.proc.running() != nil {
-		// The fake cgroup still reads 99%: restart without the watch.
-		ctl.args = removeFlagPrefix(ctl.args, "--feature-gates=OOMWatch")
-		ctl.start(t)
-	}
-	_ = env.Client.Delete(context.Background(), hr)
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) && env.Gone(context.Background(), hr) != nil {
-		time.Sleep(framework.PollInterval)
-	}
-	if err := ctl.proc.stop(); err != nil {
-		t.Errorf("stopping the shard controller: %v", err)
-	}
-}
-
-func removeFlagPrefix(args []string, prefix string) []string {
-	var kept []string
-	for _, a := range args {
-		if !strings.HasPrefix(a, prefix) {
-			kept = append(kept, a)
-		}
-	}
-	return kept
-}
-
-// writeFile writes content to path, creating its directory.
-func writeFile(t *testing.T, path, content string) {
+// restartWithoutOOMWatch starts ctl again without the OOMWatch gate.
+func restartWithoutOOMWatch(t *testing.T, ctl *framework.Controller) {
 	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	ctl.Configure(func(o *framework.ControllerOptions) {
+		o.Args = slices.DeleteFunc(slices.Clone(o.Args), func(a string) bool {
+			return strings.HasPrefix(a, "--feature-gates=OOMWatch")
+		})
+	})
+	framework.Restart(t, ctl)
 }
