@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // TestAfterHooksFailingHook: a post-install hook that fails fails the
@@ -45,7 +46,7 @@ func TestAfterHooksFailingHook(t *testing.T) {
 	})
 	t.Logf("Released: %s", conditions.Get(hr, helmv2.ReleasedCondition).Message)
 	ahWantStorage(t, ns, "app", "failed")
-	if remHasEvent(t, ns, hr.Name, ahWaitingReason) {
+	if env.HasEvent(t, ns, hr.Name, framework.AfterHooksWaitingReason) {
 		t.Error("a readiness wait started although the post-install hook failed")
 	}
 }

@@ -41,8 +41,8 @@ func TestDefaultToAfterHooksGate(t *testing.T) {
 	unset := release("unset", "", time.Minute)
 	explicit := release("explicit", v2.BeforeHooks, 10*time.Second)
 
-	remWaitReady(t, unset, helmv2.InstallSucceededReason, 1)
-	remWantEvent(t, ns, unset.Name, corev1.EventTypeNormal, ahWaitingReason, "Post-install hooks of unset.v1 completed")
+	env.WaitRelease(t, unset, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
+	env.WaitEvent(t, ns, unset.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-install hooks of unset.v1 completed"})
 
 	env.Eventually(t, time.Minute, "explicit beforeHooks deadlocks", func(ctx context.Context) error {
 		if err := env.Get(ctx, explicit, ns, explicit.Name); err != nil {
@@ -54,7 +54,7 @@ func TestDefaultToAfterHooksGate(t *testing.T) {
 		}
 		return nil
 	})
-	if remHasEvent(t, ns, explicit.Name, ahWaitingReason) {
+	if env.HasEvent(t, ns, explicit.Name, framework.AfterHooksWaitingReason) {
 		t.Error("an explicit beforeHooks release ran the afterHooks wait")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // TestAfterHooksInstallRemediation: an afterHooks install whose pods never
@@ -40,7 +41,7 @@ func TestAfterHooksInstallRemediation(t *testing.T) {
 		}
 		return nil
 	})
-	remWantEvent(t, ns, hr.Name, "Normal", ahWaitingReason, "Post-install hooks of app.v1 completed")
+	env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: "Normal", Reason: framework.AfterHooksWaitingReason, Contains: "Post-install hooks of app.v1 completed"})
 
 	env.Eventually(t, time.Minute, "retries exhausted", func(ctx context.Context) error {
 		if err := env.Get(ctx, hr, ns, hr.Name); err != nil {

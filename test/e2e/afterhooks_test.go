@@ -17,15 +17,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // ahChart is the chart whose Deployment mounts a Secret that only its
 // post-install/post-upgrade hook creates.
 const ahChart = "afterhooks-deadlock"
-
-// ahWaitingReason is the event reason of internal/controller's
-// AfterHooksWaitingReason.
-const ahWaitingReason = "AfterHooksWaiting"
 
 // TestAfterHooks runs the deadlock chart with Helm's wait order (it cannot
 // install), with waitStrategy afterHooks (it installs and upgrades), and
@@ -57,8 +54,8 @@ func TestAfterHooks(t *testing.T) {
 		if len(stored) != 1 || stored[0].Release.Info.Status != "failed" {
 			t.Errorf("Helm storage %s, want one failed revision", remDescribe(stored))
 		}
-		if remHasEvent(t, ns, hr.Name, ahWaitingReason) {
-			t.Errorf("%s event for a beforeHooks release", ahWaitingReason)
+		if env.HasEvent(t, ns, hr.Name, framework.AfterHooksWaitingReason) {
+			t.Errorf("%s event for a beforeHooks release", framework.AfterHooksWaitingReason)
 		}
 	})
 
@@ -85,23 +82,23 @@ func TestAfterHooks(t *testing.T) {
 		remCreate(t, hr)
 
 		remStep(t, "install", func(t *testing.T) {
-			remWaitReady(t, hr, helmv2.InstallSucceededReason, 1)
+			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 			ahWantStorage(t, ns, "app", "deployed")
 			ahWantSecret(t, ns, "app-creds")
 			ahWantDeploymentReady(t, ns, "app")
-			remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, ahWaitingReason, "Post-install hooks of app.v1 completed")
-			remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, "AfterHooksStarted", "Helm install of app started with waitStrategy afterHooks")
+			env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-install hooks of app.v1 completed"})
+			env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksStartedReason, Contains: "Helm install of app started with waitStrategy afterHooks"})
 		})
 
 		remStep(t, "upgrade", func(t *testing.T) {
 			patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"message":"two"}`) })
-			remWaitReady(t, hr, helmv2.UpgradeSucceededReason, 2)
+			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2})
 			ahWantStorage(t, ns, "app", "superseded", "deployed")
 			ahWantDeploymentReady(t, ns, "app")
 			if a := remPodTemplateAnnotations(t, ns, "app"); a["e2e.afterhooks.io/message"] != "two" {
 				t.Errorf("pod template annotations %v, want the upgraded message", a)
 			}
-			remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, ahWaitingReason, "Post-upgrade hooks of app.v2 completed")
+			env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-upgrade hooks of app.v2 completed"})
 		})
 
 		remStep(t, "phase durations are recorded", func(t *testing.T) {
@@ -133,7 +130,7 @@ func TestAfterHooks(t *testing.T) {
 			WaitStrategy: v2.AfterHooks,
 		}
 		remCreate(t, hr)
-		remWaitReady(t, hr, helmv2.InstallSucceededReason, 1)
+		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 
 		patchSpec(t, hr, func(hr *v2.HelmRelease) {
 			hr.Spec.Values = jsonValues(t, `{"podAnnotations":{"sim.afterhooks.io/fail":"crashloop"}}`)
@@ -160,7 +157,7 @@ func TestAfterHooks(t *testing.T) {
 			t.Errorf("v3 description %q, want Helm's rollback description", stored[2].Release.Info.Description)
 		}
 		ahWantDeploymentReady(t, ns, "app")
-		remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, ahWaitingReason, "Post-rollback hooks of app.v3 completed")
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-rollback hooks of app.v3 completed"})
 	})
 
 	t.Run("afterHooks-not-ready-fails", func(t *testing.T) {
@@ -180,7 +177,7 @@ func TestAfterHooks(t *testing.T) {
 
 		// While the readiness wait runs the hook is done and the revision
 		// is pending, never deployed.
-		remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, ahWaitingReason, "Post-install hooks of app.v1 completed")
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-install hooks of app.v1 completed"})
 		if stored := remStorage(t, ns, "app"); len(stored) == 1 && stored[0].Release.Info.Status == "deployed" {
 			t.Errorf("Helm storage %s during the readiness wait, want it pending", remDescribe(stored))
 		}
@@ -206,7 +203,7 @@ func TestAfterHooks(t *testing.T) {
 		// The hook ran: it created the Secret.
 		ahWantSecret(t, ns, "app-creds")
 		ahWantStorage(t, ns, "app", "failed")
-		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, helmv2.InstallFailedReason, "not ready")
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: helmv2.InstallFailedReason, Contains: "not ready"})
 	})
 }
 

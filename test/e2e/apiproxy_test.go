@@ -55,7 +55,7 @@ func TestResumeSurvivesTransientAPIErrors(t *testing.T) {
 
 			proxy.Fail(framework.HelmStorageRequest(ns, name, tc.method), tc.skip, tc.fail)
 			framework.Restart(t, ctl)
-			remWaitReady(t, hr, helmv2.InstallSucceededReason, 1)
+			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 			if failed := proxy.Failed(); len(failed) != tc.fail {
 				t.Fatalf("the proxy failed %d requests (%v), want %d: the fault was not exercised", len(failed), failed, tc.fail)
 			} else {
@@ -65,7 +65,7 @@ func TestResumeSurvivesTransientAPIErrors(t *testing.T) {
 			if st := hr.Status; st.InstallFailures != 0 || st.Failures != 0 {
 				t.Errorf("installFailures %d, failures %d: a transient API error was counted", st.InstallFailures, st.Failures)
 			}
-			events, err := remEvents(context.Background(), ns, name)
+			events, err := env.Events(context.Background(), ns, name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -76,7 +76,7 @@ func TestResumeSurvivesTransientAPIErrors(t *testing.T) {
 					t.Errorf("event %s: %s", e.Reason, e.Message)
 				}
 			}
-			remWantEvent(t, ns, name, "Normal", ahWaitingReason, fmt.Sprintf("Resuming the readiness wait of %s.v1", name))
+			env.WaitEvent(t, ns, name, framework.EventWant{Type: "Normal", Reason: framework.AfterHooksWaitingReason, Contains: fmt.Sprintf("Resuming the readiness wait of %s.v1", name)})
 			if hr.Status.History.Latest().Version != 1 {
 				t.Errorf("history %+v, want v1 only", hr.Status.History)
 			}

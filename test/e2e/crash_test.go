@@ -96,14 +96,13 @@ func crashDuringReadinessWait(t *testing.T, ctl *framework.Controller, ns, repo 
 	}
 
 	framework.Restart(t, ctl)
-	remWaitReady(t, hr, helmv2.InstallSucceededReason, 1)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 	ahWantStorage(t, ns, name, "deployed")
 	crashWantNotPending(t, ns, name)
 	if hr.Status.InstallFailures != 0 || hr.Status.Failures != 0 {
 		t.Errorf("installFailures %d, failures %d, want 0", hr.Status.InstallFailures, hr.Status.Failures)
 	}
-	remWantEvent(t, ns, name, corev1.EventTypeNormal, ahWaitingReason,
-		fmt.Sprintf("Resuming the readiness wait of %s.v1 after a restart", name))
+	env.WaitEvent(t, ns, name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: fmt.Sprintf("Resuming the readiness wait of %s.v1 after a restart", name)})
 	ahWantSecret(t, ns, name+"-creds")
 	ahWantDeploymentReady(t, ns, name)
 
@@ -173,19 +172,11 @@ func crashDuringPostHook(t *testing.T, ctl *framework.Controller, ns, repo strin
 		if err := env.Get(ctx, hr, ns, name); err != nil {
 			return err
 		}
-		if hr.Status.ObservedGeneration != hr.Generation {
-			return fmt.Errorf("generation %d, observed %d", hr.Generation, hr.Status.ObservedGeneration)
-		}
-		if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionTrue, ""); err != nil {
-			return err
-		}
-		if latest := hr.Status.History.Latest(); latest == nil || latest.Status != "deployed" {
-			return fmt.Errorf("history %s, waiting for a deployed revision", remSnapshots(hr.Status.History))
-		}
-		return nil
+		// Whatever the reason: the test asks for a deployed revision.
+		return framework.ReleaseReady(hr, framework.ReleaseWant{})
 	})
-	ready := crashCondition(hr, meta.ReadyCondition)
-	t.Logf("Ready %s: %s; storage %s; history %s", ready.Reason, ready.Message,
+	t.Logf("Ready %s: %s; storage %s; history %s",
+		conditions.GetReason(hr, meta.ReadyCondition), conditions.GetMessage(hr, meta.ReadyCondition),
 		remDescribe(remStorage(t, ns, name)), remSnapshots(hr.Status.History))
 
 	final := remStorage(t, ns, name)
@@ -238,15 +229,6 @@ func crashJobFinished(job *batchv1.Job) bool {
 	return job.Status.Succeeded > 0 || job.Status.Failed > 0
 }
 
-func crashCondition(hr *v2.HelmRelease, typ string) metav1.Condition {
-	for _, c := range hr.Status.Conditions {
-		if c.Type == typ {
-			return c
-		}
-	}
-	return metav1.Condition{}
-}
-
 // TestAfterHooksResumeAfterSpecChange: v2 is held for its readiness wait
 // (its pods are slow) when the controller is killed; the values change
 // before a controller runs again. The new controller supersedes v2 with v3
@@ -269,7 +251,7 @@ func TestAfterHooksResumeAfterSpecChange(t *testing.T) {
 		WaitStrategy: v2.AfterHooks,
 	}
 	remCreate(t, hr)
-	remWaitReady(t, hr, helmv2.InstallSucceededReason, 1)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 
 	patchSpec(t, hr, func(hr *v2.HelmRelease) {
 		hr.Spec.Values = jsonValues(t, `{"message":"two","podAnnotations":{"sim.afterhooks.io/delay":"90s"}}`)
@@ -287,7 +269,7 @@ func TestAfterHooksResumeAfterSpecChange(t *testing.T) {
 
 	patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"message":"three"}`) })
 	framework.Restart(t, ctl)
-	remWaitReady(t, hr, helmv2.UpgradeSucceededReason, 3)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 3})
 	ahWantStorage(t, ns, name, "superseded", "failed", "deployed")
 	if a := remPodTemplateAnnotations(t, ns, name); a["e2e.afterhooks.io/message"] != "three" {
 		t.Errorf("pod template annotations %v, want the values of v3", a)
@@ -297,7 +279,7 @@ func TestAfterHooksResumeAfterSpecChange(t *testing.T) {
 			hr.Status.UpgradeFailures, hr.Status.Failures, conditions.IsStalled(hr))
 	}
 	for _, reason := range []string{helmv2.RollbackSucceededReason, helmv2.UninstallSucceededReason} {
-		if remHasEvent(t, ns, name, reason) {
+		if env.HasEvent(t, ns, name, reason) {
 			t.Errorf("a %s event: the superseded revision was remediated", reason)
 		}
 	}

@@ -50,11 +50,11 @@ func TestDrift(t *testing.T) {
 		}
 		deployment := fmt.Sprintf("Deployment/%s/%s", ns, hr.Name)
 		service := fmt.Sprintf("Service/%s/%s", ns, hr.Name)
-		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, helmv2.DriftDetectedReason, deployment+" changed")
-		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, helmv2.DriftDetectedReason, service+" deleted")
-		remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, "DriftCorrected", deployment+" configured")
-		remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, "DriftCorrected", service+" created")
-		wantEvent(t, hr, helmv2.DriftDetectedReason)
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: helmv2.DriftDetectedReason, Contains: deployment + " changed"})
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: helmv2.DriftDetectedReason, Contains: service + " deleted"})
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: "DriftCorrected", Contains: deployment + " configured"})
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: "DriftCorrected", Contains: service + " created"})
+		env.WaitEvent(t, hr.Namespace, hr.Name, framework.EventWant{Reason: helmv2.DriftDetectedReason, Revision: true})
 		if got := releaseRevisions(t, ns, hr.Name); got != 1 {
 			t.Errorf("%d Helm revisions after the correction, want 1: drift is corrected without an upgrade", got)
 		}
@@ -70,7 +70,7 @@ func TestDrift(t *testing.T) {
 		waitReconcileHandled(t, hr, requestReconcile(t, hr), 2*time.Minute)
 		driftWantCondition(t, hr, metav1.ConditionFalse, helmv2.NoDriftDetectedReason)
 		driftWantReplicas(t, ns, hr.Name, 3)
-		driftWantNoEvent(t, ns, hr.Name, helmv2.DriftDetectedReason)
+		env.WantNoEvent(t, ns, hr.Name, framework.EventWant{Reason: helmv2.DriftDetectedReason})
 	})
 
 	t.Run("the driftDetection annotation excludes the object", func(t *testing.T) {
@@ -82,7 +82,7 @@ func TestDrift(t *testing.T) {
 		waitReconcileHandled(t, hr, requestReconcile(t, hr), 2*time.Minute)
 		driftWantCondition(t, hr, metav1.ConditionFalse, helmv2.NoDriftDetectedReason)
 		driftWantReplicas(t, ns, hr.Name, 3)
-		driftWantNoEvent(t, ns, hr.Name, helmv2.DriftDetectedReason)
+		env.WantNoEvent(t, ns, hr.Name, framework.EventWant{Reason: helmv2.DriftDetectedReason})
 	})
 
 	t.Run("warn mode only reports", func(t *testing.T) {
@@ -98,9 +98,9 @@ func TestDrift(t *testing.T) {
 		if err := framework.Ready(hr); err != nil {
 			t.Errorf("warn mode changed Ready: %v", err)
 		}
-		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, helmv2.DriftDetectedReason, deployment)
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: helmv2.DriftDetectedReason, Contains: deployment})
 		driftWantReplicas(t, ns, hr.Name, 3)
-		driftWantNoEvent(t, ns, hr.Name, "DriftCorrected")
+		env.WantNoEvent(t, ns, hr.Name, framework.EventWant{Reason: "DriftCorrected"})
 	})
 
 	t.Run("an invalid ignore rule stops the release before anything is deployed", func(t *testing.T) {
@@ -126,7 +126,7 @@ func TestDrift(t *testing.T) {
 			}
 			return nil
 		})
-		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, "InvalidDriftDetection", "spec.driftDetection.ignore[0]")
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: "InvalidDriftDetection", Contains: "spec.driftDetection.ignore[0]"})
 		if got := releaseRevisions(t, ns, hr.Name); got != 0 {
 			t.Errorf("%d Helm revisions, want none", got)
 		}
@@ -143,7 +143,7 @@ func driftRelease(t *testing.T, ns, name string, repo *sourcev1.HelmRepository, 
 	if err := env.Client.Create(context.Background(), hr); err != nil {
 		t.Fatalf("creating HelmRelease: %v", err)
 	}
-	waitReady(t, hr, helmv2.InstallSucceededReason, 3*time.Minute)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 3 * time.Minute})
 	return hr
 }
 
@@ -182,17 +182,4 @@ func driftWantCondition(t *testing.T, hr *v2.HelmRelease, status metav1.Conditio
 		t.Fatalf("Drifted condition %+v, want %s/%s", c, status, reason)
 	}
 	return c
-}
-
-func driftWantNoEvent(t *testing.T, ns, name, reason string) {
-	t.Helper()
-	events, err := remEvents(context.Background(), ns, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range events {
-		if e.Reason == reason {
-			t.Fatalf("unexpected %s event: %s", reason, e.Message)
-		}
-	}
 }

@@ -41,7 +41,7 @@ func TestTakeoverFromUpstream(t *testing.T) {
 	hr := framework.Sharded(podinfoRelease(ns, "podinfo", repo), upstream)
 	hr.Spec.Values = jsonValues(t, `{"replicaCount": 1}`)
 	remCreate(t, hr)
-	waitReady(t, hr, helmv2.InstallSucceededReason, 2*time.Minute)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 2 * time.Minute})
 	if n := releaseRevisions(t, ns, "podinfo"); n != 1 {
 		t.Fatalf("upstream made %d Helm revisions, want 1", n)
 	}
@@ -71,7 +71,7 @@ func TestTakeoverFromUpstream(t *testing.T) {
 		}
 		return nil
 	})
-	waitReady(t, hr, helmv2.InstallSucceededReason, time.Minute)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: time.Minute})
 	env.Consistently(t, 5*time.Second, "no new Helm revision after the takeover", func(ctx context.Context) error {
 		if n := releaseRevisions(t, ns, "podinfo"); n != 1 {
 			return fmt.Errorf("%d Helm revisions in storage, want 1", n)

@@ -56,7 +56,7 @@ func TestHealthCheckExprs(t *testing.T) {
 
 			hcWaitGadget(t, ns, "app")
 			if strategy == v2.AfterHooks {
-				remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, ahWaitingReason, "Post-install hooks of app.v1 completed")
+				env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-install hooks of app.v1 completed"})
 			}
 			// kstatus alone would be done by now; the expression keeps
 			// the release pending.
@@ -74,7 +74,7 @@ func TestHealthCheckExprs(t *testing.T) {
 			}
 
 			hcSetGadgetPhase(t, ns, "app", "Ready")
-			remWaitReady(t, hr, helmv2.InstallSucceededReason, 1)
+			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 			ahWantStorage(t, ns, "app", "deployed")
 		})
 	}
@@ -130,7 +130,7 @@ func TestHealthCheckExprs(t *testing.T) {
 		if msg := conditions.GetMessage(hr, meta.ReadyCondition); !strings.Contains(msg, "Current") || !strings.Contains(msg, "left untouched") {
 			t.Errorf("Ready message %q, want it to name the expression and say the release is untouched", msg)
 		}
-		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, meta.InvalidCELExpressionReason, "status.phase ==")
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: meta.InvalidCELExpressionReason, Contains: "status.phase =="})
 		if stored := remStorage(t, ns, "app"); len(stored) != 0 {
 			t.Errorf("Helm storage %s, want no release", remDescribe(stored))
 		}
@@ -171,7 +171,7 @@ func TestHealthCheckCancelOnNewRevision(t *testing.T) {
 			remCreate(t, hr)
 			hcWaitGadget(t, ns, "app")
 			hcSetGadgetPhase(t, ns, "app", "Ready")
-			remWaitReady(t, hr, helmv2.InstallSucceededReason, 1)
+			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 
 			// Upgrade to size 2: the Gadget's generation moves on and
 			// the expressions call it InProgress until the test
@@ -189,8 +189,7 @@ func TestHealthCheckCancelOnNewRevision(t *testing.T) {
 			patched := time.Now()
 			patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"size":3}`) })
 			if tt.gate {
-				remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, meta.HealthCheckCanceledReason,
-					"Health checks canceled due to new reconciliation triggered by HelmRelease/"+ns+"/app")
+				env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: meta.HealthCheckCanceledReason, Contains: "Health checks canceled due to new reconciliation triggered by HelmRelease/" + ns + "/app"})
 			} else {
 				env.Consistently(t, 15*time.Second, "without the gate v2 keeps waiting", func(ctx context.Context) error {
 					if stored := remStorage(t, ns, "app"); len(stored) != 2 || !stored[1].Release.Info.Status.IsPending() {
@@ -210,7 +209,7 @@ func TestHealthCheckCancelOnNewRevision(t *testing.T) {
 				t.Errorf("the new revision started %s after the spec change, want well before the five-minute timeout", d)
 			}
 			hcAcknowledgeGadget(t, ns, "app")
-			remWaitReady(t, hr, helmv2.UpgradeSucceededReason, 3)
+			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 3})
 			ahWantStorage(t, ns, "app", "superseded", "failed", "deployed")
 			if stored := remStorage(t, ns, "app"); len(stored) == 3 {
 				desc := stored[1].Release.Info.Description
@@ -221,7 +220,7 @@ func TestHealthCheckCancelOnNewRevision(t *testing.T) {
 					t.Errorf("v2 description %q: canceled = %v, want %v", stored[1].Release.Info.Description, canceled, tt.gate)
 				}
 			}
-			if got := remHasEvent(t, ns, hr.Name, meta.HealthCheckCanceledReason); got != tt.gate {
+			if got := env.HasEvent(t, ns, hr.Name, meta.HealthCheckCanceledReason); got != tt.gate {
 				t.Errorf("HealthCheckCanceled event recorded = %v, want %v", got, tt.gate)
 			}
 		})

@@ -19,8 +19,6 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	"github.com/fluxcd/pkg/apis/meta"
-	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -344,21 +342,12 @@ func runReleaseDeployment(t *testing.T, root, binary, version, digest string) {
 	if err := cl.Create(ctx, hr); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
+	env.Eventually(t, 3*time.Minute, "the HelmRelease Ready", func(ctx context.Context) error {
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(hr), hr); err != nil {
-			t.Fatal(err)
+			return err
 		}
-		ready := conditions.Get(hr, meta.ReadyCondition)
-		if ready != nil && ready.Status == metav1.ConditionTrue && ready.Reason == helmv2.InstallSucceededReason &&
-			hr.Status.ObservedGeneration == hr.Generation {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the HelmRelease did not become Ready; Ready %+v", ready)
-		}
-		time.Sleep(time.Second)
-	}
+		return framework.ReleaseReady(hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
+	})
 	if err := framework.LogContains(logPath, version); err != nil {
 		t.Errorf("the start-up log does not name the stamped version: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -61,14 +62,15 @@ func TestImpersonation(t *testing.T) {
 		hr.Spec.ServiceAccountName = "nobody"
 		remCreate(t, hr)
 		user := fmt.Sprintf("system:serviceaccount:%s:nobody", ns)
-		remoteWaitNotReady(t, hr, "StateError", fmt.Sprintf("secrets is forbidden: User %q cannot list resource", user))
-		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, "StateError", user)
+		env.WaitNotReady(t, hr, "StateError", fmt.Sprintf("secrets is forbidden: User %q cannot list resource", user))
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: "StateError", Contains: user})
 		env.Consistently(t, 3*time.Second, "the release stays not Ready", func(ctx context.Context) error {
 			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
-			if c := crashCondition(hr, meta.ReadyCondition); c.Status == metav1.ConditionTrue {
-				return fmt.Errorf("Ready=True (%s: %s) for a release that was never installed", c.Reason, c.Message)
+			if conditions.IsTrue(hr, meta.ReadyCondition) {
+				return fmt.Errorf("Ready=True (%s: %s) for a release that was never installed",
+					conditions.GetReason(hr, meta.ReadyCondition), conditions.GetMessage(hr, meta.ReadyCondition))
 			}
 			return nil
 		})
@@ -78,7 +80,7 @@ func TestImpersonation(t *testing.T) {
 		hr := podinfoRelease(ns, "podinfo-deployer", repo)
 		hr.Spec.ServiceAccountName = "deployer"
 		remCreate(t, hr)
-		waitReady(t, hr, helmv2.InstallSucceededReason, 5*time.Minute)
+		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 5 * time.Minute})
 		wantDeploymentReplicas(t, ns, hr.Name, 1)
 		wantInventory(t, hr, fmt.Sprintf("%s_%s_apps_Deployment", ns, hr.Name))
 	})
@@ -88,7 +90,7 @@ func TestImpersonation(t *testing.T) {
 		hr.Spec.ServiceAccountName = "deployer"
 		hr.Spec.PersistentClient = ptr.To(false)
 		remCreate(t, hr)
-		waitReady(t, hr, helmv2.InstallSucceededReason, 5*time.Minute)
+		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 5 * time.Minute})
 		wantDeploymentReplicas(t, ns, hr.Name, 1)
 	})
 
@@ -106,7 +108,7 @@ func TestImpersonation(t *testing.T) {
 		explicit := framework.Sharded(podinfoRelease(ns, "podinfo-explicit", repo), ctl)
 		explicit.Spec.ServiceAccountName = "deployer"
 		remCreate(t, explicit)
-		waitReady(t, explicit, helmv2.InstallSucceededReason, 5*time.Minute)
+		env.WaitRelease(t, explicit, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 5 * time.Minute})
 		wantDeploymentReplicas(t, ns, explicit.Name, 1)
 		framework.MustRun(t, ctl)
 	})
@@ -137,9 +139,9 @@ func impersonationAccount(t *testing.T, ns, name string, rules ...rbacv1.PolicyR
 func impersonationWantForbidden(t *testing.T, hr *v2.HelmRelease, account string) {
 	t.Helper()
 	user := fmt.Sprintf("system:serviceaccount:%s:%s", hr.Namespace, account)
-	remoteWaitNotReady(t, hr, helmv2.InstallFailedReason, fmt.Sprintf("is forbidden: User %q cannot patch resource", user))
-	t.Logf("Ready=False: %s", crashCondition(hr, meta.ReadyCondition).Message)
-	remWantEvent(t, hr.Namespace, hr.Name, corev1.EventTypeWarning, helmv2.InstallFailedReason, user)
+	env.WaitNotReady(t, hr, helmv2.InstallFailedReason, fmt.Sprintf("is forbidden: User %q cannot patch resource", user))
+	t.Logf("Ready=False: %s", conditions.GetMessage(hr, meta.ReadyCondition))
+	env.WaitEvent(t, hr.Namespace, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: helmv2.InstallFailedReason, Contains: user})
 	ctx := context.Background()
 	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}} {
 		if err := env.Get(ctx, obj, hr.Namespace, hr.Name); !apierrors.IsNotFound(err) {

@@ -51,19 +51,19 @@ func TestInventory(t *testing.T) {
 	hr.Spec.Install = &v2.Install{Install: helmv2.Install{CRDs: helmv2.Create}}
 	hr.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{CRDs: helmv2.CreateReplace}}
 	remCreate(t, hr)
-	remWaitReady(t, hr, helmv2.InstallSucceededReason, 1)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 	wantExactInventory(t, hr, []helmv2.ResourceRef{{ID: configMapID, Version: "v1"}, {ID: crdID, Version: crdVersion}})
 
 	remStep(t, "upgrade adds an object", func(t *testing.T) {
 		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"widget":{"enabled":true}}`) })
-		remWaitReady(t, hr, helmv2.UpgradeSucceededReason, 2)
+		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2})
 		wantExactInventory(t, hr, []helmv2.ResourceRef{
 			{ID: configMapID, Version: "v1"}, {ID: widgetID, Version: "v1"}, {ID: crdID, Version: crdVersion}})
 	})
 
 	remStep(t, "upgrade removes an object", func(t *testing.T) {
 		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"widget":{"enabled":false}}`) })
-		remWaitReady(t, hr, helmv2.UpgradeSucceededReason, 3)
+		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 3})
 		wantExactInventory(t, hr, []helmv2.ResourceRef{{ID: configMapID, Version: "v1"}, {ID: crdID, Version: crdVersion}})
 	})
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // TestMetrics scrapes the shared controller's /metrics after a release and
@@ -22,7 +24,7 @@ func TestMetrics(t *testing.T) {
 	repo := createHelmRepository(t, ns)
 	hr := podinfoRelease(ns, "metrics", repo)
 	remCreate(t, hr)
-	waitReady(t, hr, helmv2.InstallSucceededReason, 3*time.Minute)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 3 * time.Minute})
 
 	object := `kind="HelmRelease",name="metrics",namespace="` + ns + `"`
 	// Each pattern must match a whole series line (name{labels} value).

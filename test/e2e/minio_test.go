@@ -131,11 +131,11 @@ func TestMinioAfterHooks(t *testing.T) {
 	remStep(t, "install", func(t *testing.T) {
 		// The post job runs while the revision is still pending.
 		installed = minioWaitHookDone(t, ns, "", "pending-install")
-		remWaitReady(t, hr, helmv2.InstallSucceededReason, 1)
+		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 		ahWantStorage(t, ns, minioRelease, "deployed")
 		ahWantDeploymentReady(t, ns, minioRelease)
 		minioWantSecretMount(t, ns)
-		remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, ahWaitingReason, "Post-install hooks of minio.v1 completed")
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-install hooks of minio.v1 completed"})
 		minioWantHookBeforeReady(t, ns, 1, "1", installed)
 	})
 
@@ -152,13 +152,13 @@ func TestMinioAfterHooks(t *testing.T) {
 		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, minioValuesJSON(t, "2")) })
 
 		upgraded := minioWaitHookDone(t, ns, installed.UID, "deployed", "pending-upgrade")
-		remWaitReady(t, hr, helmv2.UpgradeSucceededReason, 2)
+		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2})
 		ahWantStorage(t, ns, minioRelease, "superseded", "deployed")
 		ahWantDeploymentReady(t, ns, minioRelease)
 		if a := remPodTemplateAnnotations(t, ns, minioRelease); a["e2e.afterhooks.io/rollout"] != "2" {
 			t.Errorf("pod template annotations %v, want the upgraded rollout annotation", a)
 		}
-		remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, ahWaitingReason, "Post-upgrade hooks of minio.v2 completed")
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-upgrade hooks of minio.v2 completed"})
 		minioWantHookBeforeReady(t, ns, 2, "2", upgraded)
 	})
 
@@ -171,8 +171,8 @@ func TestMinioAfterHooks(t *testing.T) {
 		})
 		ahWantNoSecret(t, controlNS, minioReadySecret)
 		ahWantStorage(t, controlNS, minioRelease, "failed")
-		if remHasEvent(t, controlNS, control.Name, ahWaitingReason) {
-			t.Errorf("%s event for the beforeHooks release", ahWaitingReason)
+		if env.HasEvent(t, controlNS, control.Name, framework.AfterHooksWaitingReason) {
+			t.Errorf("%s event for the beforeHooks release", framework.AfterHooksWaitingReason)
 		}
 	})
 	t.Logf("minio installed and upgraded with afterHooks in %s", time.Since(start).Round(100*time.Millisecond))

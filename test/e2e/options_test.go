@@ -37,7 +37,7 @@ func TestUninstallKeepHistory(t *testing.T) {
 	hr := remPodinfo(ns, "podinfo", repo.Name, "")
 	hr.Spec.Uninstall = &helmv2.Uninstall{KeepHistory: true, Timeout: &metav1.Duration{Duration: 30 * time.Second}}
 	remCreate(t, hr)
-	remWaitReady(t, hr, helmv2.InstallSucceededReason, 0)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
 
 	if err := env.Client.Delete(context.Background(), hr); err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func TestTargetAndStorageNamespace(t *testing.T) {
 	hr.Spec.StorageNamespace = storageNS
 	hr.Spec.Install = &v2.Install{Install: helmv2.Install{CreateNamespace: true, Timeout: &metav1.Duration{Duration: 30 * time.Second}}}
 	remCreate(t, hr)
-	remWaitReady(t, hr, helmv2.InstallSucceededReason, 0)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
 
 	release := targetNS + "-podinfo"
 	if hr.Status.StorageNamespace != storageNS {
@@ -139,7 +139,7 @@ func TestLongReleaseName(t *testing.T) {
 
 	hr := remPodinfo(ns, name, repo.Name, "")
 	remCreate(t, hr)
-	remWaitReady(t, hr, helmv2.InstallSucceededReason, 0)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
 
 	latest := hr.Status.History.Latest()
 	if latest.Name != want || len(latest.Name) != 53 {
@@ -221,7 +221,7 @@ func TestCRDPolicies(t *testing.T) {
 		hr := remRelease(ns, "skipped", repo.Name, v1.Name, v1.Version, "")
 		hr.Spec.Install = &v2.Install{Install: helmv2.Install{CRDs: helmv2.Skip}}
 		remCreate(t, hr)
-		remWaitReady(t, hr, helmv2.InstallSucceededReason, 0)
+		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
 		if _, err := remGetCRD(context.Background(), remWidgetCRD); !apierrors.IsNotFound(err) {
 			t.Fatalf("CRD %s after an install with crds Skip: %v, want not found", remWidgetCRD, err)
 		}
@@ -229,7 +229,7 @@ func TestCRDPolicies(t *testing.T) {
 
 	remStep(t, "install-create", func(t *testing.T) {
 		remCreate(t, managed)
-		remWaitReady(t, managed, helmv2.InstallSucceededReason, 0)
+		env.WaitRelease(t, managed, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
 		crd, err := remGetCRD(context.Background(), remWidgetCRD)
 		if err != nil {
 			t.Fatalf("CRD not created by an install with crds Create: %v", err)
@@ -263,7 +263,7 @@ func TestCRDPolicies(t *testing.T) {
 				hr.Spec.Chart.Spec.Version = u.chart.Version
 				hr.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{CRDs: u.policy}}
 			})
-			remWaitReady(t, managed, helmv2.UpgradeSucceededReason, u.revision)
+			env.WaitRelease(t, managed, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: u.revision})
 			wantHistory(t, managed, u.revision, u.chart.Version)
 			crd, err := remGetCRD(context.Background(), remWidgetCRD)
 			if err != nil {
@@ -337,7 +337,7 @@ func TestBadInput(t *testing.T) {
 			}
 			return nil
 		})
-		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, "ValuesError", "missing-values")
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: "ValuesError", Contains: "missing-values"})
 		env.Consistently(t, 2*time.Second, "no Helm release without values", func(ctx context.Context) error {
 			if n := releaseRevisions(t, ns, "podinfo"); n != 0 {
 				return fmt.Errorf("%d Helm revisions although the values could not be composed", n)
@@ -372,7 +372,7 @@ func TestBadInput(t *testing.T) {
 			{Kind: "Secret", Name: "partial-values", ValuesKey: "values.yaml", Optional: true},
 		}
 		remCreate(t, hr)
-		remWaitReady(t, hr, helmv2.InstallSucceededReason, 0)
+		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
 		wantDeploymentReplicas(t, ns, "podinfo", 2)
 	})
 
@@ -395,7 +395,7 @@ func TestBadInput(t *testing.T) {
 			}
 			return nil
 		})
-		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, helmv2.InstallFailedReason, "broken on purpose")
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: helmv2.InstallFailedReason, Contains: "broken on purpose"})
 		if n := releaseRevisions(t, ns, "app"); n != 0 {
 			t.Errorf("%d Helm revisions stored for a chart that does not render", n)
 		}
@@ -424,7 +424,7 @@ func TestBadInput(t *testing.T) {
 		repo := createHelmRepository(t, ns)
 		hr := remRelease(ns, "app", repo.Name, good.Name, good.Version, "")
 		remCreate(t, hr)
-		remWaitReady(t, hr, helmv2.InstallSucceededReason, 0)
+		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
 		wantDeploymentReplicas(t, ns, "app", 1)
 		before := &appsv1.Deployment{}
 		if err := env.Get(ctx, before, ns, "app"); err != nil {
@@ -515,10 +515,10 @@ func TestReleaseTargetChange(t *testing.T) {
 	repo := createHelmRepository(t, ns)
 	hr := remPodinfo(ns, "podinfo", repo.Name, "")
 	remCreate(t, hr)
-	remWaitReady(t, hr, helmv2.InstallSucceededReason, 1)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 
 	patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.ReleaseName = "podinfo-renamed" })
-	remWaitReady(t, hr, helmv2.InstallSucceededReason, 1)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 	if latest := hr.Status.History.Latest(); latest.Name != "podinfo-renamed" || len(hr.Status.History) != 1 {
 		t.Errorf("history %s, want only podinfo-renamed.v1", remSnapshots(hr.Status.History))
 	}
@@ -529,10 +529,10 @@ func TestReleaseTargetChange(t *testing.T) {
 		return env.Gone(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "podinfo"}})
 	})
 	wantDeploymentReplicas(t, ns, "podinfo-renamed", 1)
-	remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, helmv2.UninstallSucceededReason, "podinfo")
+	env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: helmv2.UninstallSucceededReason, Contains: "podinfo"})
 
 	patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.StorageNamespace = storageNS })
-	remWaitReady(t, hr, helmv2.InstallSucceededReason, 1)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 	if hr.Status.StorageNamespace != storageNS {
 		t.Errorf("status.storageNamespace %q, want %q", hr.Status.StorageNamespace, storageNS)
 	}

@@ -19,6 +19,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/postrender"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // podinfoPostRenderers patches the podinfo Deployment with a JSON6902
@@ -62,7 +63,7 @@ func TestPostRenderers(t *testing.T) {
 	if err := env.Client.Create(ctx, hr); err != nil {
 		t.Fatalf("creating HelmRelease: %v", err)
 	}
-	waitReady(t, hr, helmv2.InstallSucceededReason, 3*time.Minute)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 3 * time.Minute})
 	waitObservedDigests(t, hr)
 	wantHistory(t, hr, 1, env.Podinfo.Version)
 	wantPodinfoPostRendered(t, ns, "registry.e2e.local/podinfo:6.9.1")
@@ -77,13 +78,13 @@ func TestPostRenderers(t *testing.T) {
 
 	t.Run("a changed post renderer upgrades", func(t *testing.T) {
 		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.PostRenderers = podinfoPostRenderers(ns, "6.9.2") })
-		waitRevision(t, hr, helmv2.UpgradeSucceededReason, 2, 3*time.Minute)
+		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2, Timeout: 3 * time.Minute})
 		waitObservedDigests(t, hr)
 		wantPodinfoPostRendered(t, ns, "registry.e2e.local/podinfo:6.9.2")
 		if d := hr.Status.ObservedPostRenderersDigest; d == firstDigest {
 			t.Errorf("observedPostRenderersDigest %q unchanged by the change", d)
 		}
-		wantEvent(t, hr, helmv2.UpgradeSucceededReason)
+		env.WaitEvent(t, hr.Namespace, hr.Name, framework.EventWant{Reason: helmv2.UpgradeSucceededReason, Revision: true})
 	})
 
 	t.Run("a bad target selector stalls before any upgrade, nothing applied", func(t *testing.T) {
@@ -107,7 +108,7 @@ func TestPostRenderers(t *testing.T) {
 			}
 			return nil
 		})
-		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, "InvalidPostRenderers", "labelSelector")
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: "InvalidPostRenderers", Contains: "labelSelector"})
 		if got := releaseRevisions(t, ns, "podinfo"); got != 2 {
 			t.Errorf("%d Helm revisions after the refused upgrade, want 2", got)
 		}
@@ -179,7 +180,7 @@ func TestCommonMetadata(t *testing.T) {
 	if err := env.Client.Create(ctx, hr); err != nil {
 		t.Fatalf("creating HelmRelease: %v", err)
 	}
-	waitReady(t, hr, helmv2.InstallSucceededReason, 3*time.Minute)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 3 * time.Minute})
 	waitObservedDigests(t, hr)
 	first := hr.Status.ObservedCommonMetadataDigest
 	if first == "" || hr.Status.ObservedPostRenderersDigest != "" {
@@ -193,7 +194,7 @@ func TestCommonMetadata(t *testing.T) {
 			hr.Spec.CommonMetadata.Labels["e2e.afterhooks.dev/team"] = "red"
 			hr.Spec.CommonMetadata.Annotations["e2e.afterhooks.dev/owner"] = "apps"
 		})
-		waitRevision(t, hr, helmv2.UpgradeSucceededReason, 2, 3*time.Minute)
+		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2, Timeout: 3 * time.Minute})
 		waitObservedDigests(t, hr)
 		if d := hr.Status.ObservedCommonMetadataDigest; d == first {
 			t.Errorf("observedCommonMetadataDigest %q unchanged by the change", d)
@@ -246,16 +247,16 @@ func TestPostRenderersWithAfterHooks(t *testing.T) {
 	if err := env.Client.Create(ctx, hr); err != nil {
 		t.Fatalf("creating HelmRelease: %v", err)
 	}
-	waitReady(t, hr, helmv2.InstallSucceededReason, 3*time.Minute)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 3 * time.Minute})
 	// Ready is written before the rest of the status; the digests come
 	// with the inventory.
 	waitObservedDigests(t, hr)
-	remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, "AfterHooksStarted", "Helm install of podinfo started with waitStrategy afterHooks")
+	env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksStartedReason, Contains: "Helm install of podinfo started with waitStrategy afterHooks"})
 	wantPodinfoPostRendered(t, ns, "registry.e2e.local/podinfo:6.9.1")
 	wantMetadataOnInventory(t, hr, "blue", "platform")
 
 	patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.PostRenderers = podinfoPostRenderers(ns, "6.9.2") })
-	waitRevision(t, hr, helmv2.UpgradeSucceededReason, 2, 3*time.Minute)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2, Timeout: 3 * time.Minute})
 	waitObservedDigests(t, hr)
 	wantPodinfoPostRendered(t, ns, "registry.e2e.local/podinfo:6.9.2")
 	wantMetadataOnInventory(t, hr, "blue", "platform")

@@ -17,6 +17,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/test/chartserver"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // TestReadyNeverLies drives every way a reconcile can fail, from bad input
@@ -178,7 +179,7 @@ func TestReadyNeverLies(t *testing.T) {
 			})
 			t.Logf("Ready=False/%s: %s", tc.reason, conditions.GetMessage(hr, meta.ReadyCondition))
 			if tc.event {
-				remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, tc.reason, inMessage)
+				env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: tc.reason, Contains: inMessage})
 			}
 			env.Consistently(t, 4*time.Second, "Ready never True while the cause stays", func(ctx context.Context) error {
 				if err := env.Get(ctx, hr, ns, hr.Name); err != nil {

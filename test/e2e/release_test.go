@@ -51,7 +51,7 @@ func TestChartTemplateLifecycle(t *testing.T) {
 	if err := env.Client.Create(ctx, hr); err != nil {
 		t.Fatalf("creating HelmRelease: %v", err)
 	}
-	waitReady(t, hr, helmv2.InstallSucceededReason, 3*time.Minute)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 3 * time.Minute})
 	t.Logf("podinfo Ready %s after the HelmRelease was created", time.Since(created).Round(100*time.Millisecond))
 
 	if hr.Status.HelmChart != ns+"/"+ns+"-podinfo" {
@@ -71,7 +71,7 @@ func TestChartTemplateLifecycle(t *testing.T) {
 			hr.Status.StorageNamespace, hr.Status.LastAttemptedRevision, hr.Status.LastAttemptedReleaseAction)
 	}
 	wantDeploymentReplicas(t, ns, "podinfo", 1)
-	wantEvent(t, hr, helmv2.InstallSucceededReason)
+	env.WaitEvent(t, hr.Namespace, hr.Name, framework.EventWant{Reason: helmv2.InstallSucceededReason, Revision: true})
 	wantInventory(t, hr, ns+"_podinfo_apps_Deployment", ns+"_podinfo__Service")
 
 	t.Run("unchanged reconcile does nothing", func(t *testing.T) {
@@ -88,7 +88,7 @@ func TestChartTemplateLifecycle(t *testing.T) {
 
 	t.Run("upgrade on values change", func(t *testing.T) {
 		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"replicaCount": 2}`) })
-		waitRevision(t, hr, helmv2.UpgradeSucceededReason, 2, 3*time.Minute)
+		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2, Timeout: 3 * time.Minute})
 		wantHistory(t, hr, 2, env.Podinfo.Version)
 		wantDeploymentReplicas(t, ns, "podinfo", 2)
 	})
@@ -101,7 +101,7 @@ func TestChartTemplateLifecycle(t *testing.T) {
 		// Make source-controller fetch the new index now, not at its interval.
 		requestSourceReconcile(t, repo)
 		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Chart.Spec.Version = next.Version })
-		waitRevision(t, hr, helmv2.UpgradeSucceededReason, 3, 3*time.Minute)
+		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 3, Timeout: 3 * time.Minute})
 		wantHistory(t, hr, 3, next.Version)
 		if hr.Status.History[1].Status != "superseded" {
 			t.Errorf("previous snapshot status %q, want superseded", hr.Status.History[1].Status)
@@ -153,7 +153,7 @@ func TestOCIChartRef(t *testing.T) {
 	if err := env.Client.Create(ctx, hr); err != nil {
 		t.Fatalf("creating HelmRelease: %v", err)
 	}
-	waitReady(t, hr, helmv2.InstallSucceededReason, 3*time.Minute)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 3 * time.Minute})
 	if err := env.Get(ctx, repo, ns, repo.Name); err != nil {
 		t.Fatal(err)
 	}
@@ -208,42 +208,6 @@ func jsonValues(t *testing.T, raw string) *apiextensionsv1.JSON {
 	return &apiextensionsv1.JSON{Raw: []byte(raw)}
 }
 
-// waitReady waits until the HelmRelease is Ready with the given reason for
-// its current generation.
-func waitReady(t *testing.T, hr *v2.HelmRelease, reason string, timeout time.Duration) {
-	t.Helper()
-	waitRevision(t, hr, reason, 0, timeout)
-}
-
-// waitRevision is waitReady that also waits for Helm revision version (0:
-// any) to be the latest in the history; either way the history must be
-// written.
-func waitRevision(t *testing.T, hr *v2.HelmRelease, reason string, version int, timeout time.Duration) {
-	t.Helper()
-	env.Eventually(t, timeout, fmt.Sprintf("HelmRelease Ready/%s at revision %d", reason, version), func(ctx context.Context) error {
-		if err := env.Get(ctx, hr, hr.Namespace, hr.Name); err != nil {
-			return err
-		}
-		if hr.Status.ObservedGeneration != hr.Generation {
-			return fmt.Errorf("observedGeneration %d, generation %d", hr.Status.ObservedGeneration, hr.Generation)
-		}
-		// Conditions are written in a request before the rest of the
-		// status: Ready alone does not mean the history is there yet.
-		latest := hr.Status.History.Latest()
-		if latest == nil {
-			return fmt.Errorf("no history yet")
-		}
-		if version > 0 && latest.Version != version {
-			return fmt.Errorf("latest snapshot %+v, waiting for revision %d", latest, version)
-		}
-		c := conditions.Get(hr, meta.ReadyCondition)
-		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != reason {
-			return fmt.Errorf("Ready condition %+v", c)
-		}
-		return nil
-	})
-}
-
 func wantHistory(t *testing.T, hr *v2.HelmRelease, version int, chartVersion string) {
 	t.Helper()
 	latest := hr.Status.History.Latest()
@@ -282,27 +246,6 @@ func wantDeploymentReplicas(t *testing.T, ns, name string, replicas int32) {
 	if d.Status.ReadyReplicas != replicas {
 		t.Fatalf("Deployment %s has %d ready replicas after the release was Ready, want %d", name, d.Status.ReadyReplicas, replicas)
 	}
-}
-
-// wantEvent checks the HelmRelease has an event with the reason and the
-// revision metadata notification-controller reads.
-func wantEvent(t *testing.T, hr *v2.HelmRelease, reason string) {
-	t.Helper()
-	env.Eventually(t, 30*time.Second, "event "+reason, func(ctx context.Context) error {
-		var list corev1.EventList
-		if err := env.Client.List(ctx, &list, client.InNamespace(hr.Namespace)); err != nil {
-			return err
-		}
-		for _, e := range list.Items {
-			if e.InvolvedObject.Name == hr.Name && e.Reason == reason {
-				if e.Annotations["helm.toolkit.fluxcd.io/revision"] == "" {
-					return fmt.Errorf("event %s has no revision annotation: %v", reason, e.Annotations)
-				}
-				return nil
-			}
-		}
-		return fmt.Errorf("no %s event among %d", reason, len(list.Items))
-	})
 }
 
 // requestReconcile asks the controller to reconcile hr now and returns the
@@ -409,7 +352,7 @@ func TestValuesFromWatchedConfigMap(t *testing.T) {
 	if err := env.Client.Create(ctx, hr); err != nil {
 		t.Fatal(err)
 	}
-	waitRevision(t, hr, helmv2.InstallSucceededReason, 1, 2*time.Minute)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1, Timeout: 2 * time.Minute})
 
 	// Unlabelled: nothing happens (the interval is an hour).
 	unwatched.Data["values.yaml"] = "podAnnotations:\n  team: b\n"
@@ -427,7 +370,7 @@ func TestValuesFromWatchedConfigMap(t *testing.T) {
 	if err := env.Client.Update(ctx, watched); err != nil {
 		t.Fatal(err)
 	}
-	waitRevision(t, hr, helmv2.UpgradeSucceededReason, 2, time.Minute)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2, Timeout: time.Minute})
 	wantDeploymentReplicas(t, ns, "podinfo", 3)
 }
 
@@ -467,8 +410,8 @@ func TestDependsOn(t *testing.T) {
 	if err := env.Client.Create(ctx, backend); err != nil {
 		t.Fatal(err)
 	}
-	waitReady(t, backend, helmv2.InstallSucceededReason, 2*time.Minute)
-	waitReady(t, frontend, helmv2.InstallSucceededReason, time.Minute)
+	env.WaitRelease(t, backend, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 2 * time.Minute})
+	env.WaitRelease(t, frontend, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: time.Minute})
 	if !frontend.Status.History.Latest().FirstDeployed.After(backend.Status.History.Latest().FirstDeployed.Time) &&
 		!frontend.Status.History.Latest().FirstDeployed.Equal(&backend.Status.History.Latest().FirstDeployed) {
 		t.Errorf("frontend deployed at %s, before backend at %s", frontend.Status.History.Latest().FirstDeployed, backend.Status.History.Latest().FirstDeployed)
@@ -485,7 +428,7 @@ func TestDeleteSuspended(t *testing.T) {
 	repo := createHelmRepository(t, ns)
 	hr := podinfoRelease(ns, "podinfo", repo)
 	remCreate(t, hr)
-	waitReady(t, hr, helmv2.InstallSucceededReason, 2*time.Minute)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 2 * time.Minute})
 	setSuspend(t, hr, true)
 	if err := env.Client.Delete(ctx, hr); err != nil {
 		t.Fatal(err)

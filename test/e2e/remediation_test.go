@@ -73,8 +73,8 @@ func TestInstallFailureUninstallRemediation(t *testing.T) {
 		if hr.Status.LastAttemptedReleaseAction != helmv2.ReleaseActionInstall {
 			t.Errorf("lastAttemptedReleaseAction %q, want install", hr.Status.LastAttemptedReleaseAction)
 		}
-		remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, helmv2.InstallFailedReason, "Helm install failed")
-		remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, helmv2.UninstallSucceededReason, "")
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: helmv2.InstallFailedReason, Contains: "Helm install failed"})
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: helmv2.UninstallSucceededReason})
 	})
 
 	remStep(t, "retries-exhausted", func(t *testing.T) {
@@ -130,7 +130,7 @@ func TestInstallFailureUninstallRemediation(t *testing.T) {
 
 	remStep(t, "new-values-install", func(t *testing.T) {
 		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = nil })
-		remWaitReady(t, hr, helmv2.InstallSucceededReason, 0)
+		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
 		if hr.Status.InstallFailures != 0 || hr.Status.Failures != 0 {
 			t.Errorf("failure counters not reset by the new values: installFailures %d failures %d",
 				hr.Status.InstallFailures, hr.Status.Failures)
@@ -168,7 +168,7 @@ func TestUpgradeFailureRollback(t *testing.T) {
 		},
 	}}
 	remCreate(t, hr)
-	remWaitReady(t, hr, helmv2.InstallSucceededReason, 0)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
 	installed := *hr.Status.History.Latest()
 
 	patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, remCrashloopValues) })
@@ -233,8 +233,8 @@ func TestUpgradeFailureRollback(t *testing.T) {
 		}
 		return nil
 	})
-	remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, helmv2.UpgradeFailedReason, "")
-	remWantEvent(t, ns, hr.Name, corev1.EventTypeNormal, helmv2.RollbackSucceededReason, "")
+	env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: helmv2.UpgradeFailedReason})
+	env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: helmv2.RollbackSucceededReason})
 	env.Consistently(t, 3*time.Second, "no upgrade after the remediated last failure", func(ctx context.Context) error {
 		return remSameStorage(t, ns, "podinfo", stored)
 	})
@@ -317,7 +317,7 @@ func TestInstallRetryOnFailure(t *testing.T) {
 		if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason); err != nil {
 			t.Error(err)
 		}
-		if remHasEvent(t, ns, hr.Name, helmv2.UninstallSucceededReason) {
+		if env.HasEvent(t, ns, hr.Name, helmv2.UninstallSucceededReason) {
 			t.Errorf("an uninstall happened although the strategy is RetryOnFailure")
 		}
 	})
@@ -328,13 +328,11 @@ func TestInstallRetryOnFailure(t *testing.T) {
 			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
-			if hr.Status.LastAttemptedGeneration != hr.Generation {
-				return fmt.Errorf("lastAttemptedGeneration %d, generation %d", hr.Status.LastAttemptedGeneration, hr.Generation)
-			}
-			if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionTrue, ""); err != nil {
+			// Whatever the reason, the new values deployed.
+			if err := framework.ReleaseReady(hr, framework.ReleaseWant{}); err != nil {
 				return err
 			}
-			if latest := hr.Status.History.Latest(); latest == nil || latest.Status != "deployed" || latest.ConfigDigest != hr.Status.LastAttemptedConfigDigest {
+			if latest := hr.Status.History.Latest(); latest.ConfigDigest != hr.Status.LastAttemptedConfigDigest {
 				return fmt.Errorf("history %s, waiting for the new values deployed", remSnapshots(hr.Status.History))
 			}
 			return nil
@@ -351,7 +349,7 @@ func TestInstallRetryOnFailure(t *testing.T) {
 			t.Errorf("Helm storage %s, want v%d deployed", remDescribe(stored), retried+1)
 		}
 		wantDeploymentReplicas(t, ns, "podinfo", 1)
-		if remHasEvent(t, ns, hr.Name, helmv2.UninstallSucceededReason) {
+		if env.HasEvent(t, ns, hr.Name, helmv2.UninstallSucceededReason) {
 			t.Errorf("an uninstall happened although the strategy is RetryOnFailure")
 		}
 	})
@@ -371,7 +369,7 @@ func TestHelmTests(t *testing.T) {
 		{
 			name: "podinfo-tests-pass",
 			check: func(t *testing.T, hr *v2.HelmRelease) {
-				remWaitReady(t, hr, helmv2.TestSucceededReason, 0)
+				env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.TestSucceededReason})
 				if err := remCondition(hr, helmv2.TestSuccessCondition, metav1.ConditionTrue, helmv2.TestSucceededReason); err != nil {
 					t.Error(err)
 				}
@@ -394,7 +392,7 @@ func TestHelmTests(t *testing.T) {
 					t.Errorf("%d test hooks recorded (%v), want podinfo's 3 default tests; history %s",
 						len(hooks), names, remSnapshots(hr.Status.History))
 				}
-				remWantEvent(t, hr.Namespace, hr.Name, corev1.EventTypeNormal, helmv2.TestSucceededReason, "")
+				env.WaitEvent(t, hr.Namespace, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: helmv2.TestSucceededReason})
 			},
 		},
 		{
@@ -435,7 +433,7 @@ func TestHelmTests(t *testing.T) {
 				if stored := remStorage(t, hr.Namespace, hr.Name); len(stored) != 0 {
 					t.Errorf("Helm storage after the uninstall remediation: %s", remDescribe(stored))
 				}
-				remWantEvent(t, hr.Namespace, hr.Name, corev1.EventTypeWarning, helmv2.TestFailedReason, "")
+				env.WaitEvent(t, hr.Namespace, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: helmv2.TestFailedReason})
 			},
 		},
 		{
@@ -603,7 +601,7 @@ func TestResetAndForceRequests(t *testing.T) {
 		repo := createHelmRepository(t, ns)
 		hr := remPodinfo(ns, "podinfo", repo.Name, `{"replicaCount":1}`)
 		remCreate(t, hr)
-		remWaitReady(t, hr, helmv2.InstallSucceededReason, 0)
+		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
 		installed := *hr.Status.History.Latest()
 
 		// A force token that does not match requestedAt is recorded but
@@ -700,35 +698,6 @@ func remRelease(ns, name, repo, chart, version, values string) *v2.HelmRelease {
 		hr.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(values)}
 	}
 	return hr
-}
-
-// remWaitReady waits until the HelmRelease is Ready with reason for its
-// current generation and its status agrees: the latest snapshot is deployed
-// (revision version unless 0, tested for TestSucceeded). The controller
-// patches conditions before the rest of the status, so Ready alone can be
-// seen before the history that goes with it.
-func remWaitReady(t *testing.T, hr *v2.HelmRelease, reason string, version int) {
-	t.Helper()
-	env.Eventually(t, time.Minute, fmt.Sprintf("HelmRelease %s Ready/%s at revision %d", hr.Name, reason, version), func(ctx context.Context) error {
-		if err := env.Get(ctx, hr, hr.Namespace, hr.Name); err != nil {
-			return err
-		}
-		if hr.Status.ObservedGeneration != hr.Generation || hr.Status.LastAttemptedGeneration != hr.Generation {
-			return fmt.Errorf("generation %d, observed %d, last attempted %d",
-				hr.Generation, hr.Status.ObservedGeneration, hr.Status.LastAttemptedGeneration)
-		}
-		if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionTrue, reason); err != nil {
-			return err
-		}
-		latest := hr.Status.History.Latest()
-		if latest == nil || latest.Status != "deployed" || (version > 0 && latest.Version != version) {
-			return fmt.Errorf("history %s, waiting for revision %d deployed", remSnapshots(hr.Status.History), version)
-		}
-		if reason == helmv2.TestSucceededReason && !latest.HasBeenTested() {
-			return fmt.Errorf("history %s, waiting for the tests to be recorded", remSnapshots(hr.Status.History))
-		}
-		return nil
-	})
 }
 
 func remPodinfo(ns, name, repo, values string) *v2.HelmRelease {
@@ -875,53 +844,4 @@ func remAnnotate(t *testing.T, hr *v2.HelmRelease, annotations map[string]string
 	if err := env.Client.Patch(context.Background(), hr, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatalf("annotating HelmRelease %s: %v", hr.Name, err)
 	}
-}
-
-// remEvents lists the events of the HelmRelease name in ns.
-func remEvents(ctx context.Context, ns, name string) ([]corev1.Event, error) {
-	var list corev1.EventList
-	if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
-		return nil, err
-	}
-	var out []corev1.Event
-	for _, e := range list.Items {
-		if e.InvolvedObject.Kind == helmv2.HelmReleaseKind && e.InvolvedObject.Name == name {
-			out = append(out, e)
-		}
-	}
-	return out, nil
-}
-
-// remWantEvent waits for an event of the type and reason whose message
-// contains the given text.
-func remWantEvent(t *testing.T, ns, name, eventType, reason, contains string) {
-	t.Helper()
-	env.Eventually(t, 30*time.Second, fmt.Sprintf("%s event %s", eventType, reason), func(ctx context.Context) error {
-		events, err := remEvents(ctx, ns, name)
-		if err != nil {
-			return err
-		}
-		var seen []string
-		for _, e := range events {
-			if e.Type == eventType && e.Reason == reason && strings.Contains(e.Message, contains) {
-				return nil
-			}
-			seen = append(seen, fmt.Sprintf("%s/%s: %.120s", e.Type, e.Reason, e.Message))
-		}
-		return fmt.Errorf("no %s event %s containing %q among %v", eventType, reason, contains, seen)
-	})
-}
-
-func remHasEvent(t *testing.T, ns, name, reason string) bool {
-	t.Helper()
-	events, err := remEvents(context.Background(), ns, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range events {
-		if e.Reason == reason {
-			return true
-		}
-	}
-	return false
 }

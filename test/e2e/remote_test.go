@@ -61,8 +61,8 @@ func TestRemoteCluster(t *testing.T) {
 		bad := podinfoRelease(ns, "podinfo-bad-kubeconfig", repo)
 		bad.Spec.KubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "not-there"}}
 		remCreate(t, bad)
-		remoteWaitNotReady(t, bad, "RESTClientError", "could not get kubeconfig Secret '"+ns+"/not-there'")
-		remWantEvent(t, ns, bad.Name, corev1.EventTypeWarning, "RESTClientError", "not-there")
+		env.WaitNotReady(t, bad, "RESTClientError", "could not get kubeconfig Secret '"+ns+"/not-there'")
+		env.WaitEvent(t, ns, bad.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: "RESTClientError", Contains: "not-there"})
 
 		withExec := strings.Replace(string(kubeconfig), "    client-certificate-data:",
 			"    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/true\n      interactiveMode: Never\n    client-certificate-data:", 1)
@@ -71,7 +71,7 @@ func TestRemoteCluster(t *testing.T) {
 		}
 		createSecret(t, ns, "exec-kubeconfig", map[string][]byte{"value.yaml": []byte(withExec)})
 		patchSpec(t, bad, func(o *v2.HelmRelease) { o.Spec.KubeConfig.SecretRef.Name = "exec-kubeconfig" })
-		remoteWaitNotReady(t, bad, "RESTClientError", "--insecure-kubeconfig-exec")
+		env.WaitNotReady(t, bad, "RESTClientError", "--insecure-kubeconfig-exec")
 
 		// Nothing was released: the deletion has nothing to uninstall.
 		if err := env.Client.Delete(context.Background(), bad); err != nil {
@@ -80,8 +80,8 @@ func TestRemoteCluster(t *testing.T) {
 		env.Eventually(t, time.Minute, "HelmRelease with a bad kubeconfig deleted", func(ctx context.Context) error { return env.Gone(ctx, bad) })
 	})
 
-	waitReady(t, hr, helmv2.InstallSucceededReason, 5*time.Minute)
-	waitReady(t, orphan, helmv2.InstallSucceededReason, 5*time.Minute)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 5 * time.Minute})
+	env.WaitRelease(t, orphan, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 5 * time.Minute})
 
 	t.Run("objects on the remote cluster only", func(t *testing.T) {
 		ctx := context.Background()
@@ -181,24 +181,6 @@ func createSecret(t *testing.T, ns, name string, data map[string][]byte) {
 	if err := env.Client.Create(context.Background(), s); err != nil {
 		t.Fatalf("creating Secret %s: %v", name, err)
 	}
-}
-
-// remoteWaitNotReady waits for Ready=False with reason and a message
-// containing msg, for the HelmRelease's current generation.
-func remoteWaitNotReady(t *testing.T, hr *v2.HelmRelease, reason, msg string) {
-	t.Helper()
-	env.Eventually(t, time.Minute, fmt.Sprintf("Ready=False/%s naming %q", reason, msg), func(ctx context.Context) error {
-		if err := env.Get(ctx, hr, hr.Namespace, hr.Name); err != nil {
-			return err
-		}
-		if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, reason); err != nil {
-			return err
-		}
-		if c := crashCondition(hr, meta.ReadyCondition); !strings.Contains(c.Message, msg) {
-			return fmt.Errorf("Ready message %q does not contain %q", c.Message, msg)
-		}
-		return nil
-	})
 }
 
 // remoteReleaseSecrets counts the Helm storage Secrets of release in ns on

@@ -48,7 +48,7 @@ func TestSharding(t *testing.T) {
 		}
 	}
 	for _, hr := range releases {
-		waitReady(t, hr, helmv2.InstallSucceededReason, 3*time.Minute)
+		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 3 * time.Minute})
 	}
 
 	t.Run("each shard has its own Lease", func(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // TestSourceFailureIsNamed: when the chart's source fails, Ready says why
@@ -59,8 +61,8 @@ func TestSourceFailureIsNamed(t *testing.T) {
 				return nil
 			})
 			// The source's failure is announced, once per message.
-			remWantEvent(t, ns, hr.Name, corev1.EventTypeWarning, "SourceNotReady", tc.want[0])
-			events, err := remEvents(context.Background(), ns, hr.Name)
+			env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: "SourceNotReady", Contains: tc.want[0]})
+			events, err := env.Events(context.Background(), ns, hr.Name)
 			if err != nil {
 				t.Fatal(err)
 			}
