@@ -21,13 +21,13 @@ import (
 func TestAfterHooksFailingHook(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	repo := createHelmRepository(t, ns)
-	chart := remPublish(t, "afterhooks-failing-hook", "0.1.0", ns)
-	hr := remRelease(ns, "app", repo.Name, chart.Name, chart.Version, "")
+	repo := env.HelmRepository(t, ns)
+	chart := env.PublishChart(t, "afterhooks-failing-hook", "0.1.0", ns)
+	hr := framework.Release(ns, "app", repo.Name, chart.Name, chart.Version, "")
 	hr.Spec.Install = &v2.Install{WaitStrategy: v2.AfterHooks}
 	hr.Spec.Install.Timeout = &metav1.Duration{Duration: 30 * time.Second}
 	hr.Spec.Install.Remediation = &helmv2.InstallRemediation{Retries: 0}
-	remCreate(t, hr)
+	env.Create(t, hr)
 
 	env.Eventually(t, time.Minute, "install failed on its hook", func(ctx context.Context) error {
 		if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
@@ -45,7 +45,7 @@ func TestAfterHooksFailingHook(t *testing.T) {
 		return nil
 	})
 	t.Logf("Released: %s", conditions.Get(hr, helmv2.ReleasedCondition).Message)
-	ahWantStorage(t, ns, "app", "failed")
+	env.WantStorage(t, ns, "app", "failed")
 	if env.HasEvent(t, ns, hr.Name, framework.AfterHooksWaitingReason) {
 		t.Error("a readiness wait started although the post-install hook failed")
 	}

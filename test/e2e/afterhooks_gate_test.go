@@ -23,19 +23,19 @@ import (
 func TestDefaultToAfterHooksGate(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	repo := createHelmRepository(t, ns)
-	ref := remPublish(t, crashChart, "0.2.0", ns)
+	repo := env.HelmRepository(t, ns)
+	ref := env.PublishChart(t, framework.HookDelayChart, "0.2.0", ns)
 	ctl := env.StartShard(t, ns, framework.ControllerOptions{
 		Shard: "gate-" + rand.String(8),
 		Args:  []string{"--feature-gates=DefaultToAfterHooks=true"},
 	})
 
 	release := func(name string, strategy v2.HookWaitStrategy, timeout time.Duration) *v2.HelmRelease {
-		hr := framework.Sharded(remRelease(ns, name, repo.Name, ref.Name, ref.Version, ""), ctl)
+		hr := framework.Sharded(framework.Release(ns, name, repo.Name, ref.Name, ref.Version, ""), ctl)
 		hr.Spec.Install = &v2.Install{WaitStrategy: strategy}
 		hr.Spec.Install.Timeout = &metav1.Duration{Duration: timeout}
 		hr.Spec.Install.Remediation = &helmv2.InstallRemediation{Retries: 0}
-		remCreate(t, hr)
+		env.Create(t, hr)
 		return hr
 	}
 	unset := release("unset", "", time.Minute)

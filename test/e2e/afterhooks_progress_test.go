@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // TestAfterHooksProgress watches the Reconciling condition of an afterHooks
@@ -20,13 +21,13 @@ import (
 func TestAfterHooksProgress(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	repo := createHelmRepository(t, ns)
-	ref := remPublish(t, crashChart, "0.3.0", ns)
+	repo := env.HelmRepository(t, ns)
+	ref := env.PublishChart(t, framework.HookDelayChart, "0.3.0", ns)
 	// Slow hook and slow pods, so both phases last long enough to be seen.
-	hr := remRelease(ns, "app", repo.Name, ref.Name, ref.Version, `{"hookDelay":"3s","podAnnotations":{"sim.afterhooks.io/delay":"6s"}}`)
+	hr := framework.Release(ns, "app", repo.Name, ref.Name, ref.Version, `{"hookDelay":"3s","podAnnotations":{"sim.afterhooks.io/delay":"6s"}}`)
 	hr.Spec.Install = &v2.Install{WaitStrategy: v2.AfterHooks}
 	hr.Spec.Install.Timeout = &metav1.Duration{Duration: time.Minute}
-	remCreate(t, hr)
+	env.Create(t, hr)
 
 	seen := map[string]bool{}
 	deadline := time.Now().Add(90 * time.Second)

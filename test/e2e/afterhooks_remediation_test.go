@@ -20,13 +20,13 @@ import (
 func TestAfterHooksInstallRemediation(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	repo := createHelmRepository(t, ns)
-	ref := remPublish(t, "afterhooks-deadlock", "0.1.0", ns)
-	hr := remRelease(ns, "app", repo.Name, ref.Name, ref.Version, `{"podAnnotations":{"sim.afterhooks.io/fail":"crashloop"}}`)
+	repo := env.HelmRepository(t, ns)
+	ref := env.PublishChart(t, "afterhooks-deadlock", "0.1.0", ns)
+	hr := framework.Release(ns, "app", repo.Name, ref.Name, ref.Version, `{"podAnnotations":{"sim.afterhooks.io/fail":"crashloop"}}`)
 	hr.Spec.Install = &v2.Install{WaitStrategy: v2.AfterHooks}
 	hr.Spec.Install.Timeout = &metav1.Duration{Duration: 8 * time.Second}
 	hr.Spec.Install.Remediation = &helmv2.InstallRemediation{Retries: 1}
-	remCreate(t, hr)
+	env.Create(t, hr)
 
 	env.Eventually(t, time.Minute, "first failure uninstalled", func(ctx context.Context) error {
 		if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
@@ -54,5 +54,5 @@ func TestAfterHooksInstallRemediation(t *testing.T) {
 		}
 		return nil
 	})
-	ahWantStorage(t, ns, "app", "failed")
+	env.WantStorage(t, ns, "app", "failed")
 }

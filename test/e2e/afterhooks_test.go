@@ -20,10 +20,6 @@ import (
 	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
-// ahChart is the chart whose Deployment mounts a Secret that only its
-// post-install/post-upgrade hook creates.
-const ahChart = "afterhooks-deadlock"
-
 // TestAfterHooks runs the deadlock chart with Helm's wait order (it cannot
 // install), with waitStrategy afterHooks (it installs and upgrades), and
 // with afterHooks on pods that never become ready (the install fails after
@@ -34,25 +30,25 @@ func TestAfterHooks(t *testing.T) {
 	t.Run("beforeHooks-deadlocks", func(t *testing.T) {
 		t.Parallel()
 		ns := env.Namespace(t)
-		repo := createHelmRepository(t, ns)
-		ref := remPublish(t, ahChart, "0.1.0", ns)
-		hr := remRelease(ns, "app", repo.Name, ref.Name, ref.Version, "")
+		repo := env.HelmRepository(t, ns)
+		ref := env.PublishChart(t, framework.DeadlockChart, "0.1.0", ns)
+		hr := framework.Release(ns, "app", repo.Name, ref.Name, ref.Version, "")
 		hr.Spec.Install = &v2.Install{Install: helmv2.Install{
 			Timeout:     &metav1.Duration{Duration: 15 * time.Second},
 			Remediation: &helmv2.InstallRemediation{Retries: 0},
 		}}
-		remCreate(t, hr)
+		env.Create(t, hr)
 
 		env.Eventually(t, 90*time.Second, "install fails with Helm's wait order", func(ctx context.Context) error {
 			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
-			return remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
+			return framework.Condition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
 		})
 		ahWantNoSecret(t, ns, "app-creds")
-		stored := remStorage(t, ns, "app")
+		stored := env.Storage(t, ns, "app")
 		if len(stored) != 1 || stored[0].Release.Info.Status != "failed" {
-			t.Errorf("Helm storage %s, want one failed revision", remDescribe(stored))
+			t.Errorf("Helm storage %s, want one failed revision", framework.Describe(stored))
 		}
 		if env.HasEvent(t, ns, hr.Name, framework.AfterHooksWaitingReason) {
 			t.Errorf("%s event for a beforeHooks release", framework.AfterHooksWaitingReason)
@@ -62,9 +58,9 @@ func TestAfterHooks(t *testing.T) {
 	t.Run("afterHooks-installs-and-upgrades", func(t *testing.T) {
 		t.Parallel()
 		ns := env.Namespace(t)
-		repo := createHelmRepository(t, ns)
-		ref := remPublish(t, ahChart, "0.1.0", ns)
-		hr := remRelease(ns, "app", repo.Name, ref.Name, ref.Version, `{"message":"one"}`)
+		repo := env.HelmRepository(t, ns)
+		ref := env.PublishChart(t, framework.DeadlockChart, "0.1.0", ns)
+		hr := framework.Release(ns, "app", repo.Name, ref.Name, ref.Version, `{"message":"one"}`)
 		hr.Spec.Install = &v2.Install{
 			Install: helmv2.Install{
 				Timeout:     &metav1.Duration{Duration: 45 * time.Second},
@@ -79,32 +75,32 @@ func TestAfterHooks(t *testing.T) {
 			},
 			WaitStrategy: v2.AfterHooks,
 		}
-		remCreate(t, hr)
+		env.Create(t, hr)
 
-		remStep(t, "install", func(t *testing.T) {
+		framework.Step(t, "install", func(t *testing.T) {
 			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
-			ahWantStorage(t, ns, "app", "deployed")
+			env.WantStorage(t, ns, "app", "deployed")
 			ahWantSecret(t, ns, "app-creds")
 			ahWantDeploymentReady(t, ns, "app")
 			env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-install hooks of app.v1 completed"})
 			env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksStartedReason, Contains: "Helm install of app started with waitStrategy afterHooks"})
 		})
 
-		remStep(t, "upgrade", func(t *testing.T) {
-			patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"message":"two"}`) })
+		framework.Step(t, "upgrade", func(t *testing.T) {
+			env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSON(`{"message":"two"}`) })
 			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2})
-			ahWantStorage(t, ns, "app", "superseded", "deployed")
+			env.WantStorage(t, ns, "app", "superseded", "deployed")
 			ahWantDeploymentReady(t, ns, "app")
-			if a := remPodTemplateAnnotations(t, ns, "app"); a["e2e.afterhooks.io/message"] != "two" {
+			if a := env.PodTemplateAnnotations(t, ns, "app"); a["e2e.afterhooks.io/message"] != "two" {
 				t.Errorf("pod template annotations %v, want the upgraded message", a)
 			}
 			env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-upgrade hooks of app.v2 completed"})
 		})
 
-		remStep(t, "phase durations are recorded", func(t *testing.T) {
+		framework.Step(t, "phase durations are recorded", func(t *testing.T) {
 			for _, phase := range []string{"helm", "readiness"} {
 				series := `helm_controller_action_phase_duration_seconds_count{action="upgrade",phase="` + phase + `",strategy="afterHooks"}`
-				if n := metricValue(t, series); n < 1 {
+				if n := framework.Metric(t, env.Controller.MetricsURL(), series); n < 1 {
 					t.Errorf("%s = %v, want at least one observation", series, n)
 				}
 			}
@@ -114,9 +110,9 @@ func TestAfterHooks(t *testing.T) {
 	t.Run("afterHooks-upgrade-fails-rolls-back", func(t *testing.T) {
 		t.Parallel()
 		ns := env.Namespace(t)
-		repo := createHelmRepository(t, ns)
-		ref := remPublish(t, ahChart, "0.1.0", ns)
-		hr := remRelease(ns, "app", repo.Name, ref.Name, ref.Version, "")
+		repo := env.HelmRepository(t, ns)
+		ref := env.PublishChart(t, framework.DeadlockChart, "0.1.0", ns)
+		hr := framework.Release(ns, "app", repo.Name, ref.Name, ref.Version, "")
 		hr.Spec.Install = &v2.Install{WaitStrategy: v2.AfterHooks}
 		hr.Spec.Upgrade = &v2.Upgrade{
 			Upgrade: helmv2.Upgrade{
@@ -129,21 +125,21 @@ func TestAfterHooks(t *testing.T) {
 			Rollback:     helmv2.Rollback{Timeout: &metav1.Duration{Duration: 30 * time.Second}},
 			WaitStrategy: v2.AfterHooks,
 		}
-		remCreate(t, hr)
+		env.Create(t, hr)
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 
-		patchSpec(t, hr, func(hr *v2.HelmRelease) {
-			hr.Spec.Values = jsonValues(t, `{"podAnnotations":{"sim.afterhooks.io/fail":"crashloop"}}`)
+		env.PatchSpec(t, hr, func(hr *v2.HelmRelease) {
+			hr.Spec.Values = framework.JSON(`{"podAnnotations":{"sim.afterhooks.io/fail":"crashloop"}}`)
 		})
 		env.Eventually(t, 90*time.Second, "failed upgrade rolled back", func(ctx context.Context) error {
 			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
-			if err := remCondition(hr, helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.RollbackSucceededReason); err != nil {
+			if err := framework.Condition(hr, helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.RollbackSucceededReason); err != nil {
 				return err
 			}
 			if latest := hr.Status.History.Latest(); latest == nil || latest.Version < 3 {
-				return fmt.Errorf("history %s, waiting for the rollback's snapshot", remSnapshots(hr.Status.History))
+				return fmt.Errorf("history %s, waiting for the rollback's snapshot", framework.Snapshots(hr.Status.History))
 			}
 			return nil
 		})
@@ -152,8 +148,8 @@ func TestAfterHooks(t *testing.T) {
 			!strings.Contains(released.Message, "Deployment/"+ns+"/app") {
 			t.Errorf("Released condition %+v, want UpgradeFailed naming Deployment/%s/app", released, ns)
 		}
-		ahWantStorage(t, ns, "app", "superseded", "failed", "deployed")
-		if stored := remStorage(t, ns, "app"); len(stored) == 3 && !strings.Contains(stored[2].Release.Info.Description, "Rollback to 1") {
+		env.WantStorage(t, ns, "app", "superseded", "failed", "deployed")
+		if stored := env.Storage(t, ns, "app"); len(stored) == 3 && !strings.Contains(stored[2].Release.Info.Description, "Rollback to 1") {
 			t.Errorf("v3 description %q, want Helm's rollback description", stored[2].Release.Info.Description)
 		}
 		ahWantDeploymentReady(t, ns, "app")
@@ -163,9 +159,9 @@ func TestAfterHooks(t *testing.T) {
 	t.Run("afterHooks-not-ready-fails", func(t *testing.T) {
 		t.Parallel()
 		ns := env.Namespace(t)
-		repo := createHelmRepository(t, ns)
-		ref := remPublish(t, ahChart, "0.1.0", ns)
-		hr := remRelease(ns, "app", repo.Name, ref.Name, ref.Version, `{"podAnnotations":{"sim.afterhooks.io/fail":"crashloop"}}`)
+		repo := env.HelmRepository(t, ns)
+		ref := env.PublishChart(t, framework.DeadlockChart, "0.1.0", ns)
+		hr := framework.Release(ns, "app", repo.Name, ref.Name, ref.Version, `{"podAnnotations":{"sim.afterhooks.io/fail":"crashloop"}}`)
 		hr.Spec.Install = &v2.Install{
 			Install: helmv2.Install{
 				Timeout:     &metav1.Duration{Duration: 15 * time.Second},
@@ -173,13 +169,13 @@ func TestAfterHooks(t *testing.T) {
 			},
 			WaitStrategy: v2.AfterHooks,
 		}
-		remCreate(t, hr)
+		env.Create(t, hr)
 
 		// While the readiness wait runs the hook is done and the revision
 		// is pending, never deployed.
 		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-install hooks of app.v1 completed"})
-		if stored := remStorage(t, ns, "app"); len(stored) == 1 && stored[0].Release.Info.Status == "deployed" {
-			t.Errorf("Helm storage %s during the readiness wait, want it pending", remDescribe(stored))
+		if stored := env.Storage(t, ns, "app"); len(stored) == 1 && stored[0].Release.Info.Status == "deployed" {
+			t.Errorf("Helm storage %s during the readiness wait, want it pending", framework.Describe(stored))
 		}
 
 		env.Eventually(t, 90*time.Second, "install fails on the readiness wait", func(ctx context.Context) error {
@@ -190,7 +186,7 @@ func TestAfterHooks(t *testing.T) {
 			if latest := hr.Status.History.Latest(); latest == nil || latest.Status != "failed" {
 				return fmt.Errorf("latest snapshot %+v, want failed", latest)
 			}
-			return remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
+			return framework.Condition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
 		})
 		released := conditions.Get(hr, helmv2.ReleasedCondition)
 		if released == nil || released.Reason != helmv2.InstallFailedReason ||
@@ -202,27 +198,9 @@ func TestAfterHooks(t *testing.T) {
 		}
 		// The hook ran: it created the Secret.
 		ahWantSecret(t, ns, "app-creds")
-		ahWantStorage(t, ns, "app", "failed")
+		env.WantStorage(t, ns, "app", "failed")
 		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: helmv2.InstallFailedReason, Contains: "not ready"})
 	})
-}
-
-// ahWantStorage checks the release's revisions, oldest first, have the
-// given statuses both in the stored release and in the storage Secret's
-// status label.
-func ahWantStorage(t *testing.T, ns, release string, statuses ...string) {
-	t.Helper()
-	stored := remStorage(t, ns, release)
-	var got, want []string
-	for i, s := range stored {
-		got = append(got, fmt.Sprintf("v%d %s label %s", s.Release.Version, s.Release.Info.Status, s.Secret.Labels["status"]))
-		if i < len(statuses) {
-			want = append(want, fmt.Sprintf("v%d %s label %s", i+1, statuses[i], statuses[i]))
-		}
-	}
-	if strings.Join(got, ", ") != strings.Join(want, ", ") || len(stored) != len(statuses) {
-		t.Errorf("Helm storage [%s], want [%s]", strings.Join(got, ", "), strings.Join(want, ", "))
-	}
 }
 
 func ahWantSecret(t *testing.T, ns, name string) {

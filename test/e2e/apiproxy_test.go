@@ -23,8 +23,8 @@ import (
 func TestResumeSurvivesTransientAPIErrors(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	repo := createHelmRepository(t, ns)
-	ref := remPublish(t, crashChart, "0.1.0", ns)
+	repo := env.HelmRepository(t, ns)
+	ref := env.PublishChart(t, framework.HookDelayChart, "0.1.0", ns)
 	// The controller talks to the API server through the proxy, which
 	// passes everything until the test tells it to fail requests.
 	proxy := env.StartProxy(t)
@@ -46,10 +46,10 @@ func TestResumeSurvivesTransientAPIErrors(t *testing.T) {
 			name := "flaky-" + tc.name[:4]
 			hr := framework.AfterHooksRelease(ctl, ns, name, repo.Name, ref, `{"podAnnotations":{"sim.afterhooks.io/delay":"8s"}}`)
 			hr.Spec.Install.Remediation = &helmv2.InstallRemediation{Retries: 3}
-			remCreate(t, hr)
+			env.Create(t, hr)
 			env.Eventually(t, time.Minute, name+".v1 held for its readiness wait", func(ctx context.Context) error {
 				framework.MustRun(t, ctl)
-				return crashWantHeld(remStorage(t, ns, name), true)
+				return framework.HeldInstall(env.Storage(t, ns, name), true)
 			})
 			framework.Kill(t, ctl)
 
@@ -61,7 +61,7 @@ func TestResumeSurvivesTransientAPIErrors(t *testing.T) {
 			} else {
 				t.Logf("injected: %v", failed)
 			}
-			ahWantStorage(t, ns, name, "deployed")
+			env.WantStorage(t, ns, name, "deployed")
 			if st := hr.Status; st.InstallFailures != 0 || st.Failures != 0 {
 				t.Errorf("installFailures %d, failures %d: a transient API error was counted", st.InstallFailures, st.Failures)
 			}

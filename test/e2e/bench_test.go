@@ -22,10 +22,10 @@ func BenchmarkInstallStrategy(b *testing.B) {
 		b.Run(string(strategy), func(b *testing.B) {
 			ctx := context.Background()
 			ns := env.Namespace(b)
-			repo := createHelmRepository(b, ns)
+			repo := env.HelmRepository(b, ns)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				hr := podinfoRelease(ns, fmt.Sprintf("podinfo-%d", i), repo)
+				hr := env.PodinfoRelease(ns, fmt.Sprintf("podinfo-%d", i), repo.Name, "")
 				hr.Spec.Install = &v2.Install{WaitStrategy: strategy}
 				if err := env.Client.Create(ctx, hr); err != nil {
 					b.Fatal(err)

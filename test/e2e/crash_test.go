@@ -21,14 +21,6 @@ import (
 	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
-// crashChart is afterhooks-deadlock with the hook's run time in the value
-// hookDelay.
-const crashChart = "crash-afterhooks"
-
-// crashMarker starts the description of a revision held for its readiness
-// wait (internal/afterhooks/marker.go).
-const crashMarker = "Waiting for resources to become ready (afterHooks, deadline "
-
 // TestAfterHooksCrashSafety kills the controller with SIGKILL in the middle
 // of an afterHooks install and starts a new one:
 //
@@ -43,8 +35,8 @@ const crashMarker = "Waiting for resources to become ready (afterHooks, deadline
 func TestAfterHooksCrashSafety(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	repo := createHelmRepository(t, ns)
-	ref := remPublish(t, crashChart, "0.1.0", ns)
+	repo := env.HelmRepository(t, ns)
+	ref := env.PublishChart(t, framework.HookDelayChart, "0.1.0", ns)
 	ctl := env.StartShard(t, ns, framework.ControllerOptions{Shard: "crash-" + rand.String(8)})
 
 	// Each run kills at a different point, counted from when the window
@@ -75,18 +67,18 @@ func TestAfterHooksCrashSafety(t *testing.T) {
 func crashDuringReadinessWait(t *testing.T, ctl *framework.Controller, ns, repo string, ref chartserver.ChartRef, name string, offset time.Duration) {
 	framework.EnsureRunning(t, ctl)
 	hr := framework.AfterHooksRelease(ctl, ns, name, repo, ref, `{"podAnnotations":{"sim.afterhooks.io/delay":"8s"}}`)
-	remCreate(t, hr)
+	env.Create(t, hr)
 
 	env.Eventually(t, time.Minute, name+".v1 pending-install with the afterHooks marker", func(ctx context.Context) error {
 		framework.MustRun(t, ctl)
-		return crashWantHeld(remStorage(t, ns, name), true)
+		return framework.HeldInstall(env.Storage(t, ns, name), true)
 	})
 	time.Sleep(offset)
 	framework.Kill(t, ctl)
 
 	// Nothing writes the storage now: it shows where the controller died.
-	stored := remStorage(t, ns, name)
-	if err := crashWantHeld(stored, true); err != nil {
+	stored := env.Storage(t, ns, name)
+	if err := framework.HeldInstall(stored, true); err != nil {
 		t.Fatalf("after the kill: %v; the kill came after the readiness wait ended", err)
 	}
 	t.Logf("killed during the readiness wait: v1 %q", stored[0].Release.Info.Description)
@@ -97,8 +89,8 @@ func crashDuringReadinessWait(t *testing.T, ctl *framework.Controller, ns, repo 
 
 	framework.Restart(t, ctl)
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
-	ahWantStorage(t, ns, name, "deployed")
-	crashWantNotPending(t, ns, name)
+	env.WantStorage(t, ns, name, "deployed")
+	env.WantNotPending(t, ns, name)
 	if hr.Status.InstallFailures != 0 || hr.Status.Failures != 0 {
 		t.Errorf("installFailures %d, failures %d, want 0", hr.Status.InstallFailures, hr.Status.Failures)
 	}
@@ -125,7 +117,7 @@ func crashDuringReadinessWait(t *testing.T, ctl *framework.Controller, ns, repo 
 		t.Errorf("hook Job %s has %d pods, want 1", job.Name, len(pods.Items))
 	}
 	if hooks := stored[0].Release.Hooks; len(hooks) == 1 {
-		final := remStorage(t, ns, name)
+		final := env.Storage(t, ns, name)
 		if len(final) == 1 && len(final[0].Release.Hooks) == 1 &&
 			!final[0].Release.Hooks[0].LastRun.StartedAt.Equal(hooks[0].LastRun.StartedAt) {
 			t.Errorf("hook last run started %s, before the kill %s: the hook ran again",
@@ -140,7 +132,7 @@ func crashDuringReadinessWait(t *testing.T, ctl *framework.Controller, ns, repo 
 func crashDuringPostHook(t *testing.T, ctl *framework.Controller, ns, repo string, ref chartserver.ChartRef, name string, offset time.Duration) {
 	framework.EnsureRunning(t, ctl)
 	hr := framework.AfterHooksRelease(ctl, ns, name, repo, ref, `{"hookDelay":"6s"}`)
-	remCreate(t, hr)
+	env.Create(t, hr)
 
 	job := &batchv1.Job{}
 	env.Eventually(t, time.Minute, "hook Job "+name+"-create-creds running", func(ctx context.Context) error {
@@ -151,13 +143,13 @@ func crashDuringPostHook(t *testing.T, ctl *framework.Controller, ns, repo strin
 		if crashJobFinished(job) {
 			t.Fatalf("hook Job %s finished before the test saw it running: %+v", job.Name, job.Status)
 		}
-		return crashWantHeld(remStorage(t, ns, name), false)
+		return framework.HeldInstall(env.Storage(t, ns, name), false)
 	})
 	time.Sleep(offset)
 	framework.Kill(t, ctl)
 
-	stored := remStorage(t, ns, name)
-	if err := crashWantHeld(stored, false); err != nil {
+	stored := env.Storage(t, ns, name)
+	if err := framework.HeldInstall(stored, false); err != nil {
 		t.Fatalf("after the kill: %v; the kill came after the post hook", err)
 	}
 	if err := env.Get(context.Background(), job, ns, job.Name); err != nil {
@@ -177,47 +169,20 @@ func crashDuringPostHook(t *testing.T, ctl *framework.Controller, ns, repo strin
 	})
 	t.Logf("Ready %s: %s; storage %s; history %s",
 		conditions.GetReason(hr, meta.ReadyCondition), conditions.GetMessage(hr, meta.ReadyCondition),
-		remDescribe(remStorage(t, ns, name)), remSnapshots(hr.Status.History))
+		framework.Describe(env.Storage(t, ns, name)), framework.Snapshots(hr.Status.History))
 
-	final := remStorage(t, ns, name)
+	final := env.Storage(t, ns, name)
 	if n := len(final); n == 0 || final[n-1].Release.Info.Status != "deployed" || final[n-1].Secret.Labels["status"] != "deployed" {
-		t.Errorf("Helm storage %s, want the latest revision deployed", remDescribe(final))
+		t.Errorf("Helm storage %s, want the latest revision deployed", framework.Describe(final))
 	} else if latest := hr.Status.History.Latest(); latest.Version != final[n-1].Release.Version {
 		t.Errorf("latest snapshot v%d, latest stored revision v%d", latest.Version, final[n-1].Release.Version)
 	}
-	crashWantNotPending(t, ns, name)
+	env.WantNotPending(t, ns, name)
 	if hr.Status.InstallFailures != 0 {
 		t.Errorf("installFailures %d, want 0: a restart is not a failure (failures %d)", hr.Status.InstallFailures, hr.Status.Failures)
 	}
 	ahWantSecret(t, ns, name+"-creds")
 	ahWantDeploymentReady(t, ns, name)
-}
-
-// crashWantHeld checks storage holds exactly v1, pending-install, with
-// (marker) or without the afterHooks marker in its description.
-func crashWantHeld(stored []remStored, marker bool) error {
-	if len(stored) != 1 {
-		return fmt.Errorf("Helm storage %s, want v1 only", remDescribe(stored))
-	}
-	rel, label := stored[0].Release, stored[0].Secret.Labels["status"]
-	if rel.Info == nil || rel.Info.Status != "pending-install" || label != "pending-install" {
-		return fmt.Errorf("Helm storage %s (label %s), want v1 pending-install", remDescribe(stored), label)
-	}
-	if has := strings.HasPrefix(rel.Info.Description, crashMarker); has != marker {
-		return fmt.Errorf("v1 pending-install with description %q, want the afterHooks marker: %t", rel.Info.Description, marker)
-	}
-	return nil
-}
-
-// crashWantNotPending checks no revision of the release is left pending.
-func crashWantNotPending(t *testing.T, ns, name string) {
-	t.Helper()
-	for _, s := range remStorage(t, ns, name) {
-		if s.Release.Info == nil || s.Release.Info.Status.IsPending() || strings.HasPrefix(s.Secret.Labels["status"], "pending") {
-			t.Errorf("Helm storage %s (v%d label %s): a revision is left pending", remDescribe(remStorage(t, ns, name)),
-				s.Release.Version, s.Secret.Labels["status"])
-		}
-	}
 }
 
 func crashJobFinished(job *batchv1.Job) bool {
@@ -237,8 +202,8 @@ func crashJobFinished(job *batchv1.Job) bool {
 func TestAfterHooksResumeAfterSpecChange(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	repo := createHelmRepository(t, ns)
-	ref := remPublish(t, crashChart, "0.1.0", ns)
+	repo := env.HelmRepository(t, ns)
+	ref := env.PublishChart(t, framework.HookDelayChart, "0.1.0", ns)
 	ctl := env.StartShard(t, ns, framework.ControllerOptions{Shard: "respec-" + rand.String(8)})
 	framework.EnsureRunning(t, ctl)
 	const name = "respec"
@@ -250,28 +215,28 @@ func TestAfterHooksResumeAfterSpecChange(t *testing.T) {
 		},
 		WaitStrategy: v2.AfterHooks,
 	}
-	remCreate(t, hr)
+	env.Create(t, hr)
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 
-	patchSpec(t, hr, func(hr *v2.HelmRelease) {
-		hr.Spec.Values = jsonValues(t, `{"message":"two","podAnnotations":{"sim.afterhooks.io/delay":"90s"}}`)
+	env.PatchSpec(t, hr, func(hr *v2.HelmRelease) {
+		hr.Spec.Values = framework.JSON(`{"message":"two","podAnnotations":{"sim.afterhooks.io/delay":"90s"}}`)
 	})
 	env.Eventually(t, time.Minute, name+".v2 held pending by afterHooks", func(ctx context.Context) error {
 		framework.MustRun(t, ctl)
-		stored := remStorage(t, ns, name)
+		stored := env.Storage(t, ns, name)
 		if len(stored) != 2 || stored[1].Release.Info.Status != "pending-upgrade" ||
-			!strings.HasPrefix(stored[1].Release.Info.Description, crashMarker) {
-			return fmt.Errorf("Helm storage %s, want v2 pending-upgrade with the afterHooks marker", remDescribe(stored))
+			!strings.HasPrefix(stored[1].Release.Info.Description, framework.AfterHooksMarker) {
+			return fmt.Errorf("Helm storage %s, want v2 pending-upgrade with the afterHooks marker", framework.Describe(stored))
 		}
 		return nil
 	})
 	framework.Kill(t, ctl)
 
-	patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"message":"three"}`) })
+	env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSON(`{"message":"three"}`) })
 	framework.Restart(t, ctl)
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 3})
-	ahWantStorage(t, ns, name, "superseded", "failed", "deployed")
-	if a := remPodTemplateAnnotations(t, ns, name); a["e2e.afterhooks.io/message"] != "three" {
+	env.WantStorage(t, ns, name, "superseded", "failed", "deployed")
+	if a := env.PodTemplateAnnotations(t, ns, name); a["e2e.afterhooks.io/message"] != "three" {
 		t.Errorf("pod template annotations %v, want the values of v3", a)
 	}
 	if hr.Status.UpgradeFailures != 0 || hr.Status.Failures != 0 || conditions.IsStalled(hr) {

@@ -27,7 +27,7 @@ import (
 // detection setting makes of it on the next reconcile.
 func TestDrift(t *testing.T) {
 	ns := env.Namespace(t)
-	repo := createHelmRepository(t, ns)
+	repo := env.HelmRepository(t, ns)
 
 	t.Run("enabled mode corrects the drift and restores a deleted object", func(t *testing.T) {
 		t.Parallel()
@@ -39,7 +39,7 @@ func TestDrift(t *testing.T) {
 		if err := env.Client.Delete(context.Background(), svc); err != nil {
 			t.Fatalf("deleting the Service: %v", err)
 		}
-		waitReconcileHandled(t, hr, requestReconcile(t, hr), 2*time.Minute)
+		env.WaitReconcileHandled(t, hr, env.RequestReconcile(t, hr), 2*time.Minute)
 		driftWantReplicas(t, ns, hr.Name, 1)
 		if err := env.Get(context.Background(), svc, ns, hr.Name); err != nil {
 			t.Errorf("deleted Service not restored: %v", err)
@@ -55,7 +55,7 @@ func TestDrift(t *testing.T) {
 		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: "DriftCorrected", Contains: deployment + " configured"})
 		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: "DriftCorrected", Contains: service + " created"})
 		env.WaitEvent(t, hr.Namespace, hr.Name, framework.EventWant{Reason: helmv2.DriftDetectedReason, Revision: true})
-		if got := releaseRevisions(t, ns, hr.Name); got != 1 {
+		if got := len(env.Storage(t, ns, hr.Name)); got != 1 {
 			t.Errorf("%d Helm revisions after the correction, want 1: drift is corrected without an upgrade", got)
 		}
 	})
@@ -67,7 +67,7 @@ func TestDrift(t *testing.T) {
 			Ignore: []helmv2.IgnoreRule{{Paths: []string{"/spec/replicas"}, Target: &kustomize.Selector{Kind: "Deployment"}}},
 		})
 		driftScale(t, ns, hr.Name, 3)
-		waitReconcileHandled(t, hr, requestReconcile(t, hr), 2*time.Minute)
+		env.WaitReconcileHandled(t, hr, env.RequestReconcile(t, hr), 2*time.Minute)
 		driftWantCondition(t, hr, metav1.ConditionFalse, helmv2.NoDriftDetectedReason)
 		driftWantReplicas(t, ns, hr.Name, 3)
 		env.WantNoEvent(t, ns, hr.Name, framework.EventWant{Reason: helmv2.DriftDetectedReason})
@@ -79,7 +79,7 @@ func TestDrift(t *testing.T) {
 		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}},"spec":{"replicas":3}}`,
 			helmv2.DriftDetectionMetadataKey, helmv2.DriftDetectionDisabledValue)
 		driftPatchDeployment(t, ns, hr.Name, patch)
-		waitReconcileHandled(t, hr, requestReconcile(t, hr), 2*time.Minute)
+		env.WaitReconcileHandled(t, hr, env.RequestReconcile(t, hr), 2*time.Minute)
 		driftWantCondition(t, hr, metav1.ConditionFalse, helmv2.NoDriftDetectedReason)
 		driftWantReplicas(t, ns, hr.Name, 3)
 		env.WantNoEvent(t, ns, hr.Name, framework.EventWant{Reason: helmv2.DriftDetectedReason})
@@ -89,7 +89,7 @@ func TestDrift(t *testing.T) {
 		t.Parallel()
 		hr := driftRelease(t, ns, "podinfo-warn", repo, &helmv2.DriftDetection{Mode: helmv2.DriftDetectionWarn})
 		driftScale(t, ns, hr.Name, 3)
-		waitReconcileHandled(t, hr, requestReconcile(t, hr), 2*time.Minute)
+		env.WaitReconcileHandled(t, hr, env.RequestReconcile(t, hr), 2*time.Minute)
 		c := driftWantCondition(t, hr, metav1.ConditionTrue, helmv2.DriftDetectedReason)
 		deployment := fmt.Sprintf("Deployment/%s/%s changed", ns, hr.Name)
 		if !strings.Contains(c.Message, deployment) {
@@ -105,7 +105,7 @@ func TestDrift(t *testing.T) {
 
 	t.Run("an invalid ignore rule stops the release before anything is deployed", func(t *testing.T) {
 		t.Parallel()
-		hr := podinfoRelease(ns, "podinfo-invalid", repo)
+		hr := env.PodinfoRelease(ns, "podinfo-invalid", repo.Name, "")
 		hr.Spec.DriftDetection = &helmv2.DriftDetection{
 			Mode:   helmv2.DriftDetectionEnabled,
 			Ignore: []helmv2.IgnoreRule{{Paths: []string{"spec/replicas"}}},
@@ -127,7 +127,7 @@ func TestDrift(t *testing.T) {
 			return nil
 		})
 		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: "InvalidDriftDetection", Contains: "spec.driftDetection.ignore[0]"})
-		if got := releaseRevisions(t, ns, hr.Name); got != 0 {
+		if got := len(env.Storage(t, ns, hr.Name)); got != 0 {
 			t.Errorf("%d Helm revisions, want none", got)
 		}
 	})
@@ -137,8 +137,8 @@ func TestDrift(t *testing.T) {
 // detection and waits until it is Ready.
 func driftRelease(t *testing.T, ns, name string, repo *sourcev1.HelmRepository, dd *helmv2.DriftDetection) *v2.HelmRelease {
 	t.Helper()
-	hr := podinfoRelease(ns, name, repo)
-	hr.Spec.Values = jsonValues(t, `{"replicaCount": 1}`)
+	hr := env.PodinfoRelease(ns, name, repo.Name, "")
+	hr.Spec.Values = framework.JSON(`{"replicaCount": 1}`)
 	hr.Spec.DriftDetection = dd
 	if err := env.Client.Create(context.Background(), hr); err != nil {
 		t.Fatalf("creating HelmRelease: %v", err)

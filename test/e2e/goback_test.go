@@ -33,16 +33,16 @@ import (
 func TestTakeoverFromUpstream(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	repo := createHelmRepository(t, ns)
+	repo := env.HelmRepository(t, ns)
 	shard := "upstream-" + rand.String(8)
 	upstream := env.StartShard(t, ns, framework.ControllerOptions{Shard: shard, Binary: framework.UpstreamBinary(t)})
 	framework.EnsureRunning(t, upstream)
 
-	hr := framework.Sharded(podinfoRelease(ns, "podinfo", repo), upstream)
-	hr.Spec.Values = jsonValues(t, `{"replicaCount": 1}`)
-	remCreate(t, hr)
+	hr := framework.Sharded(env.PodinfoRelease(ns, "podinfo", repo.Name, ""), upstream)
+	hr.Spec.Values = framework.JSON(`{"replicaCount": 1}`)
+	env.Create(t, hr)
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 2 * time.Minute})
-	if n := releaseRevisions(t, ns, "podinfo"); n != 1 {
+	if n := len(env.Storage(t, ns, "podinfo")); n != 1 {
 		t.Fatalf("upstream made %d Helm revisions, want 1", n)
 	}
 	upstreamHistory := hr.Status.History
@@ -73,7 +73,7 @@ func TestTakeoverFromUpstream(t *testing.T) {
 	})
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: time.Minute})
 	env.Consistently(t, 5*time.Second, "no new Helm revision after the takeover", func(ctx context.Context) error {
-		if n := releaseRevisions(t, ns, "podinfo"); n != 1 {
+		if n := len(env.Storage(t, ns, "podinfo")); n != 1 {
 			return fmt.Errorf("%d Helm revisions in storage, want 1", n)
 		}
 		return nil
@@ -91,8 +91,8 @@ func TestTakeoverFromUpstream(t *testing.T) {
 func TestGoBackToUpstream(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	repo := createHelmRepository(t, ns)
-	ref := remPublish(t, crashChart, "0.1.0", ns)
+	repo := env.HelmRepository(t, ns)
+	ref := env.PublishChart(t, framework.HookDelayChart, "0.1.0", ns)
 	for _, stop := range []string{"sigterm", "sigkill"} {
 		t.Run(stop, func(t *testing.T) {
 			ctl := env.StartShard(t, ns, framework.ControllerOptions{Shard: "goback-" + stop + "-" + rand.String(6)})
@@ -102,10 +102,10 @@ func TestGoBackToUpstream(t *testing.T) {
 			// enough to swap controllers in the middle of it.
 			hr := framework.AfterHooksRelease(ctl, ns, name, repo.Name, ref, `{"podAnnotations":{"sim.afterhooks.io/delay":"20s"}}`)
 			hr.Spec.Install.Timeout = &metav1.Duration{Duration: 2 * time.Minute}
-			remCreate(t, hr)
+			env.Create(t, hr)
 			env.Eventually(t, time.Minute, name+".v1 held pending by afterHooks", func(ctx context.Context) error {
 				framework.MustRun(t, ctl)
-				return crashWantHeld(remStorage(t, ns, name), true)
+				return framework.HeldInstall(env.Storage(t, ns, name), true)
 			})
 			if stop == "sigterm" {
 				if err := ctl.Stop(); err != nil {
@@ -114,7 +114,7 @@ func TestGoBackToUpstream(t *testing.T) {
 			} else {
 				framework.Kill(t, ctl)
 			}
-			if err := crashWantHeld(remStorage(t, ns, name), true); err != nil {
+			if err := framework.HeldInstall(env.Storage(t, ns, name), true); err != nil {
 				t.Fatalf("after stopping ours: %v", err)
 			}
 
@@ -128,23 +128,23 @@ func TestGoBackToUpstream(t *testing.T) {
 				}
 				ready := conditions.Get(hr, meta.ReadyCondition)
 				if ready == nil || ready.Status != metav1.ConditionTrue || hr.Status.ObservedGeneration != hr.Generation {
-					return fmt.Errorf("Ready %+v; storage %s", ready, remDescribe(remStorage(t, ns, name)))
+					return fmt.Errorf("Ready %+v; storage %s", ready, framework.Describe(env.Storage(t, ns, name)))
 				}
-				stored := remStorage(t, ns, name)
+				stored := env.Storage(t, ns, name)
 				latest := stored[len(stored)-1].Release
 				if latest.Info.Status != "deployed" {
-					return fmt.Errorf("storage %s, want the latest revision deployed", remDescribe(stored))
+					return fmt.Errorf("storage %s, want the latest revision deployed", framework.Describe(stored))
 				}
 				return nil
 			})
-			crashWantNotPending(t, ns, name)
+			env.WantNotPending(t, ns, name)
 			if conditions.IsStalled(hr) {
 				t.Errorf("upstream left the release Stalled: %+v", conditions.Get(hr, meta.StalledCondition))
 			}
 			ready := conditions.Get(hr, meta.ReadyCondition)
 			t.Logf("upstream: Ready/%s %q after %s; storage %s; history %d entries",
 				ready.Reason, ready.Message, time.Since(start).Round(time.Second),
-				remDescribe(remStorage(t, ns, name)), len(hr.Status.History))
+				framework.Describe(env.Storage(t, ns, name)), len(hr.Status.History))
 			ahWantDeploymentReady(t, ns, name)
 		})
 	}

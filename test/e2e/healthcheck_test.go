@@ -52,7 +52,7 @@ func TestHealthCheckExprs(t *testing.T) {
 			t.Parallel()
 			ns := env.Namespace(t)
 			hr := hcRelease(t, ns, strategy, 2*time.Minute)
-			remCreate(t, hr)
+			env.Create(t, hr)
 
 			hcWaitGadget(t, ns, "app")
 			if strategy == v2.AfterHooks {
@@ -69,13 +69,13 @@ func TestHealthCheckExprs(t *testing.T) {
 				}
 				return nil
 			})
-			if stored := remStorage(t, ns, "app"); len(stored) != 1 || stored[0].Release.Info.Status != "pending-install" {
-				t.Fatalf("Helm storage %s during the wait, want one pending-install revision", remDescribe(stored))
+			if stored := env.Storage(t, ns, "app"); len(stored) != 1 || stored[0].Release.Info.Status != "pending-install" {
+				t.Fatalf("Helm storage %s during the wait, want one pending-install revision", framework.Describe(stored))
 			}
 
 			hcSetGadgetPhase(t, ns, "app", "Ready")
 			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
-			ahWantStorage(t, ns, "app", "deployed")
+			env.WantStorage(t, ns, "app", "deployed")
 		})
 	}
 
@@ -83,7 +83,7 @@ func TestHealthCheckExprs(t *testing.T) {
 		t.Parallel()
 		ns := env.Namespace(t)
 		hr := hcRelease(t, ns, v2.BeforeHooks, 2*time.Minute)
-		remCreate(t, hr)
+		env.Create(t, hr)
 		hcWaitGadget(t, ns, "app")
 		started := time.Now()
 		hcSetGadgetPhase(t, ns, "app", "Broken")
@@ -92,7 +92,7 @@ func TestHealthCheckExprs(t *testing.T) {
 			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
-			return remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
+			return framework.Condition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
 		})
 		// Failed is terminal for kstatus: Helm stops waiting at once
 		// rather than at the two-minute timeout.
@@ -105,7 +105,7 @@ func TestHealthCheckExprs(t *testing.T) {
 				t.Errorf("Ready message %q, want it to contain %q", ready.Message, want)
 			}
 		}
-		ahWantStorage(t, ns, "app", "failed")
+		env.WantStorage(t, ns, "app", "failed")
 	})
 
 	t.Run("invalid-expression-stalls", func(t *testing.T) {
@@ -116,23 +116,23 @@ func TestHealthCheckExprs(t *testing.T) {
 			APIVersion: "e2e.afterhooks.io/v1", Kind: "Gadget",
 			HealthCheckExpressions: kustomize.HealthCheckExpressions{Current: "status.phase =="},
 		}}
-		remCreate(t, hr)
+		env.Create(t, hr)
 
 		env.Eventually(t, time.Minute, "HelmRelease stalls on the invalid expression", func(ctx context.Context) error {
 			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
-			if err := remCondition(hr, meta.StalledCondition, metav1.ConditionTrue, meta.InvalidCELExpressionReason); err != nil {
+			if err := framework.Condition(hr, meta.StalledCondition, metav1.ConditionTrue, meta.InvalidCELExpressionReason); err != nil {
 				return err
 			}
-			return remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, meta.InvalidCELExpressionReason)
+			return framework.Condition(hr, meta.ReadyCondition, metav1.ConditionFalse, meta.InvalidCELExpressionReason)
 		})
 		if msg := conditions.GetMessage(hr, meta.ReadyCondition); !strings.Contains(msg, "Current") || !strings.Contains(msg, "left untouched") {
 			t.Errorf("Ready message %q, want it to name the expression and say the release is untouched", msg)
 		}
 		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: meta.InvalidCELExpressionReason, Contains: "status.phase =="})
-		if stored := remStorage(t, ns, "app"); len(stored) != 0 {
-			t.Errorf("Helm storage %s, want no release", remDescribe(stored))
+		if stored := env.Storage(t, ns, "app"); len(stored) != 0 {
+			t.Errorf("Helm storage %s, want no release", framework.Describe(stored))
 		}
 	})
 }
@@ -167,8 +167,8 @@ func TestHealthCheckCancelOnNewRevision(t *testing.T) {
 				})
 				framework.Sharded(hr, ctl)
 			}
-			hr.Spec.Values = jsonValues(t, `{"size":1}`)
-			remCreate(t, hr)
+			hr.Spec.Values = framework.JSON(`{"size":1}`)
+			env.Create(t, hr)
 			hcWaitGadget(t, ns, "app")
 			hcSetGadgetPhase(t, ns, "app", "Ready")
 			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
@@ -176,32 +176,32 @@ func TestHealthCheckCancelOnNewRevision(t *testing.T) {
 			// Upgrade to size 2: the Gadget's generation moves on and
 			// the expressions call it InProgress until the test
 			// acknowledges it, which it does not.
-			patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"size":2}`) })
+			env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSON(`{"size":2}`) })
 			env.Eventually(t, time.Minute, "upgrade to size 2 waits", func(ctx context.Context) error {
-				stored := remStorage(t, ns, "app")
+				stored := env.Storage(t, ns, "app")
 				if len(stored) != 2 || !stored[1].Release.Info.Status.IsPending() {
-					return fmt.Errorf("Helm storage %s, want v2 pending", remDescribe(stored))
+					return fmt.Errorf("Helm storage %s, want v2 pending", framework.Describe(stored))
 				}
 				return nil
 			})
 			time.Sleep(3 * time.Second) // let the readiness wait begin
 
 			patched := time.Now()
-			patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"size":3}`) })
+			env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSON(`{"size":3}`) })
 			if tt.gate {
 				env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: meta.HealthCheckCanceledReason, Contains: "Health checks canceled due to new reconciliation triggered by HelmRelease/" + ns + "/app"})
 			} else {
 				env.Consistently(t, 15*time.Second, "without the gate v2 keeps waiting", func(ctx context.Context) error {
-					if stored := remStorage(t, ns, "app"); len(stored) != 2 || !stored[1].Release.Info.Status.IsPending() {
-						return fmt.Errorf("Helm storage %s, want v2 still pending", remDescribe(stored))
+					if stored := env.Storage(t, ns, "app"); len(stored) != 2 || !stored[1].Release.Info.Status.IsPending() {
+						return fmt.Errorf("Helm storage %s, want v2 still pending", framework.Describe(stored))
 					}
 					return nil
 				})
 			}
 			env.Eventually(t, time.Minute, "upgrade to size 3 waits", func(ctx context.Context) error {
-				stored := remStorage(t, ns, "app")
+				stored := env.Storage(t, ns, "app")
 				if len(stored) != 3 || !stored[2].Release.Info.Status.IsPending() {
-					return fmt.Errorf("Helm storage %s, want v3 pending", remDescribe(stored))
+					return fmt.Errorf("Helm storage %s, want v3 pending", framework.Describe(stored))
 				}
 				return nil
 			})
@@ -210,8 +210,8 @@ func TestHealthCheckCancelOnNewRevision(t *testing.T) {
 			}
 			hcAcknowledgeGadget(t, ns, "app")
 			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 3})
-			ahWantStorage(t, ns, "app", "superseded", "failed", "deployed")
-			if stored := remStorage(t, ns, "app"); len(stored) == 3 {
+			env.WantStorage(t, ns, "app", "superseded", "failed", "deployed")
+			if stored := env.Storage(t, ns, "app"); len(stored) == 3 {
 				desc := stored[1].Release.Info.Description
 				// Helm's description ends with the wait's error; the
 				// afterHooks wait says so itself.
@@ -232,9 +232,9 @@ func TestHealthCheckCancelOnNewRevision(t *testing.T) {
 // retries.
 func hcRelease(t *testing.T, ns string, strategy v2.HookWaitStrategy, timeout time.Duration) *v2.HelmRelease {
 	t.Helper()
-	repo := createHelmRepository(t, ns)
-	ref := remPublish(t, hcChart, "0.1.0", ns)
-	hr := remRelease(ns, "app", repo.Name, ref.Name, ref.Version, "")
+	repo := env.HelmRepository(t, ns)
+	ref := env.PublishChart(t, hcChart, "0.1.0", ns)
+	hr := framework.Release(ns, "app", repo.Name, ref.Name, ref.Version, "")
 	hr.Spec.HealthCheckExprs = hcExprs
 	hr.Spec.Install = &v2.Install{
 		Install: helmv2.Install{

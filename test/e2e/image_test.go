@@ -326,7 +326,7 @@ func runReleaseDeployment(t *testing.T, root, binary, version, digest string) {
 	}()
 	t.Logf("running %s %v with env %v", binary, container.Args, procEnv)
 
-	ref := remPublish(t, ahChart, "0.1.0", "image")
+	ref := env.PublishChart(t, framework.DeadlockChart, "0.1.0", "image")
 	repo := &sourcev1.HelmRepository{
 		ObjectMeta: metav1.ObjectMeta{Name: "local", Namespace: "apps"},
 		Spec:       sourcev1.HelmRepositorySpec{URL: env.Charts.HelmRepositoryURL(), Interval: metav1.Duration{Duration: time.Minute}},
@@ -334,7 +334,7 @@ func runReleaseDeployment(t *testing.T, root, binary, version, digest string) {
 	if err := cl.Create(ctx, repo); err != nil {
 		t.Fatal(err)
 	}
-	hr := remRelease("apps", "app", repo.Name, ref.Name, ref.Version, "")
+	hr := framework.Release("apps", "app", repo.Name, ref.Name, ref.Version, "")
 	hr.Spec.Install = &v2.Install{
 		Install:      helmv2.Install{Timeout: &metav1.Duration{Duration: 90 * time.Second}},
 		WaitStrategy: v2.AfterHooks,

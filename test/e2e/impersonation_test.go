@@ -36,7 +36,7 @@ import (
 func TestImpersonation(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	repo := createHelmRepository(t, ns)
+	repo := env.HelmRepository(t, ns)
 	// Reading and deleting podinfo's objects lets Helm get as far as
 	// applying them, and lets the failed release be uninstalled when the
 	// test deletes it; applying them is what is forbidden.
@@ -48,9 +48,9 @@ func TestImpersonation(t *testing.T) {
 		APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}})
 
 	t.Run("forbidden by RBAC", func(t *testing.T) {
-		hr := podinfoRelease(ns, "podinfo-restricted", repo)
+		hr := env.PodinfoRelease(ns, "podinfo-restricted", repo.Name, "")
 		hr.Spec.ServiceAccountName = "restricted"
-		remCreate(t, hr)
+		env.Create(t, hr)
 		impersonationWantForbidden(t, hr, "restricted")
 	})
 
@@ -58,9 +58,9 @@ func TestImpersonation(t *testing.T) {
 		// Nothing can be read as an account that does not exist, not even
 		// Helm storage: the release was never installed and must not look
 		// Ready (it once read "release … is in sync").
-		hr := podinfoRelease(ns, "podinfo-nobody", repo)
+		hr := env.PodinfoRelease(ns, "podinfo-nobody", repo.Name, "")
 		hr.Spec.ServiceAccountName = "nobody"
-		remCreate(t, hr)
+		env.Create(t, hr)
 		user := fmt.Sprintf("system:serviceaccount:%s:nobody", ns)
 		env.WaitNotReady(t, hr, "StateError", fmt.Sprintf("secrets is forbidden: User %q cannot list resource", user))
 		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: "StateError", Contains: user})
@@ -77,19 +77,19 @@ func TestImpersonation(t *testing.T) {
 	})
 
 	t.Run("allowed by RBAC", func(t *testing.T) {
-		hr := podinfoRelease(ns, "podinfo-deployer", repo)
+		hr := env.PodinfoRelease(ns, "podinfo-deployer", repo.Name, "")
 		hr.Spec.ServiceAccountName = "deployer"
-		remCreate(t, hr)
+		env.Create(t, hr)
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 5 * time.Minute})
 		wantDeploymentReplicas(t, ns, hr.Name, 1)
 		wantInventory(t, hr, fmt.Sprintf("%s_%s_apps_Deployment", ns, hr.Name))
 	})
 
 	t.Run("fresh client per action", func(t *testing.T) {
-		hr := podinfoRelease(ns, "podinfo-fresh-client", repo)
+		hr := env.PodinfoRelease(ns, "podinfo-fresh-client", repo.Name, "")
 		hr.Spec.ServiceAccountName = "deployer"
 		hr.Spec.PersistentClient = ptr.To(false)
-		remCreate(t, hr)
+		env.Create(t, hr)
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 5 * time.Minute})
 		wantDeploymentReplicas(t, ns, hr.Name, 1)
 	})
@@ -101,13 +101,13 @@ func TestImpersonation(t *testing.T) {
 		})
 		framework.EnsureRunning(t, ctl)
 
-		defaulted := framework.Sharded(podinfoRelease(ns, "podinfo-defaulted", repo), ctl)
-		remCreate(t, defaulted)
+		defaulted := framework.Sharded(env.PodinfoRelease(ns, "podinfo-defaulted", repo.Name, ""), ctl)
+		env.Create(t, defaulted)
 		impersonationWantForbidden(t, defaulted, "restricted")
 
-		explicit := framework.Sharded(podinfoRelease(ns, "podinfo-explicit", repo), ctl)
+		explicit := framework.Sharded(env.PodinfoRelease(ns, "podinfo-explicit", repo.Name, ""), ctl)
 		explicit.Spec.ServiceAccountName = "deployer"
-		remCreate(t, explicit)
+		env.Create(t, explicit)
 		env.WaitRelease(t, explicit, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 5 * time.Minute})
 		wantDeploymentReplicas(t, ns, explicit.Name, 1)
 		framework.MustRun(t, ctl)

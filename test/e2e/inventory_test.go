@@ -36,8 +36,8 @@ func TestInventory(t *testing.T) {
 		crd.SetName(remWidgetCRD)
 		_ = env.Client.Delete(context.Background(), crd)
 	})
-	chart := remPublish(t, "e2e-crds-v1", "1.0.0", ns)
-	repo := createHelmRepository(t, ns)
+	chart := env.PublishChart(t, "e2e-crds-v1", "1.0.0", ns)
+	repo := env.HelmRepository(t, ns)
 
 	const (
 		crdID       = "_" + remWidgetCRD + "_apiextensions.k8s.io_CustomResourceDefinition"
@@ -47,22 +47,22 @@ func TestInventory(t *testing.T) {
 	configMapID := ns + "_inv-settings__ConfigMap"
 	widgetID := ns + "_inv_" + widgetGroup + "_Widget"
 
-	hr := remRelease(ns, "inv", repo.Name, chart.Name, chart.Version, "")
+	hr := framework.Release(ns, "inv", repo.Name, chart.Name, chart.Version, "")
 	hr.Spec.Install = &v2.Install{Install: helmv2.Install{CRDs: helmv2.Create}}
 	hr.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{CRDs: helmv2.CreateReplace}}
-	remCreate(t, hr)
+	env.Create(t, hr)
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 	wantExactInventory(t, hr, []helmv2.ResourceRef{{ID: configMapID, Version: "v1"}, {ID: crdID, Version: crdVersion}})
 
-	remStep(t, "upgrade adds an object", func(t *testing.T) {
-		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"widget":{"enabled":true}}`) })
+	framework.Step(t, "upgrade adds an object", func(t *testing.T) {
+		env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSON(`{"widget":{"enabled":true}}`) })
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2})
 		wantExactInventory(t, hr, []helmv2.ResourceRef{
 			{ID: configMapID, Version: "v1"}, {ID: widgetID, Version: "v1"}, {ID: crdID, Version: crdVersion}})
 	})
 
-	remStep(t, "upgrade removes an object", func(t *testing.T) {
-		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"widget":{"enabled":false}}`) })
+	framework.Step(t, "upgrade removes an object", func(t *testing.T) {
+		env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSON(`{"widget":{"enabled":false}}`) })
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 3})
 		wantExactInventory(t, hr, []helmv2.ResourceRef{{ID: configMapID, Version: "v1"}, {ID: crdID, Version: crdVersion}})
 	})

@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -21,9 +19,9 @@ import (
 // runtime's gotk_* series and controller-runtime's own.
 func TestMetrics(t *testing.T) {
 	ns := env.Namespace(t)
-	repo := createHelmRepository(t, ns)
-	hr := podinfoRelease(ns, "metrics", repo)
-	remCreate(t, hr)
+	repo := env.HelmRepository(t, ns)
+	hr := env.PodinfoRelease(ns, "metrics", repo.Name, "")
+	env.Create(t, hr)
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 3 * time.Minute})
 
 	object := `kind="HelmRelease",name="metrics",namespace="` + ns + `"`
@@ -53,7 +51,7 @@ func TestMetrics(t *testing.T) {
 
 	var body string
 	env.Eventually(t, 30*time.Second, "every expected series on /metrics", func(ctx context.Context) error {
-		body = scrapeMetrics(t)
+		body = framework.Scrape(t, env.Controller.MetricsURL())
 		var missing []string
 		for _, w := range wants {
 			if !regexp.MustCompile(`(?m)^` + w + `$`).MatchString(body) {
@@ -80,23 +78,4 @@ func TestMetrics(t *testing.T) {
 			}
 		}
 	}
-}
-
-func scrapeMetrics(t *testing.T) string {
-	t.Helper()
-	return scrapeMetricsFrom(t, env.Controller.MetricsURL())
-}
-
-func scrapeMetricsFrom(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("scraping metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("reading metrics: %v", err)
-	}
-	return string(b)
 }

@@ -90,7 +90,7 @@ func TestMinioAfterHooks(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
 	ns := env.Namespace(t)
-	repo := createHelmRepository(t, ns)
+	repo := env.HelmRepository(t, ns)
 	ref, err := env.Charts.AddChart(filepath.Join(framework.SharedChartsDir, "minio"), chartserver.WithVersion("5.4.0-"+ns))
 	if err != nil {
 		t.Fatalf("publishing the shared minio chart: %v", err)
@@ -99,8 +99,8 @@ func TestMinioAfterHooks(t *testing.T) {
 	// The control: the same chart and values with Helm's wait order. It
 	// runs alongside and is judged at the end.
 	controlNS := env.Namespace(t)
-	controlRepo := createHelmRepository(t, controlNS)
-	control := remRelease(controlNS, minioRelease, controlRepo.Name, ref.Name, ref.Version, minioValuesJSON(t, "1"))
+	controlRepo := env.HelmRepository(t, controlNS)
+	control := framework.Release(controlNS, minioRelease, controlRepo.Name, ref.Name, ref.Version, minioValuesJSON(t, "1"))
 	control.Spec.Install = &v2.Install{
 		Install: helmv2.Install{
 			Timeout:     &metav1.Duration{Duration: 10 * time.Second},
@@ -108,9 +108,9 @@ func TestMinioAfterHooks(t *testing.T) {
 		},
 		WaitStrategy: v2.BeforeHooks,
 	}
-	remCreate(t, control)
+	env.Create(t, control)
 
-	hr := remRelease(ns, minioRelease, repo.Name, ref.Name, ref.Version, minioValuesJSON(t, "1"))
+	hr := framework.Release(ns, minioRelease, repo.Name, ref.Name, ref.Version, minioValuesJSON(t, "1"))
 	hr.Spec.Install = &v2.Install{
 		Install: helmv2.Install{
 			Timeout:     &metav1.Duration{Duration: 90 * time.Second},
@@ -125,21 +125,21 @@ func TestMinioAfterHooks(t *testing.T) {
 		},
 		WaitStrategy: v2.AfterHooks,
 	}
-	remCreate(t, hr)
+	env.Create(t, hr)
 
 	var installed *corev1.Secret
-	remStep(t, "install", func(t *testing.T) {
+	framework.Step(t, "install", func(t *testing.T) {
 		// The post job runs while the revision is still pending.
 		installed = minioWaitHookDone(t, ns, "", "pending-install")
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
-		ahWantStorage(t, ns, minioRelease, "deployed")
+		env.WantStorage(t, ns, minioRelease, "deployed")
 		ahWantDeploymentReady(t, ns, minioRelease)
 		minioWantSecretMount(t, ns)
 		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-install hooks of minio.v1 completed"})
 		minioWantHookBeforeReady(t, ns, 1, "1", installed)
 	})
 
-	remStep(t, "upgrade", func(t *testing.T) {
+	framework.Step(t, "upgrade", func(t *testing.T) {
 		// The running minio pod keeps running without the Secret; the new
 		// pod of the upgrade needs it again, and only the post-upgrade job
 		// creates it.
@@ -149,28 +149,28 @@ func TestMinioAfterHooks(t *testing.T) {
 		env.Eventually(t, 30*time.Second, "Secret "+minioReadySecret+" deleted", func(ctx context.Context) error {
 			return env.Gone(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: minioReadySecret}})
 		})
-		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, minioValuesJSON(t, "2")) })
+		env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSON(minioValuesJSON(t, "2")) })
 
 		upgraded := minioWaitHookDone(t, ns, installed.UID, "deployed", "pending-upgrade")
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2})
-		ahWantStorage(t, ns, minioRelease, "superseded", "deployed")
+		env.WantStorage(t, ns, minioRelease, "superseded", "deployed")
 		ahWantDeploymentReady(t, ns, minioRelease)
-		if a := remPodTemplateAnnotations(t, ns, minioRelease); a["e2e.afterhooks.io/rollout"] != "2" {
+		if a := env.PodTemplateAnnotations(t, ns, minioRelease); a["e2e.afterhooks.io/rollout"] != "2" {
 			t.Errorf("pod template annotations %v, want the upgraded rollout annotation", a)
 		}
 		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-upgrade hooks of minio.v2 completed"})
 		minioWantHookBeforeReady(t, ns, 2, "2", upgraded)
 	})
 
-	remStep(t, "beforeHooks-control-deadlocks", func(t *testing.T) {
+	framework.Step(t, "beforeHooks-control-deadlocks", func(t *testing.T) {
 		env.Eventually(t, 60*time.Second, "control install fails with Helm's wait order", func(ctx context.Context) error {
 			if err := env.Get(ctx, control, controlNS, control.Name); err != nil {
 				return err
 			}
-			return remCondition(control, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
+			return framework.Condition(control, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
 		})
 		ahWantNoSecret(t, controlNS, minioReadySecret)
-		ahWantStorage(t, controlNS, minioRelease, "failed")
+		env.WantStorage(t, controlNS, minioRelease, "failed")
 		if env.HasEvent(t, controlNS, control.Name, framework.AfterHooksWaitingReason) {
 			t.Errorf("%s event for the beforeHooks release", framework.AfterHooksWaitingReason)
 		}
@@ -188,7 +188,7 @@ func TestMinioAfterHooks(t *testing.T) {
 func minioWaitHookDone(t *testing.T, ns string, oldUID types.UID, statuses ...string) *corev1.Secret {
 	t.Helper()
 	secret := &corev1.Secret{}
-	var stored []remStored
+	var stored []framework.Stored
 	env.Eventually(t, 60*time.Second, "post job done", func(ctx context.Context) error {
 		err := env.Get(ctx, secret, ns, minioReadySecret)
 		if apierrors.IsNotFound(err) {
@@ -207,7 +207,7 @@ func minioWaitHookDone(t *testing.T, ns string, oldUID types.UID, statuses ...st
 		if !apierrors.IsNotFound(err) {
 			return err
 		}
-		stored = remStorage(t, ns, minioRelease)
+		stored = env.Storage(t, ns, minioRelease)
 		return nil
 	})
 	var got []string
@@ -215,7 +215,7 @@ func minioWaitHookDone(t *testing.T, ns string, oldUID types.UID, statuses ...st
 		got = append(got, string(s.Release.Info.Status))
 	}
 	if fmt.Sprint(got) != fmt.Sprint(statuses) {
-		t.Errorf("Helm storage %s once the post job was done, want %v", remDescribe(stored), statuses)
+		t.Errorf("Helm storage %s once the post job was done, want %v", framework.Describe(stored), statuses)
 	}
 	return secret
 }
@@ -228,8 +228,8 @@ func minioWaitHookDone(t *testing.T, ns string, oldUID types.UID, statuses ...st
 // Helm copies the system labels of the previous revision into later ones.
 func minioWantHookBeforeReady(t *testing.T, ns string, version int, rollout string, secret *corev1.Secret) {
 	t.Helper()
-	var rev *remStored
-	for _, s := range remStorage(t, ns, minioRelease) {
+	var rev *framework.Stored
+	for _, s := range env.Storage(t, ns, minioRelease) {
 		if s.Release.Version == version {
 			rev = &s
 		}

@@ -33,10 +33,10 @@ import (
 func TestUninstallKeepHistory(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	repo := createHelmRepository(t, ns)
-	hr := remPodinfo(ns, "podinfo", repo.Name, "")
+	repo := env.HelmRepository(t, ns)
+	hr := env.PodinfoRelease(ns, "podinfo", repo.Name, "")
 	hr.Spec.Uninstall = &helmv2.Uninstall{KeepHistory: true, Timeout: &metav1.Duration{Duration: 30 * time.Second}}
-	remCreate(t, hr)
+	env.Create(t, hr)
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
 
 	if err := env.Client.Delete(context.Background(), hr); err != nil {
@@ -46,9 +46,9 @@ func TestUninstallKeepHistory(t *testing.T) {
 	env.Eventually(t, 30*time.Second, "Deployment removed", func(ctx context.Context) error {
 		return env.Gone(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "podinfo"}})
 	})
-	stored := remStorage(t, ns, "podinfo")
+	stored := env.Storage(t, ns, "podinfo")
 	if len(stored) != 1 {
-		t.Fatalf("Helm storage after an uninstall keeping history: %s, want the one revision", remDescribe(stored))
+		t.Fatalf("Helm storage after an uninstall keeping history: %s, want the one revision", framework.Describe(stored))
 	}
 	s := stored[0]
 	if got := s.Secret.Labels["status"]; got != "uninstalled" {
@@ -70,12 +70,12 @@ func TestTargetAndStorageNamespace(t *testing.T) {
 	t.Cleanup(func() {
 		_ = env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: targetNS}})
 	})
-	repo := createHelmRepository(t, ns)
-	hr := remPodinfo(ns, "podinfo", repo.Name, "")
+	repo := env.HelmRepository(t, ns)
+	hr := env.PodinfoRelease(ns, "podinfo", repo.Name, "")
 	hr.Spec.TargetNamespace = targetNS
 	hr.Spec.StorageNamespace = storageNS
 	hr.Spec.Install = &v2.Install{Install: helmv2.Install{CreateNamespace: true, Timeout: &metav1.Duration{Duration: 30 * time.Second}}}
-	remCreate(t, hr)
+	env.Create(t, hr)
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
 
 	release := targetNS + "-podinfo"
@@ -98,11 +98,11 @@ func TestTargetAndStorageNamespace(t *testing.T) {
 	if len(deployments.Items) != 0 {
 		t.Errorf("%d Deployments in the HelmRelease's namespace, want them all in %s", len(deployments.Items), targetNS)
 	}
-	if stored := remStorage(t, storageNS, release); len(stored) != 1 || stored[0].Release.Namespace != targetNS {
-		t.Errorf("storage namespace holds %s, want one release of namespace %s", remDescribe(stored), targetNS)
+	if stored := env.Storage(t, storageNS, release); len(stored) != 1 || stored[0].Release.Namespace != targetNS {
+		t.Errorf("storage namespace holds %s, want one release of namespace %s", framework.Describe(stored), targetNS)
 	}
 	for _, other := range []string{ns, targetNS} {
-		if n := releaseRevisions(t, other, release); n != 0 {
+		if n := len(env.Storage(t, other, release)); n != 0 {
 			t.Errorf("%d Helm storage Secrets in %s, want them only in %s", n, other, storageNS)
 		}
 	}
@@ -112,7 +112,7 @@ func TestTargetAndStorageNamespace(t *testing.T) {
 			t.Fatal(err)
 		}
 		env.Eventually(t, time.Minute, "HelmRelease gone", func(ctx context.Context) error { return env.Gone(ctx, hr) })
-		if n := releaseRevisions(t, storageNS, release); n != 0 {
+		if n := len(env.Storage(t, storageNS, release)); n != 0 {
 			t.Errorf("%d Helm storage Secrets left in %s after the uninstall", n, storageNS)
 		}
 		env.Eventually(t, 30*time.Second, "Deployment removed from the target namespace", func(ctx context.Context) error {
@@ -127,7 +127,7 @@ func TestLongReleaseName(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	repo := createHelmRepository(t, ns)
+	repo := env.HelmRepository(t, ns)
 	// Over Helm's 53 characters, but within the 63 a label value (the
 	// HelmChart's helm.toolkit.fluxcd.io/name) allows.
 	name := "a-helmrelease-name-longer-than-helm-release-names-may-be"
@@ -137,8 +137,8 @@ func TestLongReleaseName(t *testing.T) {
 	sum := sha256.Sum256([]byte(name))
 	want := name[:40] + "-" + hex.EncodeToString(sum[:])[:12]
 
-	hr := remPodinfo(ns, name, repo.Name, "")
-	remCreate(t, hr)
+	hr := env.PodinfoRelease(ns, name, repo.Name, "")
+	env.Create(t, hr)
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
 
 	latest := hr.Status.History.Latest()
@@ -148,9 +148,9 @@ func TestLongReleaseName(t *testing.T) {
 	if !strings.Contains(conditions.GetMessage(hr, meta.ReadyCondition), want) {
 		t.Errorf("Ready message %q does not name the release %s", conditions.GetMessage(hr, meta.ReadyCondition), want)
 	}
-	stored := remStorage(t, ns, want)
+	stored := env.Storage(t, ns, want)
 	if len(stored) != 1 || stored[0].Secret.Name != "sh.helm.release.v1."+want+".v1" || stored[0].Release.Info.Status != "deployed" {
-		t.Fatalf("Helm storage of %s: %s", want, remDescribe(stored))
+		t.Fatalf("Helm storage of %s: %s", want, framework.Describe(stored))
 	}
 	var deployments appsv1.DeploymentList
 	if err := env.Client.List(ctx, &deployments, client.InNamespace(ns)); err != nil {
@@ -168,7 +168,7 @@ func TestLongReleaseName(t *testing.T) {
 			t.Fatal(err)
 		}
 		env.Eventually(t, time.Minute, "HelmRelease gone", func(ctx context.Context) error { return env.Gone(ctx, hr) })
-		if n := releaseRevisions(t, ns, want); n != 0 {
+		if n := len(env.Storage(t, ns, want)); n != 0 {
 			t.Errorf("%d Helm revisions of %s left after the uninstall", n, want)
 		}
 	})
@@ -207,28 +207,28 @@ func TestCRDPolicies(t *testing.T) {
 		crd.SetName(remWidgetCRD)
 		_ = env.Client.Delete(context.Background(), crd)
 	})
-	v1 := remPublish(t, "e2e-crds-v1", "1.0.0", ns)
-	v2Skip := remPublish(t, "e2e-crds-v2", "2.0.0", ns)
-	v2Create := remPublish(t, "e2e-crds-v2", "2.0.1", ns)
-	v2Replace := remPublish(t, "e2e-crds-v2", "2.0.2", ns)
-	repo := createHelmRepository(t, ns)
+	v1 := env.PublishChart(t, "e2e-crds-v1", "1.0.0", ns)
+	v2Skip := env.PublishChart(t, "e2e-crds-v2", "2.0.0", ns)
+	v2Create := env.PublishChart(t, "e2e-crds-v2", "2.0.1", ns)
+	v2Replace := env.PublishChart(t, "e2e-crds-v2", "2.0.2", ns)
+	repo := env.HelmRepository(t, ns)
 
-	managed := remRelease(ns, "managed", repo.Name, v1.Name, v1.Version, `{"widget":{"enabled":true}}`)
+	managed := framework.Release(ns, "managed", repo.Name, v1.Name, v1.Version, `{"widget":{"enabled":true}}`)
 	managed.Spec.Install = &v2.Install{Install: helmv2.Install{CRDs: helmv2.Create}}
 
 	var installedGeneration int64
-	remStep(t, "install-skip", func(t *testing.T) {
-		hr := remRelease(ns, "skipped", repo.Name, v1.Name, v1.Version, "")
+	framework.Step(t, "install-skip", func(t *testing.T) {
+		hr := framework.Release(ns, "skipped", repo.Name, v1.Name, v1.Version, "")
 		hr.Spec.Install = &v2.Install{Install: helmv2.Install{CRDs: helmv2.Skip}}
-		remCreate(t, hr)
+		env.Create(t, hr)
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
 		if _, err := remGetCRD(context.Background(), remWidgetCRD); !apierrors.IsNotFound(err) {
 			t.Fatalf("CRD %s after an install with crds Skip: %v, want not found", remWidgetCRD, err)
 		}
 	})
 
-	remStep(t, "install-create", func(t *testing.T) {
-		remCreate(t, managed)
+	framework.Step(t, "install-create", func(t *testing.T) {
+		env.Create(t, managed)
 		env.WaitRelease(t, managed, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
 		crd, err := remGetCRD(context.Background(), remWidgetCRD)
 		if err != nil {
@@ -258,8 +258,8 @@ func TestCRDPolicies(t *testing.T) {
 		{"upgrade-create-replace", v2Replace, helmv2.CreateReplace, 4, true},
 	}
 	for _, u := range upgrades {
-		remStep(t, u.name, func(t *testing.T) {
-			patchSpec(t, managed, func(hr *v2.HelmRelease) {
+		framework.Step(t, u.name, func(t *testing.T) {
+			env.PatchSpec(t, managed, func(hr *v2.HelmRelease) {
 				hr.Spec.Chart.Spec.Version = u.chart.Version
 				hr.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{CRDs: u.policy}}
 			})
@@ -321,15 +321,15 @@ func TestBadInput(t *testing.T) {
 	t.Run("missing-values-secret", func(t *testing.T) {
 		t.Parallel()
 		ns := env.Namespace(t)
-		repo := createHelmRepository(t, ns)
-		hr := remPodinfo(ns, "podinfo", repo.Name, "")
+		repo := env.HelmRepository(t, ns)
+		hr := env.PodinfoRelease(ns, "podinfo", repo.Name, "")
 		hr.Spec.ValuesFrom = []helmv2.ValuesReference{{Kind: "Secret", Name: "missing-values"}}
-		remCreate(t, hr)
+		env.Create(t, hr)
 		env.Eventually(t, time.Minute, "values failure reported", func(ctx context.Context) error {
 			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
-			if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, "ValuesError"); err != nil {
+			if err := framework.Condition(hr, meta.ReadyCondition, metav1.ConditionFalse, "ValuesError"); err != nil {
 				return err
 			}
 			if msg := conditions.GetMessage(hr, meta.ReadyCondition); !strings.Contains(msg, "missing-values") {
@@ -339,13 +339,13 @@ func TestBadInput(t *testing.T) {
 		})
 		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: "ValuesError", Contains: "missing-values"})
 		env.Consistently(t, 2*time.Second, "no Helm release without values", func(ctx context.Context) error {
-			if n := releaseRevisions(t, ns, "podinfo"); n != 0 {
+			if n := len(env.Storage(t, ns, "podinfo")); n != 0 {
 				return fmt.Errorf("%d Helm revisions although the values could not be composed", n)
 			}
 			return nil
 		})
 		if len(hr.Status.History) != 0 {
-			t.Errorf("history %s, want none", remSnapshots(hr.Status.History))
+			t.Errorf("history %s, want none", framework.Snapshots(hr.Status.History))
 		}
 	})
 
@@ -353,7 +353,7 @@ func TestBadInput(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
 		ns := env.Namespace(t)
-		repo := createHelmRepository(t, ns)
+		repo := env.HelmRepository(t, ns)
 		if err := env.Client.Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: "partial-values", Namespace: ns},
 			StringData: map[string]string{"other.yaml": "replicaCount: 5\n"},
@@ -366,12 +366,12 @@ func TestBadInput(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		hr := remPodinfo(ns, "podinfo", repo.Name, "")
+		hr := env.PodinfoRelease(ns, "podinfo", repo.Name, "")
 		hr.Spec.ValuesFrom = []helmv2.ValuesReference{
 			{Kind: "ConfigMap", Name: "replicas"},
 			{Kind: "Secret", Name: "partial-values", ValuesKey: "values.yaml", Optional: true},
 		}
-		remCreate(t, hr)
+		env.Create(t, hr)
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
 		wantDeploymentReplicas(t, ns, "podinfo", 2)
 	})
@@ -379,15 +379,15 @@ func TestBadInput(t *testing.T) {
 	t.Run("render-failure-on-install", func(t *testing.T) {
 		t.Parallel()
 		ns := env.Namespace(t)
-		broken := remPublish(t, "e2e-broken", "0.2.0", ns, chartserver.WithValues(map[string]any{"broken": true}))
-		repo := createHelmRepository(t, ns)
-		hr := remRelease(ns, "app", repo.Name, broken.Name, broken.Version, "")
-		remCreate(t, hr)
+		broken := env.PublishChart(t, "e2e-broken", "0.2.0", ns, chartserver.WithValues(map[string]any{"broken": true}))
+		repo := env.HelmRepository(t, ns)
+		hr := framework.Release(ns, "app", repo.Name, broken.Name, broken.Version, "")
+		env.Create(t, hr)
 		env.Eventually(t, time.Minute, "render failure reported", func(ctx context.Context) error {
 			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
-			if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason); err != nil {
+			if err := framework.Condition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason); err != nil {
 				return err
 			}
 			if msg := conditions.GetMessage(hr, meta.ReadyCondition); !strings.Contains(msg, "broken on purpose") {
@@ -396,7 +396,7 @@ func TestBadInput(t *testing.T) {
 			return nil
 		})
 		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: helmv2.InstallFailedReason, Contains: "broken on purpose"})
-		if n := releaseRevisions(t, ns, "app"); n != 0 {
+		if n := len(env.Storage(t, ns, "app")); n != 0 {
 			t.Errorf("%d Helm revisions stored for a chart that does not render", n)
 		}
 		// Helm hands back the release it failed to render, but never stores
@@ -411,7 +411,7 @@ func TestBadInput(t *testing.T) {
 			return nil
 		})
 		if len(hr.Status.History) != 0 {
-			t.Errorf("history %s for a release Helm never stored (storage is empty)", remSnapshots(hr.Status.History))
+			t.Errorf("history %s for a release Helm never stored (storage is empty)", framework.Snapshots(hr.Status.History))
 		}
 	})
 
@@ -419,11 +419,11 @@ func TestBadInput(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
 		ns := env.Namespace(t)
-		good := remPublish(t, "e2e-broken", "0.1.0", ns)
-		broken := remPublish(t, "e2e-broken", "0.2.0", ns, chartserver.WithValues(map[string]any{"broken": true}))
-		repo := createHelmRepository(t, ns)
-		hr := remRelease(ns, "app", repo.Name, good.Name, good.Version, "")
-		remCreate(t, hr)
+		good := env.PublishChart(t, "e2e-broken", "0.1.0", ns)
+		broken := env.PublishChart(t, "e2e-broken", "0.2.0", ns, chartserver.WithValues(map[string]any{"broken": true}))
+		repo := env.HelmRepository(t, ns)
+		hr := framework.Release(ns, "app", repo.Name, good.Name, good.Version, "")
+		env.Create(t, hr)
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
 		wantDeploymentReplicas(t, ns, "app", 1)
 		before := &appsv1.Deployment{}
@@ -431,7 +431,7 @@ func TestBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Chart.Spec.Version = broken.Version })
+		env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Chart.Spec.Version = broken.Version })
 		env.Eventually(t, time.Minute, "render failure of the upgrade reported", func(ctx context.Context) error {
 			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
@@ -439,10 +439,10 @@ func TestBadInput(t *testing.T) {
 			if hr.Status.LastAttemptedRevision != broken.Version {
 				return fmt.Errorf("lastAttemptedRevision %q, want %q", hr.Status.LastAttemptedRevision, broken.Version)
 			}
-			if err := remCondition(hr, helmv2.ReleasedCondition, metav1.ConditionFalse, helmv2.UpgradeFailedReason); err != nil {
+			if err := framework.Condition(hr, helmv2.ReleasedCondition, metav1.ConditionFalse, helmv2.UpgradeFailedReason); err != nil {
 				return err
 			}
-			if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, ""); err != nil {
+			if err := framework.Condition(hr, meta.ReadyCondition, metav1.ConditionFalse, ""); err != nil {
 				return err
 			}
 			if msg := conditions.GetMessage(hr, meta.ReadyCondition); !strings.Contains(msg, "broken on purpose") {
@@ -451,12 +451,12 @@ func TestBadInput(t *testing.T) {
 			return nil
 		})
 		if len(hr.Status.History) != 1 {
-			t.Errorf("history %s, want only the installed release", remSnapshots(hr.Status.History))
+			t.Errorf("history %s, want only the installed release", framework.Snapshots(hr.Status.History))
 		}
 		wantHistory(t, hr, 1, good.Version)
-		stored := remStorage(t, ns, "app")
+		stored := env.Storage(t, ns, "app")
 		if len(stored) != 1 || stored[0].Release.Info.Status != "deployed" || stored[0].Release.Chart.Metadata.Version != good.Version {
-			t.Fatalf("Helm storage %s, want only v1 of %s deployed", remDescribe(stored), good.Version)
+			t.Fatalf("Helm storage %s, want only v1 of %s deployed", framework.Describe(stored), good.Version)
 		}
 		after := &appsv1.Deployment{}
 		if err := env.Get(ctx, after, ns, "app"); err != nil {
@@ -471,15 +471,15 @@ func TestBadInput(t *testing.T) {
 	t.Run("values-rejected-by-schema", func(t *testing.T) {
 		t.Parallel()
 		ns := env.Namespace(t)
-		chart := remPublish(t, "e2e-broken", "0.1.0", ns)
-		repo := createHelmRepository(t, ns)
-		hr := remRelease(ns, "app", repo.Name, chart.Name, chart.Version, `{"replicaCount":"two"}`)
-		remCreate(t, hr)
+		chart := env.PublishChart(t, "e2e-broken", "0.1.0", ns)
+		repo := env.HelmRepository(t, ns)
+		hr := framework.Release(ns, "app", repo.Name, chart.Name, chart.Version, `{"replicaCount":"two"}`)
+		env.Create(t, hr)
 		env.Eventually(t, time.Minute, "schema violation reported", func(ctx context.Context) error {
 			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
-			if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason); err != nil {
+			if err := framework.Condition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason); err != nil {
 				return err
 			}
 			msg := conditions.GetMessage(hr, meta.ReadyCondition)
@@ -489,7 +489,7 @@ func TestBadInput(t *testing.T) {
 			return nil
 		})
 		t.Logf("Ready message: %s", conditions.GetMessage(hr, meta.ReadyCondition))
-		if n := releaseRevisions(t, ns, "app"); n != 0 {
+		if n := len(env.Storage(t, ns, "app")); n != 0 {
 			t.Errorf("%d Helm revisions stored for values the chart rejects", n)
 		}
 		if _, err := remGetDeployment(ns, "app"); !apierrors.IsNotFound(err) {
@@ -512,17 +512,17 @@ func TestReleaseTargetChange(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	storageNS := env.Namespace(t)
-	repo := createHelmRepository(t, ns)
-	hr := remPodinfo(ns, "podinfo", repo.Name, "")
-	remCreate(t, hr)
+	repo := env.HelmRepository(t, ns)
+	hr := env.PodinfoRelease(ns, "podinfo", repo.Name, "")
+	env.Create(t, hr)
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 
-	patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.ReleaseName = "podinfo-renamed" })
+	env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.ReleaseName = "podinfo-renamed" })
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 	if latest := hr.Status.History.Latest(); latest.Name != "podinfo-renamed" || len(hr.Status.History) != 1 {
-		t.Errorf("history %s, want only podinfo-renamed.v1", remSnapshots(hr.Status.History))
+		t.Errorf("history %s, want only podinfo-renamed.v1", framework.Snapshots(hr.Status.History))
 	}
-	if n := releaseRevisions(t, ns, "podinfo"); n != 0 {
+	if n := len(env.Storage(t, ns, "podinfo")); n != 0 {
 		t.Errorf("%d Helm storage Secrets of the old release name left", n)
 	}
 	env.Eventually(t, 30*time.Second, "old release's Deployment removed", func(ctx context.Context) error {
@@ -531,15 +531,15 @@ func TestReleaseTargetChange(t *testing.T) {
 	wantDeploymentReplicas(t, ns, "podinfo-renamed", 1)
 	env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: helmv2.UninstallSucceededReason, Contains: "podinfo"})
 
-	patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.StorageNamespace = storageNS })
+	env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.StorageNamespace = storageNS })
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 	if hr.Status.StorageNamespace != storageNS {
 		t.Errorf("status.storageNamespace %q, want %q", hr.Status.StorageNamespace, storageNS)
 	}
-	if n := releaseRevisions(t, ns, "podinfo-renamed"); n != 0 {
+	if n := len(env.Storage(t, ns, "podinfo-renamed")); n != 0 {
 		t.Errorf("%d Helm storage Secrets left in the old storage namespace", n)
 	}
-	if n := releaseRevisions(t, storageNS, "podinfo-renamed"); n != 1 {
+	if n := len(env.Storage(t, storageNS, "podinfo-renamed")); n != 1 {
 		t.Errorf("%d Helm storage Secrets in the new storage namespace, want 1", n)
 	}
 	if err := env.Get(ctx, &appsv1.Deployment{}, ns, "podinfo-renamed"); err != nil {

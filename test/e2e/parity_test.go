@@ -74,7 +74,7 @@ func TestUpstreamParity(t *testing.T) {
 				{name: "installed", settled: parityReady},
 				{name: "stalled", settled: parityStalled, want: []string{"Failed to install after 1 attempt(s)",
 					"install 1 upgrade 1", "history [v1 failed]"}, change: func(hr *v2.HelmRelease) {
-					hr.Spec.Values = jsonValuesFrom(crashloop)
+					hr.Spec.Values = framework.JSONFrom(crashloop)
 					hr.Spec.Timeout = short
 					hr.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{Remediation: &helmv2.UpgradeRemediation{
 						RemediateLastFailure: ptr.To(true), Strategy: ptr.To(helmv2.UninstallRemediationStrategy)}}}
@@ -114,8 +114,8 @@ func TestUpstreamParity(t *testing.T) {
 			// A failing Helm test whose failures are ignored.
 			name: "install-test-fail-ignore",
 			release: func(t *testing.T, ns, repo string) *v2.HelmRelease {
-				chart := remPublish(t, "e2e-tests", "0.1.0", ns, chartserver.WithValues(map[string]any{"testFail": true}))
-				hr := remRelease(ns, "tested", repo, chart.Name, chart.Version, "")
+				chart := env.PublishChart(t, "e2e-tests", "0.1.0", ns, chartserver.WithValues(map[string]any{"testFail": true}))
+				hr := framework.Release(ns, "tested", repo, chart.Name, chart.Version, "")
 				hr.Spec.Test = &helmv2.Test{Enable: true, IgnoreFailures: true}
 				return hr
 			},
@@ -131,11 +131,11 @@ func TestUpstreamParity(t *testing.T) {
 			}
 			for _, side := range sides {
 				side.ns = env.Namespace(t)
-				repo := createHelmRepository(t, side.ns)
+				repo := env.HelmRepository(t, side.ns)
 				side.ctl = env.StartShard(t, side.ns, framework.ControllerOptions{Shard: "parity-" + rand.String(8), Binary: side.binary})
 				framework.EnsureRunning(t, side.ctl)
 				side.hr = framework.Sharded(sc.release(t, side.ns, repo.Name), side.ctl)
-				remCreate(t, side.hr)
+				env.Create(t, side.hr)
 			}
 			for _, step := range sc.steps {
 				for _, side := range sides {
@@ -143,7 +143,7 @@ func TestUpstreamParity(t *testing.T) {
 						step.act(t, side.hr)
 					}
 					if step.change != nil {
-						patchSpec(t, side.hr, step.change)
+						env.PatchSpec(t, side.hr, step.change)
 					}
 				}
 				got := map[string]paritySnapshot{}
@@ -261,7 +261,7 @@ func (s *paritySide) snapshot(t *testing.T) paritySnapshot {
 	for _, h := range st.History {
 		snap.history = append(snap.history, fmt.Sprintf("v%d %s", h.Version, h.Status))
 	}
-	for _, r := range remStorage(t, s.ns, s.hr.Name) {
+	for _, r := range env.Storage(t, s.ns, s.hr.Name) {
 		snap.storage = append(snap.storage, fmt.Sprintf("v%d %s", r.Release.Version, r.Release.Info.Status))
 	}
 	return snap
@@ -310,23 +310,23 @@ func (s paritySnapshot) String() string {
 
 func parityPodinfo(t *testing.T, ns, repo string, values map[string]any) *v2.HelmRelease {
 	t.Helper()
-	hr := remPodinfo(ns, "podinfo", repo, "")
+	hr := env.PodinfoRelease(ns, "podinfo", repo, "")
 	if values != nil {
-		hr.Spec.Values = jsonValuesFrom(values)
+		hr.Spec.Values = framework.JSONFrom(values)
 	}
 	return hr
 }
 
 func parityStalled(hr *v2.HelmRelease) error {
 	if !conditions.IsStalled(hr) {
-		return fmt.Errorf("not stalled: %s", remConditions(hr))
+		return fmt.Errorf("not stalled: %s", framework.Conditions(hr))
 	}
 	return nil
 }
 
 func parityReady(hr *v2.HelmRelease) error {
 	if hr.Status.ObservedGeneration != hr.Generation || !conditions.IsReady(hr) {
-		return fmt.Errorf("not ready at generation %d: %s", hr.Generation, remConditions(hr))
+		return fmt.Errorf("not ready at generation %d: %s", hr.Generation, framework.Conditions(hr))
 	}
 	return nil
 }
@@ -335,7 +335,7 @@ func parityReady(hr *v2.HelmRelease) error {
 func parityNotReady(hr *v2.HelmRelease) error {
 	c := conditions.Get(hr, meta.ReadyCondition)
 	if hr.Status.LastAttemptedGeneration != hr.Generation || c == nil || c.Status != metav1.ConditionFalse {
-		return fmt.Errorf("not failed yet: %s", remConditions(hr))
+		return fmt.Errorf("not failed yet: %s", framework.Conditions(hr))
 	}
 	return nil
 }

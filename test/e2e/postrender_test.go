@@ -58,7 +58,7 @@ metadata:
 func TestPostRenderers(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	hr := podinfoRelease(ns, "podinfo", createHelmRepository(t, ns))
+	hr := env.PodinfoRelease(ns, "podinfo", env.HelmRepository(t, ns).Name, "")
 	hr.Spec.PostRenderers = podinfoPostRenderers(ns, "6.9.1")
 	if err := env.Client.Create(ctx, hr); err != nil {
 		t.Fatalf("creating HelmRelease: %v", err)
@@ -70,14 +70,14 @@ func TestPostRenderers(t *testing.T) {
 	firstDigest := hr.Status.ObservedPostRenderersDigest
 
 	t.Run("unchanged reconcile does not upgrade", func(t *testing.T) {
-		waitReconcileHandled(t, hr, requestReconcile(t, hr), time.Minute)
-		if got := releaseRevisions(t, ns, "podinfo"); got != 1 {
+		env.WaitReconcileHandled(t, hr, env.RequestReconcile(t, hr), time.Minute)
+		if got := len(env.Storage(t, ns, "podinfo")); got != 1 {
 			t.Errorf("%d Helm revisions, want 1", got)
 		}
 	})
 
 	t.Run("a changed post renderer upgrades", func(t *testing.T) {
-		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.PostRenderers = podinfoPostRenderers(ns, "6.9.2") })
+		env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.PostRenderers = podinfoPostRenderers(ns, "6.9.2") })
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2, Timeout: 3 * time.Minute})
 		waitObservedDigests(t, hr)
 		wantPodinfoPostRendered(t, ns, "registry.e2e.local/podinfo:6.9.2")
@@ -88,7 +88,7 @@ func TestPostRenderers(t *testing.T) {
 	})
 
 	t.Run("a bad target selector stalls before any upgrade, nothing applied", func(t *testing.T) {
-		patchSpec(t, hr, func(hr *v2.HelmRelease) {
+		env.PatchSpec(t, hr, func(hr *v2.HelmRelease) {
 			hr.Spec.PostRenderers = podinfoPostRenderers(ns, "6.9.3")
 			hr.Spec.PostRenderers[0].Kustomize.Patches[0].Target.LabelSelector = "app in (podinfo"
 		})
@@ -109,7 +109,7 @@ func TestPostRenderers(t *testing.T) {
 			return nil
 		})
 		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: "InvalidPostRenderers", Contains: "labelSelector"})
-		if got := releaseRevisions(t, ns, "podinfo"); got != 2 {
+		if got := len(env.Storage(t, ns, "podinfo")); got != 2 {
 			t.Errorf("%d Helm revisions after the refused upgrade, want 2", got)
 		}
 		if hr.Status.UpgradeFailures != 0 || hr.Status.Failures != 0 {
@@ -170,9 +170,9 @@ func wantPodinfoPostRendered(t *testing.T, ns, image string) {
 func TestCommonMetadata(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	hr := podinfoRelease(ns, "podinfo", createHelmRepository(t, ns))
+	hr := env.PodinfoRelease(ns, "podinfo", env.HelmRepository(t, ns).Name, "")
 	// A ServiceAccount too, so the release has more than two kinds.
-	hr.Spec.Values = jsonValues(t, `{"serviceAccount": {"enabled": true}}`)
+	hr.Spec.Values = framework.JSON(`{"serviceAccount": {"enabled": true}}`)
 	hr.Spec.CommonMetadata = &helmv2.CommonMetadata{
 		Labels:      map[string]string{"e2e.afterhooks.dev/team": "blue"},
 		Annotations: map[string]string{"e2e.afterhooks.dev/owner": "platform"},
@@ -190,7 +190,7 @@ func TestCommonMetadata(t *testing.T) {
 	wantMetadataOnInventory(t, hr, "blue", "platform")
 
 	t.Run("a change upgrades and relabels every object", func(t *testing.T) {
-		patchSpec(t, hr, func(hr *v2.HelmRelease) {
+		env.PatchSpec(t, hr, func(hr *v2.HelmRelease) {
 			hr.Spec.CommonMetadata.Labels["e2e.afterhooks.dev/team"] = "red"
 			hr.Spec.CommonMetadata.Annotations["e2e.afterhooks.dev/owner"] = "apps"
 		})
@@ -236,7 +236,7 @@ func wantMetadataOnInventory(t *testing.T, hr *v2.HelmRelease, team, owner strin
 func TestPostRenderersWithAfterHooks(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	hr := podinfoRelease(ns, "podinfo", createHelmRepository(t, ns))
+	hr := env.PodinfoRelease(ns, "podinfo", env.HelmRepository(t, ns).Name, "")
 	hr.Spec.Install = &v2.Install{WaitStrategy: v2.AfterHooks}
 	hr.Spec.Upgrade = &v2.Upgrade{WaitStrategy: v2.AfterHooks}
 	hr.Spec.PostRenderers = podinfoPostRenderers(ns, "6.9.1")
@@ -255,7 +255,7 @@ func TestPostRenderersWithAfterHooks(t *testing.T) {
 	wantPodinfoPostRendered(t, ns, "registry.e2e.local/podinfo:6.9.1")
 	wantMetadataOnInventory(t, hr, "blue", "platform")
 
-	patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.PostRenderers = podinfoPostRenderers(ns, "6.9.2") })
+	env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.PostRenderers = podinfoPostRenderers(ns, "6.9.2") })
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2, Timeout: 3 * time.Minute})
 	waitObservedDigests(t, hr)
 	wantPodinfoPostRendered(t, ns, "registry.e2e.local/podinfo:6.9.2")

@@ -50,73 +50,58 @@ func TestReadyNeverLies(t *testing.T) {
 	}{
 		{name: "missing-service-account", reason: "StateError", inMessage: "system:serviceaccount:%s:ghost", event: true, observed: &no,
 			release: func(_ *testing.T, ns, repo string) *v2.HelmRelease {
-				hr := remPodinfo(ns, "podinfo", repo, "")
+				hr := env.PodinfoRelease(ns, "podinfo", repo, "")
 				hr.Spec.ServiceAccountName = "ghost"
 				return hr
 			}},
 		{name: "missing-kubeconfig-secret", reason: "RESTClientError", inMessage: "not-there", event: true, observed: &no,
 			release: func(_ *testing.T, ns, repo string) *v2.HelmRelease {
-				hr := remPodinfo(ns, "podinfo", repo, "")
+				hr := env.PodinfoRelease(ns, "podinfo", repo, "")
 				hr.Spec.KubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "not-there"}}
 				return hr
 			}},
 		{name: "missing-chart-version", reason: "SourceNotReady", inMessage: "99.0.0", event: true, observed: &no,
 			release: func(_ *testing.T, ns, repo string) *v2.HelmRelease {
-				hr := remPodinfo(ns, "podinfo", repo, "")
+				hr := env.PodinfoRelease(ns, "podinfo", repo, "")
 				hr.Spec.Chart.Spec.Version = "99.0.0"
 				return hr
 			}},
 		{name: "missing-helm-repository", reason: "SourceNotReady", inMessage: "ghost-repo", event: true, observed: &no,
 			release: func(_ *testing.T, ns, _ string) *v2.HelmRelease {
-				return remPodinfo(ns, "podinfo", "ghost-repo", "")
+				return env.PodinfoRelease(ns, "podinfo", "ghost-repo", "")
 			}},
 		{name: "missing-chart-ref-source", reason: helmv2.ArtifactFailedReason, inMessage: "ghost-oci", event: true, observed: &no,
 			release: func(_ *testing.T, ns, repo string) *v2.HelmRelease {
-				hr := remPodinfo(ns, "podinfo", repo, "")
+				hr := env.PodinfoRelease(ns, "podinfo", repo, "")
 				hr.Spec.Chart = nil
 				hr.Spec.ChartRef = &helmv2.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: "ghost-oci"}
 				return hr
 			}},
 		{name: "oci-tag-is-another-version", reason: "ChartMutateError", inMessage: "artifact revision 9.9.9-%s does not match chart version 0.1.0-%s", event: true, observed: &no,
 			release: func(t *testing.T, ns, repo string) *v2.HelmRelease {
-				chart := remPublish(t, "e2e-broken", "0.1.0", ns, chartserver.WithOCITag("9.9.9-"+ns))
-				oci := &sourcev1.OCIRepository{
-					ObjectMeta: metav1.ObjectMeta{Name: "mistagged", Namespace: ns},
-					Spec: sourcev1.OCIRepositorySpec{
-						URL:       env.Charts.OCIRepositoryURL() + "/" + chart.Name,
-						Reference: &sourcev1.OCIRepositoryRef{Tag: "9.9.9-" + ns},
-						Insecure:  true,
-						Interval:  metav1.Duration{Duration: time.Minute},
-						LayerSelector: &sourcev1.OCILayerSelector{
-							MediaType: "application/vnd.cncf.helm.chart.content.v1.tar+gzip",
-							Operation: sourcev1.OCILayerCopy,
-						},
-					},
-				}
-				if err := env.Client.Create(context.Background(), oci); err != nil {
-					t.Fatal(err)
-				}
-				hr := remRelease(ns, "app", repo, chart.Name, chart.Version, "")
+				chart := env.PublishChart(t, "e2e-broken", "0.1.0", ns, chartserver.WithOCITag("9.9.9-"+ns))
+				oci := env.OCIRepository(t, ns, "mistagged", chart.Name, "9.9.9-"+ns)
+				hr := framework.Release(ns, "app", repo, chart.Name, chart.Version, "")
 				hr.Spec.Chart = nil
 				hr.Spec.ChartRef = &helmv2.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: oci.Name}
 				return hr
 			}},
 		{name: "missing-values-secret", reason: "ValuesError", inMessage: "missing-values", event: true, observed: &no,
 			release: func(_ *testing.T, ns, repo string) *v2.HelmRelease {
-				hr := remPodinfo(ns, "podinfo", repo, "")
+				hr := env.PodinfoRelease(ns, "podinfo", repo, "")
 				hr.Spec.ValuesFrom = []helmv2.ValuesReference{{Kind: "Secret", Name: "missing-values"}}
 				return hr
 			}},
 		{name: "invalid-health-check-expression", reason: meta.InvalidCELExpressionReason, inMessage: "status.phase ==", event: true, stalled: true, observed: &yes,
 			release: func(_ *testing.T, ns, repo string) *v2.HelmRelease {
-				hr := remPodinfo(ns, "podinfo", repo, "")
+				hr := env.PodinfoRelease(ns, "podinfo", repo, "")
 				hr.Spec.HealthCheckExprs = []kustomize.CustomHealthCheck{{APIVersion: "apps/v1", Kind: "Deployment",
 					HealthCheckExpressions: kustomize.HealthCheckExpressions{Current: "status.phase =="}}}
 				return hr
 			}},
 		{name: "invalid-post-renderer", reason: "InvalidPostRenderers", inMessage: "labelSelector", event: true, stalled: true, observed: &yes,
 			release: func(_ *testing.T, ns, repo string) *v2.HelmRelease {
-				hr := remPodinfo(ns, "podinfo", repo, "")
+				hr := env.PodinfoRelease(ns, "podinfo", repo, "")
 				hr.Spec.PostRenderers = []helmv2.PostRenderer{{Kustomize: &helmv2.Kustomize{Patches: []kustomize.Patch{{
 					Patch:  `[{"op": "add", "path": "/metadata/labels/x", "value": "y"}]`,
 					Target: &kustomize.Selector{Kind: "Deployment", LabelSelector: "app in (podinfo"},
@@ -125,33 +110,33 @@ func TestReadyNeverLies(t *testing.T) {
 			}},
 		{name: "invalid-drift-ignore-rule", reason: "InvalidDriftDetection", inMessage: "spec.driftDetection.ignore[0]", event: true, stalled: true, observed: &yes,
 			release: func(_ *testing.T, ns, repo string) *v2.HelmRelease {
-				hr := remPodinfo(ns, "podinfo", repo, "")
+				hr := env.PodinfoRelease(ns, "podinfo", repo, "")
 				hr.Spec.DriftDetection = &helmv2.DriftDetection{Mode: helmv2.DriftDetectionEnabled, Ignore: []helmv2.IgnoreRule{{
 					Paths: []string{"/spec/replicas"}, Target: &kustomize.Selector{LabelSelector: "app in (podinfo"}}}}
 				return hr
 			}},
 		{name: "chart-does-not-render", reason: helmv2.InstallFailedReason, inMessage: "broken on purpose", event: true,
 			release: func(t *testing.T, ns, repo string) *v2.HelmRelease {
-				broken := remPublish(t, "e2e-broken", "0.2.0", ns, chartserver.WithValues(map[string]any{"broken": true}))
-				return remRelease(ns, "app", repo, broken.Name, broken.Version, "")
+				broken := env.PublishChart(t, "e2e-broken", "0.2.0", ns, chartserver.WithValues(map[string]any{"broken": true}))
+				return framework.Release(ns, "app", repo, broken.Name, broken.Version, "")
 			}},
 		// Install remediation defaults to no retries: the release stalls.
 		{name: "workload-never-ready", reason: helmv2.InstallFailedReason, inMessage: "Deployment/%s/podinfo", event: true, stalled: true,
 			release: func(_ *testing.T, ns, repo string) *v2.HelmRelease {
-				hr := remPodinfo(ns, "podinfo", repo, crashloop)
+				hr := env.PodinfoRelease(ns, "podinfo", repo, crashloop)
 				hr.Spec.Install = &v2.Install{Install: helmv2.Install{Timeout: &metav1.Duration{Duration: 5 * time.Second}}}
 				return hr
 			}},
 		{name: "workload-never-ready-after-hooks", reason: helmv2.InstallFailedReason, inMessage: "Deployment/%s/podinfo", event: true, stalled: true,
 			release: func(_ *testing.T, ns, repo string) *v2.HelmRelease {
-				hr := remPodinfo(ns, "podinfo", repo, crashloop)
+				hr := env.PodinfoRelease(ns, "podinfo", repo, crashloop)
 				hr.Spec.Install = &v2.Install{Install: helmv2.Install{Timeout: &metav1.Duration{Duration: 5 * time.Second}},
 					WaitStrategy: v2.AfterHooks}
 				return hr
 			}},
 		{name: "missing-dependency", reason: helmv2.DependencyNotReadyReason, inMessage: "ghost-dependency", observed: &no,
 			release: func(_ *testing.T, ns, repo string) *v2.HelmRelease {
-				hr := remPodinfo(ns, "podinfo", repo, "")
+				hr := env.PodinfoRelease(ns, "podinfo", repo, "")
 				hr.Spec.DependsOn = []helmv2.DependencyReference{{Name: "ghost-dependency"}}
 				return hr
 			}},
@@ -160,16 +145,16 @@ func TestReadyNeverLies(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ns := env.Namespace(t)
-			repo := createHelmRepository(t, ns)
+			repo := env.HelmRepository(t, ns)
 			hr := tc.release(t, ns, repo.Name)
-			remCreate(t, hr)
+			env.Create(t, hr)
 			inMessage := tc.inMessage
 			inMessage = strings.ReplaceAll(inMessage, "%s", ns)
 			env.Eventually(t, time.Minute, fmt.Sprintf("Ready=False/%s naming %q", tc.reason, inMessage), func(ctx context.Context) error {
 				if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 					return err
 				}
-				if err := remCondition(hr, meta.ReadyCondition, metav1.ConditionFalse, tc.reason); err != nil {
+				if err := framework.Condition(hr, meta.ReadyCondition, metav1.ConditionFalse, tc.reason); err != nil {
 					return err
 				}
 				if msg := conditions.GetMessage(hr, meta.ReadyCondition); !strings.Contains(msg, inMessage) {
@@ -194,7 +179,7 @@ func TestReadyNeverLies(t *testing.T) {
 				return nil
 			})
 			if got := conditions.IsStalled(hr); got != tc.stalled {
-				t.Errorf("Stalled=%t, want %t (%s)", got, tc.stalled, remConditions(hr))
+				t.Errorf("Stalled=%t, want %t (%s)", got, tc.stalled, framework.Conditions(hr))
 			}
 		})
 	}

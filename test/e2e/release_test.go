@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,10 +13,7 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/test/chartserver"
@@ -32,21 +26,9 @@ import (
 func TestChartTemplateLifecycle(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	repo := createHelmRepository(t, ns)
+	repo := env.HelmRepository(t, ns)
 
-	hr := &v2.HelmRelease{
-		ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: ns},
-		Spec: v2.HelmReleaseSpec{HelmReleaseSpec: helmv2.HelmReleaseSpec{
-			Interval: metav1.Duration{Duration: 10 * time.Minute},
-			Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
-				Chart:     env.Podinfo.Name,
-				Version:   env.Podinfo.Version,
-				SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: repo.Name},
-				Interval:  &metav1.Duration{Duration: time.Minute},
-			}},
-			Values: jsonValues(t, `{"replicaCount": 1}`),
-		}},
-	}
+	hr := env.PodinfoRelease(ns, "podinfo", repo.Name, `{"replicaCount": 1}`)
 	created := time.Now()
 	if err := env.Client.Create(ctx, hr); err != nil {
 		t.Fatalf("creating HelmRelease: %v", err)
@@ -75,19 +57,19 @@ func TestChartTemplateLifecycle(t *testing.T) {
 	wantInventory(t, hr, ns+"_podinfo_apps_Deployment", ns+"_podinfo__Service")
 
 	t.Run("unchanged reconcile does nothing", func(t *testing.T) {
-		downloads := metricValue(t, "helm_controller_chart_downloads_total")
-		waitReconcileHandled(t, hr, requestReconcile(t, hr), time.Minute)
+		downloads := framework.Metric(t, env.Controller.MetricsURL(), "helm_controller_chart_downloads_total")
+		env.WaitReconcileHandled(t, hr, env.RequestReconcile(t, hr), time.Minute)
 		wantHistory(t, hr, 1, env.Podinfo.Version)
-		if got := releaseRevisions(t, ns, "podinfo"); got != 1 {
+		if got := len(env.Storage(t, ns, "podinfo")); got != 1 {
 			t.Errorf("%d Helm revisions in storage, want 1", got)
 		}
-		if after := metricValue(t, "helm_controller_chart_downloads_total"); after != downloads {
+		if after := framework.Metric(t, env.Controller.MetricsURL(), "helm_controller_chart_downloads_total"); after != downloads {
 			t.Errorf("chart downloads went from %v to %v on an unchanged reconcile", downloads, after)
 		}
 	})
 
 	t.Run("upgrade on values change", func(t *testing.T) {
-		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = jsonValues(t, `{"replicaCount": 2}`) })
+		env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSON(`{"replicaCount": 2}`) })
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2, Timeout: 3 * time.Minute})
 		wantHistory(t, hr, 2, env.Podinfo.Version)
 		wantDeploymentReplicas(t, ns, "podinfo", 2)
@@ -99,8 +81,8 @@ func TestChartTemplateLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Make source-controller fetch the new index now, not at its interval.
-		requestSourceReconcile(t, repo)
-		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Chart.Spec.Version = next.Version })
+		env.RequestReconcile(t, repo)
+		env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Chart.Spec.Version = next.Version })
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 3, Timeout: 3 * time.Minute})
 		wantHistory(t, hr, 3, next.Version)
 		if hr.Status.History[1].Status != "superseded" {
@@ -113,7 +95,7 @@ func TestChartTemplateLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		env.Eventually(t, 2*time.Minute, "HelmRelease gone", func(ctx context.Context) error { return env.Gone(ctx, hr) })
-		if got := releaseRevisions(t, ns, "podinfo"); got != 0 {
+		if got := len(env.Storage(t, ns, "podinfo")); got != 0 {
 			t.Errorf("%d Helm revisions left in storage after uninstall", got)
 		}
 		env.Eventually(t, time.Minute, "HelmChart garbage collected", func(ctx context.Context) error { return env.Gone(ctx, chart) })
@@ -127,22 +109,7 @@ func TestChartTemplateLifecycle(t *testing.T) {
 func TestOCIChartRef(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	repo := &sourcev1.OCIRepository{
-		ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: ns},
-		Spec: sourcev1.OCIRepositorySpec{
-			URL:       env.Charts.OCIRepositoryURL() + "/" + env.Podinfo.Name,
-			Reference: &sourcev1.OCIRepositoryRef{Tag: env.Podinfo.Version},
-			Insecure:  true,
-			Interval:  metav1.Duration{Duration: time.Minute},
-			LayerSelector: &sourcev1.OCILayerSelector{
-				MediaType: "application/vnd.cncf.helm.chart.content.v1.tar+gzip",
-				Operation: sourcev1.OCILayerCopy,
-			},
-		},
-	}
-	if err := env.Client.Create(ctx, repo); err != nil {
-		t.Fatalf("creating OCIRepository: %v", err)
-	}
+	repo := env.OCIRepository(t, ns, "podinfo", env.Podinfo.Name, env.Podinfo.Version)
 	hr := &v2.HelmRelease{
 		ObjectMeta: metav1.ObjectMeta{Name: "podinfo-oci", Namespace: ns},
 		Spec: v2.HelmReleaseSpec{HelmReleaseSpec: helmv2.HelmReleaseSpec{
@@ -169,43 +136,6 @@ func TestOCIChartRef(t *testing.T) {
 		t.Errorf("lastAttemptedRevision %q digest %q", hr.Status.LastAttemptedRevision, hr.Status.LastAttemptedRevisionDigest)
 	}
 	wantDeploymentReplicas(t, ns, "podinfo-oci", 1)
-}
-
-// podinfoRelease is a HelmRelease of the shared podinfo chart from the
-// HelmRepository repo, through a chart template, reconciled hourly unless
-// a test changes it.
-func podinfoRelease(ns, name string, repo *sourcev1.HelmRepository) *v2.HelmRelease {
-	return &v2.HelmRelease{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: v2.HelmReleaseSpec{HelmReleaseSpec: helmv2.HelmReleaseSpec{
-			Interval: metav1.Duration{Duration: time.Hour},
-			Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
-				Chart:     env.Podinfo.Name,
-				Version:   env.Podinfo.Version,
-				SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: repo.Name},
-			}},
-		}},
-	}
-}
-
-func createHelmRepository(t testing.TB, ns string) *sourcev1.HelmRepository {
-	t.Helper()
-	repo := &sourcev1.HelmRepository{
-		ObjectMeta: metav1.ObjectMeta{Name: "local", Namespace: ns},
-		Spec: sourcev1.HelmRepositorySpec{
-			URL:      env.Charts.HelmRepositoryURL(),
-			Interval: metav1.Duration{Duration: time.Minute},
-		},
-	}
-	if err := env.Client.Create(context.Background(), repo); err != nil {
-		t.Fatalf("creating HelmRepository: %v", err)
-	}
-	return repo
-}
-
-func jsonValues(t *testing.T, raw string) *apiextensionsv1.JSON {
-	t.Helper()
-	return &apiextensionsv1.JSON{Raw: []byte(raw)}
 }
 
 func wantHistory(t *testing.T, hr *v2.HelmRelease, version int, chartVersion string) {
@@ -248,89 +178,13 @@ func wantDeploymentReplicas(t *testing.T, ns, name string, replicas int32) {
 	}
 }
 
-// requestReconcile asks the controller to reconcile hr now and returns the
-// request token it will acknowledge in lastHandledReconcileAt.
-func requestReconcile(t *testing.T, hr *v2.HelmRelease) string {
-	t.Helper()
-	token := strconv.FormatInt(time.Now().UnixNano(), 10)
-	remAnnotate(t, hr, map[string]string{meta.ReconcileRequestAnnotation: token})
-	return token
-}
-
-// waitReconcileHandled waits until the controller acknowledged the reconcile
-// request token, leaving hr as last read.
-func waitReconcileHandled(t *testing.T, hr *v2.HelmRelease, token string, timeout time.Duration) {
-	t.Helper()
-	env.Eventually(t, timeout, "reconcile request handled", func(ctx context.Context) error {
-		if err := env.Get(ctx, hr, hr.Namespace, hr.Name); err != nil {
-			return err
-		}
-		if hr.Status.LastHandledReconcileAt != token {
-			return fmt.Errorf("lastHandledReconcileAt %q, want %q", hr.Status.LastHandledReconcileAt, token)
-		}
-		return nil
-	})
-}
-
-func requestSourceReconcile(t *testing.T, obj client.Object) {
-	t.Helper()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, meta.ReconcileRequestAnnotation, strconv.FormatInt(time.Now().UnixNano(), 10))
-	if err := env.Client.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-		t.Fatalf("requesting a reconcile of %s: %v", obj.GetName(), err)
-	}
-}
-
-// releaseRevisions counts the Helm storage Secrets of a release.
-func releaseRevisions(t *testing.T, ns, release string) int {
-	t.Helper()
-	var list corev1.SecretList
-	if err := env.Client.List(context.Background(), &list, client.InNamespace(ns),
-		client.MatchingLabels{"owner": "helm", "name": release}); err != nil {
-		t.Fatal(err)
-	}
-	return len(list.Items)
-}
-
-// metricValue sums the samples of a metric on the controller's endpoint.
-func metricValue(t *testing.T, name string) float64 {
-	t.Helper()
-	resp, err := http.Get(env.Controller.MetricsURL())
-	if err != nil {
-		t.Fatalf("scraping metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	var sum float64
-	found := false
-	scanner := bufio.NewScanner(resp.Body)
-	scanner.Buffer(make([]byte, 1<<20), 1<<20)
-	for scanner.Scan() {
-		line := scanner.Text()
-		// name may be a bare metric name or one series with its labels.
-		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") &&
-			!(strings.HasSuffix(name, "}") && strings.HasPrefix(line, name)) {
-			continue
-		}
-		fields := strings.Fields(line)
-		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", line, err)
-		}
-		sum += v
-		found = true
-	}
-	if !found {
-		t.Fatalf("metric %s not exposed", name)
-	}
-	return sum
-}
-
 // TestValuesFromWatchedConfigMap: a change to a ConfigMap labelled for
 // watching upgrades the HelmRelease that takes values from it, without
 // waiting for the interval; an unlabelled one does not.
 func TestValuesFromWatchedConfigMap(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	repo := createHelmRepository(t, ns)
+	repo := env.HelmRepository(t, ns)
 	watched := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "watched", Namespace: ns, Labels: map[string]string{"reconcile.fluxcd.io/watch": "Enabled"}},
 		Data:       map[string]string{"values.yaml": "replicaCount: 1\n"},
@@ -344,7 +198,7 @@ func TestValuesFromWatchedConfigMap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	hr := podinfoRelease(ns, "podinfo", repo)
+	hr := env.PodinfoRelease(ns, "podinfo", repo.Name, "")
 	hr.Spec.ValuesFrom = []meta.ValuesReference{
 		{Kind: "ConfigMap", Name: "watched"},
 		{Kind: "ConfigMap", Name: "unwatched"},
@@ -354,13 +208,13 @@ func TestValuesFromWatchedConfigMap(t *testing.T) {
 	}
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1, Timeout: 2 * time.Minute})
 
-	// Unlabelled: nothing happens (the interval is an hour).
+	// Unlabelled: nothing happens (the interval is ten minutes).
 	unwatched.Data["values.yaml"] = "podAnnotations:\n  team: b\n"
 	if err := env.Client.Update(ctx, unwatched); err != nil {
 		t.Fatal(err)
 	}
 	env.Consistently(t, 5*time.Second, "an unwatched ConfigMap change is ignored", func(ctx context.Context) error {
-		if n := releaseRevisions(t, ns, "podinfo"); n != 1 {
+		if n := len(env.Storage(t, ns, "podinfo")); n != 1 {
 			return fmt.Errorf("%d revisions", n)
 		}
 		return nil
@@ -379,9 +233,9 @@ func TestValuesFromWatchedConfigMap(t *testing.T) {
 func TestDependsOn(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	repo := createHelmRepository(t, ns)
+	repo := env.HelmRepository(t, ns)
 	newHR := func(name string, dependsOn ...string) *v2.HelmRelease {
-		hr := podinfoRelease(ns, name, repo)
+		hr := env.PodinfoRelease(ns, name, repo.Name, "")
 		for _, d := range dependsOn {
 			hr.Spec.DependsOn = append(hr.Spec.DependsOn, helmv2.DependencyReference{Name: d})
 		}
@@ -402,7 +256,7 @@ func TestDependsOn(t *testing.T) {
 		}
 		return nil
 	})
-	if n := releaseRevisions(t, ns, "frontend"); n != 0 {
+	if n := len(env.Storage(t, ns, "frontend")); n != 0 {
 		t.Fatalf("frontend was released (%d revisions) before its dependency existed", n)
 	}
 
@@ -425,11 +279,11 @@ func TestDeleteSuspended(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	repo := createHelmRepository(t, ns)
-	hr := podinfoRelease(ns, "podinfo", repo)
-	remCreate(t, hr)
+	repo := env.HelmRepository(t, ns)
+	hr := env.PodinfoRelease(ns, "podinfo", repo.Name, "")
+	env.Create(t, hr)
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 2 * time.Minute})
-	setSuspend(t, hr, true)
+	env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Suspend = true })
 	if err := env.Client.Delete(ctx, hr); err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +291,7 @@ func TestDeleteSuspended(t *testing.T) {
 	if err := env.Get(ctx, &sourcev1.HelmChart{}, ns, ns+"-podinfo"); err != nil {
 		t.Errorf("HelmChart of the suspended HelmRelease: %v (want it left in place)", err)
 	}
-	if n := releaseRevisions(t, ns, "podinfo"); n != 1 {
+	if n := len(env.Storage(t, ns, "podinfo")); n != 1 {
 		t.Errorf("%d Helm revisions after deleting a suspended HelmRelease, want the release left in place", n)
 	}
 }

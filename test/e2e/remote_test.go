@@ -45,22 +45,22 @@ func TestRemoteCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo := createHelmRepository(t, ns)
+	repo := env.HelmRepository(t, ns)
 	for _, name := range []string{"remote", "orphan"} {
 		createSecret(t, ns, name+"-kubeconfig", map[string][]byte{"value": kubeconfig})
 	}
 
-	hr := podinfoRelease(ns, "podinfo-remote", repo)
+	hr := env.PodinfoRelease(ns, "podinfo-remote", repo.Name, "")
 	hr.Spec.KubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "remote-kubeconfig"}}
-	orphan := podinfoRelease(ns, "podinfo-orphan", repo)
+	orphan := env.PodinfoRelease(ns, "podinfo-orphan", repo.Name, "")
 	orphan.Spec.KubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "orphan-kubeconfig"}}
-	remCreate(t, hr)
-	remCreate(t, orphan)
+	env.Create(t, hr)
+	env.Create(t, orphan)
 
 	t.Run("bad kubeconfigs", func(t *testing.T) {
-		bad := podinfoRelease(ns, "podinfo-bad-kubeconfig", repo)
+		bad := env.PodinfoRelease(ns, "podinfo-bad-kubeconfig", repo.Name, "")
 		bad.Spec.KubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "not-there"}}
-		remCreate(t, bad)
+		env.Create(t, bad)
 		env.WaitNotReady(t, bad, "RESTClientError", "could not get kubeconfig Secret '"+ns+"/not-there'")
 		env.WaitEvent(t, ns, bad.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: "RESTClientError", Contains: "not-there"})
 
@@ -70,7 +70,7 @@ func TestRemoteCluster(t *testing.T) {
 			t.Fatalf("the remote kubeconfig has no client-certificate-data to put an exec plugin beside:\n%s", kubeconfig)
 		}
 		createSecret(t, ns, "exec-kubeconfig", map[string][]byte{"value.yaml": []byte(withExec)})
-		patchSpec(t, bad, func(o *v2.HelmRelease) { o.Spec.KubeConfig.SecretRef.Name = "exec-kubeconfig" })
+		env.PatchSpec(t, bad, func(o *v2.HelmRelease) { o.Spec.KubeConfig.SecretRef.Name = "exec-kubeconfig" })
 		env.WaitNotReady(t, bad, "RESTClientError", "--insecure-kubeconfig-exec")
 
 		// Nothing was released: the deletion has nothing to uninstall.
@@ -98,7 +98,7 @@ func TestRemoteCluster(t *testing.T) {
 		if n := remoteReleaseSecrets(t, remoteClient, ns, hr.Name); n != 1 {
 			t.Errorf("%d Helm storage Secrets on the remote cluster, want 1", n)
 		}
-		if n := len(remStorage(t, ns, hr.Name)); n != 0 {
+		if n := len(env.Storage(t, ns, hr.Name)); n != 0 {
 			t.Errorf("%d Helm storage Secrets on the controller's cluster, want 0", n)
 		}
 		// The chart comes from the controller's cluster.
@@ -187,9 +187,9 @@ func createSecret(t *testing.T, ns, name string, data map[string][]byte) {
 // the cluster c reaches.
 func remoteReleaseSecrets(t *testing.T, c client.Client, ns, release string) int {
 	t.Helper()
-	var list corev1.SecretList
-	if err := c.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{"owner": "helm", "name": release}); err != nil {
+	stored, err := env.ReadStorage(context.Background(), c, ns, release)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return len(list.Items)
+	return len(stored)
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
 // TestSecretValuesNeverLeak gives releases values from a Secret that hold a
@@ -31,8 +32,8 @@ func TestSecretValuesNeverLeak(t *testing.T) {
 	ctx := context.Background()
 	sentinel := "s3ntinel-" + rand.String(12)
 
-	repo := createHelmRepository(t, ns)
-	broken := remPublish(t, "e2e-broken", "0.1.0", ns)
+	repo := env.HelmRepository(t, ns)
+	broken := env.PublishChart(t, "e2e-broken", "0.1.0", ns)
 
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns},
@@ -69,15 +70,15 @@ func TestSecretValuesNeverLeak(t *testing.T) {
 		ready  metav1.ConditionStatus
 		reason string
 	}{
-		{hr: fromSecret(remPodinfo(ns, "shown", repo.Name, ""), "message.yaml", ""), ready: metav1.ConditionTrue, reason: helmv2.InstallSucceededReason},
-		{hr: fromSecret(remPodinfo(ns, "refused", repo.Name, ""), "pull-policy.yaml", ""), ready: metav1.ConditionFalse, reason: helmv2.InstallFailedReason},
-		{hr: fromSecret(remRelease(ns, "schema", repo.Name, broken.Name, broken.Version, ""), "replicas.yaml", ""), ready: metav1.ConditionFalse, reason: helmv2.InstallFailedReason},
-		{hr: fromSecret(remRelease(ns, "template", repo.Name, broken.Name, broken.Version, ""), "broken.yaml", ""), ready: metav1.ConditionFalse, reason: helmv2.InstallFailedReason},
-		{hr: fromSecret(remPodinfo(ns, "comma", repo.Name, ""), "comma", "ui.message"), ready: metav1.ConditionFalse, reason: "ValuesError"},
-		{hr: fromSecret(remPodinfo(ns, "clash", repo.Name, `{"ui":"plain"}`), "token", "ui.message"), ready: metav1.ConditionFalse, reason: "ValuesError"},
+		{hr: fromSecret(env.PodinfoRelease(ns, "shown", repo.Name, ""), "message.yaml", ""), ready: metav1.ConditionTrue, reason: helmv2.InstallSucceededReason},
+		{hr: fromSecret(env.PodinfoRelease(ns, "refused", repo.Name, ""), "pull-policy.yaml", ""), ready: metav1.ConditionFalse, reason: helmv2.InstallFailedReason},
+		{hr: fromSecret(framework.Release(ns, "schema", repo.Name, broken.Name, broken.Version, ""), "replicas.yaml", ""), ready: metav1.ConditionFalse, reason: helmv2.InstallFailedReason},
+		{hr: fromSecret(framework.Release(ns, "template", repo.Name, broken.Name, broken.Version, ""), "broken.yaml", ""), ready: metav1.ConditionFalse, reason: helmv2.InstallFailedReason},
+		{hr: fromSecret(env.PodinfoRelease(ns, "comma", repo.Name, ""), "comma", "ui.message"), ready: metav1.ConditionFalse, reason: "ValuesError"},
+		{hr: fromSecret(env.PodinfoRelease(ns, "clash", repo.Name, `{"ui":"plain"}`), "token", "ui.message"), ready: metav1.ConditionFalse, reason: "ValuesError"},
 	}
 	for _, tc := range cases {
-		remCreate(t, tc.hr)
+		env.Create(t, tc.hr)
 	}
 	for _, tc := range cases {
 		hr := tc.hr
@@ -87,7 +88,7 @@ func TestSecretValuesNeverLeak(t *testing.T) {
 			}
 			ready := conditions.Get(hr, meta.ReadyCondition)
 			if ready == nil || hr.Status.LastAttemptedGeneration != hr.Generation && tc.reason != "ValuesError" {
-				return fmt.Errorf("not attempted yet: %s", remConditions(hr))
+				return fmt.Errorf("not attempted yet: %s", framework.Conditions(hr))
 			}
 			if ready.Status != tc.ready || ready.Reason != tc.reason {
 				return fmt.Errorf("Ready %s/%s, want %s/%s: %s", ready.Status, ready.Reason, tc.ready, tc.reason, ready.Message)
@@ -121,7 +122,7 @@ func TestSecretValuesNeverLeak(t *testing.T) {
 			leaks = append(leaks, fmt.Sprintf("event %s %s/%s: %s", e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message))
 		}
 	}
-	if strings.Contains(scrapeMetrics(t), sentinel) {
+	if strings.Contains(framework.Scrape(t, env.Controller.MetricsURL()), sentinel) {
 		leaks = append(leaks, "metrics")
 	}
 	logData, err := os.ReadFile(env.Controller.LogPath())

@@ -22,7 +22,7 @@ import (
 func TestSharding(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	repo := createHelmRepository(t, ns)
+	repo := env.HelmRepository(t, ns)
 
 	// Each shard runs with leader election on, as a sharded deployment
 	// would, so the test can see each shard's Lease. When the test ends,
@@ -39,7 +39,7 @@ func TestSharding(t *testing.T) {
 			}
 		})
 		shards[shard] = c
-		releases[shard] = framework.Sharded(podinfoRelease(ns, "app-"+shard, repo), c)
+		releases[shard] = framework.Sharded(env.PodinfoRelease(ns, "app-"+shard, repo.Name, ""), c)
 	}
 
 	for _, hr := range releases {
@@ -99,9 +99,9 @@ func TestSharding(t *testing.T) {
 		if err := shards["shard2"].Stop(); err != nil {
 			t.Fatalf("stopping shard2: %v", err)
 		}
-		token1 := requestReconcile(t, releases["shard1"])
-		token2 := requestReconcile(t, releases["shard2"])
-		waitReconcileHandled(t, releases["shard1"], token1, time.Minute)
+		token1 := env.RequestReconcile(t, releases["shard1"])
+		token2 := env.RequestReconcile(t, releases["shard2"])
+		env.WaitReconcileHandled(t, releases["shard1"], token1, time.Minute)
 		// shard1 has handled its request; nobody may handle shard2's.
 		env.Consistently(t, 10*time.Second, "shard2's reconcile request stays unhandled without shard2", func(ctx context.Context) error {
 			hr := &v2.HelmRelease{}
@@ -115,7 +115,7 @@ func TestSharding(t *testing.T) {
 		})
 
 		framework.Restart(t, shards["shard2"])
-		waitReconcileHandled(t, releases["shard2"], token2, time.Minute)
+		env.WaitReconcileHandled(t, releases["shard2"], token2, time.Minute)
 	})
 
 	// Objects of both shards stayed where their controllers put them.
@@ -125,7 +125,7 @@ func TestSharding(t *testing.T) {
 	}
 	for _, hr := range list.Items {
 		if latest := hr.Status.History.Latest(); latest == nil || latest.Version != 1 {
-			t.Errorf("%s history %s, want one revision", hr.Name, remSnapshots(hr.Status.History))
+			t.Errorf("%s history %s, want one revision", hr.Name, framework.Snapshots(hr.Status.History))
 		}
 	}
 }

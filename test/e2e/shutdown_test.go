@@ -23,7 +23,7 @@ import (
 // failed: nothing is left pending for the next controller to unlock.
 func TestGracefulShutdown(t *testing.T) {
 	ns := env.Namespace(t)
-	repo := createHelmRepository(t, ns)
+	repo := env.HelmRepository(t, ns)
 	for _, how := range []string{"sigterm", "oomwatch"} {
 		t.Run(how, func(t *testing.T) {
 			cgroup := t.TempDir()
@@ -49,15 +49,15 @@ func TestGracefulShutdown(t *testing.T) {
 					restartWithoutOOMWatch(t, ctl)
 				}
 			})
-			hr := framework.Sharded(podinfoRelease(ns, "stop-"+how, repo), ctl)
-			hr.Spec.Values = jsonValues(t, `{"podAnnotations":{"sim.afterhooks.io/delay":"40s"}}`)
-			remCreate(t, hr)
+			hr := framework.Sharded(env.PodinfoRelease(ns, "stop-"+how, repo.Name, ""), ctl)
+			hr.Spec.Values = framework.JSON(`{"podAnnotations":{"sim.afterhooks.io/delay":"40s"}}`)
+			env.Create(t, hr)
 
 			env.Eventually(t, 2*time.Minute, hr.Name+".v1 pending-install (Helm waiting for the pods)", func(ctx context.Context) error {
 				framework.MustRun(t, ctl)
-				stored := remStorage(t, ns, hr.Name)
+				stored := env.Storage(t, ns, hr.Name)
 				if len(stored) != 1 || stored[0].Release.Info.Status != "pending-install" {
-					return fmt.Errorf("Helm storage %s", remDescribe(stored))
+					return fmt.Errorf("Helm storage %s", framework.Describe(stored))
 				}
 				return nil
 			})
@@ -77,9 +77,9 @@ func TestGracefulShutdown(t *testing.T) {
 			t.Logf("%s: controller exited cleanly %s after the trigger", how, time.Since(stopped).Round(10*time.Millisecond))
 
 			time.Sleep(300 * time.Millisecond) // requests on the wire land
-			stored := remStorage(t, ns, hr.Name)
+			stored := env.Storage(t, ns, hr.Name)
 			if len(stored) != 1 || stored[0].Release.Info.Status != "failed" || stored[0].Secret.Labels["status"] != "failed" {
-				t.Errorf("Helm storage %s, want v1 failed: the interrupted install must not stay pending", remDescribe(stored))
+				t.Errorf("Helm storage %s, want v1 failed: the interrupted install must not stay pending", framework.Describe(stored))
 			} else {
 				t.Logf("storage: v1 %s %q", stored[0].Release.Info.Status, stored[0].Release.Info.Description)
 			}
@@ -95,7 +95,7 @@ func TestGracefulShutdown(t *testing.T) {
 				}
 			}
 			if err := env.Get(context.Background(), hr, ns, hr.Name); err == nil {
-				t.Logf("HelmRelease after the shutdown: %s; history %s", remConditions(hr), remSnapshots(hr.Status.History))
+				t.Logf("HelmRelease after the shutdown: %s; history %s", framework.Conditions(hr), framework.Snapshots(hr.Status.History))
 			}
 
 			// The next controller takes the failed revision over without help.
@@ -113,8 +113,8 @@ func TestGracefulShutdown(t *testing.T) {
 				}
 				return nil
 			})
-			t.Logf("after the restart: %s; history %s; storage %s", remConditions(hr), remSnapshots(hr.Status.History),
-				remDescribe(remStorage(t, ns, hr.Name)))
+			t.Logf("after the restart: %s; history %s; storage %s", framework.Conditions(hr), framework.Snapshots(hr.Status.History),
+				framework.Describe(env.Storage(t, ns, hr.Name)))
 		})
 	}
 }

@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
@@ -80,12 +79,12 @@ func TestSmoke(t *testing.T) {
 	})
 
 	t.Run("suspend is honoured", func(t *testing.T) {
-		setSuspend(t, hr, true)
+		env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Suspend = true })
 		suspendedGeneration := hr.Generation
 		readyBefore := conditions.Get(hr, meta.ReadyCondition).DeepCopy()
 		// While suspended, point the release at a source that does not exist:
 		// a controller that acted on the object would report ArtifactFailed.
-		patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.ChartRef.Name = "missing-chart" })
+		env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.ChartRef.Name = "missing-chart" })
 		env.Consistently(t, 5*time.Second, "suspended HelmRelease is left alone", func(ctx context.Context) error {
 			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
@@ -101,7 +100,7 @@ func TestSmoke(t *testing.T) {
 			return nil
 		})
 
-		setSuspend(t, hr, false)
+		env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Suspend = false })
 		env.Eventually(t, time.Minute, "resumed HelmRelease reconciled", func(ctx context.Context) error {
 			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
@@ -215,16 +214,7 @@ func TestSimulatedSecretDependency(t *testing.T) {
 func createPodinfoHelmChart(t *testing.T, ns string) *sourcev1.HelmChart {
 	t.Helper()
 	ctx := context.Background()
-	repo := &sourcev1.HelmRepository{
-		ObjectMeta: metav1.ObjectMeta{Name: "local", Namespace: ns},
-		Spec: sourcev1.HelmRepositorySpec{
-			URL:      env.Charts.HelmRepositoryURL(),
-			Interval: metav1.Duration{Duration: time.Minute},
-		},
-	}
-	if err := env.Client.Create(ctx, repo); err != nil {
-		t.Fatalf("creating HelmRepository: %v", err)
-	}
+	repo := env.HelmRepository(t, ns)
 	chart := &sourcev1.HelmChart{
 		ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: ns},
 		Spec: sourcev1.HelmChartSpec{
@@ -238,22 +228,4 @@ func createPodinfoHelmChart(t *testing.T, ns string) *sourcev1.HelmChart {
 		t.Fatalf("creating HelmChart: %v", err)
 	}
 	return chart
-}
-
-func setSuspend(t *testing.T, hr *v2.HelmRelease, suspend bool) {
-	t.Helper()
-	patchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Suspend = suspend })
-}
-
-func patchSpec(t *testing.T, hr *v2.HelmRelease, mutate func(*v2.HelmRelease)) {
-	t.Helper()
-	ctx := context.Background()
-	if err := env.Get(ctx, hr, hr.Namespace, hr.Name); err != nil {
-		t.Fatalf("getting HelmRelease: %v", err)
-	}
-	before := hr.DeepCopy()
-	mutate(hr)
-	if err := env.Client.Patch(ctx, hr, client.MergeFrom(before)); err != nil {
-		t.Fatalf("patching HelmRelease: %v", err)
-	}
 }

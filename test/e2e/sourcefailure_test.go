@@ -18,9 +18,9 @@ import (
 // TestSourceFailureIsNamed: when the chart's source fails, Ready says why
 // in the source's own words, not only that the source is not ready, and
 // follows the source while it fails (upstream rechecks at
-// --requeue-dependency, 2s for the e2e controller; the interval is an hour).
-// Unlike upstream, the source's own failure is also a Warning event, sent
-// once and not at every recheck. The generation is not observed while the
+// --requeue-dependency, 2s for the e2e controller; the interval is ten
+// minutes). Unlike upstream, the source's own failure is also a Warning
+// event, sent once and not at every recheck. The generation is not observed while the
 // source fails, as upstream.
 func TestSourceFailureIsNamed(t *testing.T) {
 	t.Parallel()
@@ -38,10 +38,10 @@ func TestSourceFailureIsNamed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ns := env.Namespace(t)
-			repo := createHelmRepository(t, ns)
-			hr := podinfoRelease(ns, "podinfo", repo)
+			repo := env.HelmRepository(t, ns)
+			hr := env.PodinfoRelease(ns, "podinfo", repo.Name, "")
 			hr.Spec.Chart.Spec.Version, hr.Spec.Chart.Spec.SourceRef.Name = tc.edit(ns, repo.Name)
-			remCreate(t, hr)
+			env.Create(t, hr)
 			env.Eventually(t, time.Minute, "Ready=False names the source's failure", func(ctx context.Context) error {
 				if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 					return err
@@ -71,7 +71,7 @@ func TestSourceFailureIsNamed(t *testing.T) {
 					t.Errorf("SourceNotReady event repeated %d times: %s", e.Count, e.Message)
 				}
 			}
-			if n := releaseRevisions(t, ns, "podinfo"); n != 0 {
+			if n := len(env.Storage(t, ns, "podinfo")); n != 0 {
 				t.Errorf("%d Helm revisions for a release whose source failed", n)
 			}
 		})
