@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,14 +50,6 @@ func TestAfterHooksProgress(t *testing.T) {
 		wait = wait || (strings.Contains(msg, "waiting for") && strings.Contains(msg, "deployment/app"))
 	}
 	if !hook || !wait {
-		t.Errorf("Reconciling messages seen %v: want the running hook (%v) and the readiness wait (%v)", keys(seen), hook, wait)
+		t.Errorf("Reconciling messages seen %v: want the running hook (%v) and the readiness wait (%v)", slices.Collect(maps.Keys(seen)), hook, wait)
 	}
-}
-
-func keys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }

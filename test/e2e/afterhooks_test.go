@@ -10,9 +10,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -45,7 +43,7 @@ func TestAfterHooks(t *testing.T) {
 			}
 			return framework.Condition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
 		})
-		ahWantNoSecret(t, ns, "app-creds")
+		env.WantNoSecret(t, ns, "app-creds")
 		stored := env.Storage(t, ns, "app")
 		if len(stored) != 1 || stored[0].Release.Info.Status != "failed" {
 			t.Errorf("Helm storage %s, want one failed revision", framework.Describe(stored))
@@ -80,8 +78,8 @@ func TestAfterHooks(t *testing.T) {
 		framework.Step(t, "install", func(t *testing.T) {
 			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 			env.WantStorage(t, ns, "app", "deployed")
-			ahWantSecret(t, ns, "app-creds")
-			ahWantDeploymentReady(t, ns, "app")
+			env.WantSecret(t, ns, "app-creds")
+			env.WantDeploymentAvailable(t, ns, "app")
 			env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-install hooks of app.v1 completed"})
 			env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksStartedReason, Contains: "Helm install of app started with waitStrategy afterHooks"})
 		})
@@ -90,7 +88,7 @@ func TestAfterHooks(t *testing.T) {
 			env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSON(`{"message":"two"}`) })
 			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2})
 			env.WantStorage(t, ns, "app", "superseded", "deployed")
-			ahWantDeploymentReady(t, ns, "app")
+			env.WantDeploymentAvailable(t, ns, "app")
 			if a := env.PodTemplateAnnotations(t, ns, "app"); a["e2e.afterhooks.io/message"] != "two" {
 				t.Errorf("pod template annotations %v, want the upgraded message", a)
 			}
@@ -152,7 +150,7 @@ func TestAfterHooks(t *testing.T) {
 		if stored := env.Storage(t, ns, "app"); len(stored) == 3 && !strings.Contains(stored[2].Release.Info.Description, "Rollback to 1") {
 			t.Errorf("v3 description %q, want Helm's rollback description", stored[2].Release.Info.Description)
 		}
-		ahWantDeploymentReady(t, ns, "app")
+		env.WantDeploymentAvailable(t, ns, "app")
 		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-rollback hooks of app.v3 completed"})
 	})
 
@@ -197,34 +195,8 @@ func TestAfterHooks(t *testing.T) {
 			t.Errorf("Ready message %q does not name the Deployment", ready.Message)
 		}
 		// The hook ran: it created the Secret.
-		ahWantSecret(t, ns, "app-creds")
+		env.WantSecret(t, ns, "app-creds")
 		env.WantStorage(t, ns, "app", "failed")
 		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: helmv2.InstallFailedReason, Contains: "not ready"})
 	})
-}
-
-func ahWantSecret(t *testing.T, ns, name string) {
-	t.Helper()
-	if err := env.Get(context.Background(), &corev1.Secret{}, ns, name); err != nil {
-		t.Errorf("Secret %s: %v", name, err)
-	}
-}
-
-func ahWantNoSecret(t *testing.T, ns, name string) {
-	t.Helper()
-	err := env.Get(context.Background(), &corev1.Secret{}, ns, name)
-	if !apierrors.IsNotFound(err) {
-		t.Errorf("Secret %s: %v, want it never created", name, err)
-	}
-}
-
-func ahWantDeploymentReady(t *testing.T, ns, name string) {
-	t.Helper()
-	d := &appsv1.Deployment{}
-	if err := env.Get(context.Background(), d, ns, name); err != nil {
-		t.Fatalf("Deployment %s: %v", name, err)
-	}
-	if d.Status.ObservedGeneration != d.Generation || d.Status.UpdatedReplicas != 1 || d.Status.AvailableReplicas != 1 {
-		t.Errorf("Deployment %s not ready: generation %d, status %+v", name, d.Generation, d.Status)
-	}
 }

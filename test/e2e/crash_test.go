@@ -44,12 +44,12 @@ func TestAfterHooksCrashSafety(t *testing.T) {
 	offsets := []time.Duration{0, 1500 * time.Millisecond, 3 * time.Second}
 	for i, offset := range offsets {
 		t.Run(fmt.Sprintf("kill-during-readiness-wait-%d", i+1), func(t *testing.T) {
-			crashDuringReadinessWait(t, ctl, ns, repo.Name, ref, fmt.Sprintf("wait-%d", i+1), offset)
+			killDuringReadinessWait(t, ctl, ns, repo.Name, ref, fmt.Sprintf("wait-%d", i+1), offset)
 		})
 	}
 	for i, offset := range offsets {
 		t.Run(fmt.Sprintf("kill-during-post-hook-%d", i+1), func(t *testing.T) {
-			crashDuringPostHook(t, ctl, ns, repo.Name, ref, fmt.Sprintf("hook-%d", i+1), offset)
+			killDuringPostHook(t, ctl, ns, repo.Name, ref, fmt.Sprintf("hook-%d", i+1), offset)
 		})
 	}
 
@@ -61,10 +61,10 @@ func TestAfterHooksCrashSafety(t *testing.T) {
 	}
 }
 
-// crashDuringReadinessWait installs with slow application pods, kills the
+// killDuringReadinessWait installs with slow application pods, kills the
 // controller once the revision is held for its readiness wait, and checks
 // the next controller finishes that wait on the same revision.
-func crashDuringReadinessWait(t *testing.T, ctl *framework.Controller, ns, repo string, ref chartserver.ChartRef, name string, offset time.Duration) {
+func killDuringReadinessWait(t *testing.T, ctl *framework.Controller, ns, repo string, ref chartserver.ChartRef, name string, offset time.Duration) {
 	framework.EnsureRunning(t, ctl)
 	hr := framework.AfterHooksRelease(ctl, ns, name, repo, ref, `{"podAnnotations":{"sim.afterhooks.io/delay":"8s"}}`)
 	env.Create(t, hr)
@@ -95,8 +95,8 @@ func crashDuringReadinessWait(t *testing.T, ctl *framework.Controller, ns, repo 
 		t.Errorf("installFailures %d, failures %d, want 0", hr.Status.InstallFailures, hr.Status.Failures)
 	}
 	env.WaitEvent(t, ns, name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: fmt.Sprintf("Resuming the readiness wait of %s.v1 after a restart", name)})
-	ahWantSecret(t, ns, name+"-creds")
-	ahWantDeploymentReady(t, ns, name)
+	env.WantSecret(t, ns, name+"-creds")
+	env.WantDeploymentAvailable(t, ns, name)
 
 	// The hook ran once: its Job (delete policy before-hook-creation, so a
 	// second run would replace it) is the one from before the kill, and it
@@ -126,10 +126,10 @@ func crashDuringReadinessWait(t *testing.T, ctl *framework.Controller, ns, repo 
 	}
 }
 
-// crashDuringPostHook installs with a slow post hook, kills the controller
+// killDuringPostHook installs with a slow post hook, kills the controller
 // while the hook Job runs, and checks the next controller gets the release
 // deployed without counting the interruption as a failure.
-func crashDuringPostHook(t *testing.T, ctl *framework.Controller, ns, repo string, ref chartserver.ChartRef, name string, offset time.Duration) {
+func killDuringPostHook(t *testing.T, ctl *framework.Controller, ns, repo string, ref chartserver.ChartRef, name string, offset time.Duration) {
 	framework.EnsureRunning(t, ctl)
 	hr := framework.AfterHooksRelease(ctl, ns, name, repo, ref, `{"hookDelay":"6s"}`)
 	env.Create(t, hr)
@@ -140,7 +140,7 @@ func crashDuringPostHook(t *testing.T, ctl *framework.Controller, ns, repo strin
 		if err := env.Get(ctx, job, ns, name+"-create-creds"); err != nil {
 			return err
 		}
-		if crashJobFinished(job) {
+		if jobFinished(job) {
 			t.Fatalf("hook Job %s finished before the test saw it running: %+v", job.Name, job.Status)
 		}
 		return framework.HeldInstall(env.Storage(t, ns, name), false)
@@ -181,11 +181,12 @@ func crashDuringPostHook(t *testing.T, ctl *framework.Controller, ns, repo strin
 	if hr.Status.InstallFailures != 0 {
 		t.Errorf("installFailures %d, want 0: a restart is not a failure (failures %d)", hr.Status.InstallFailures, hr.Status.Failures)
 	}
-	ahWantSecret(t, ns, name+"-creds")
-	ahWantDeploymentReady(t, ns, name)
+	env.WantSecret(t, ns, name+"-creds")
+	env.WantDeploymentAvailable(t, ns, name)
 }
 
-func crashJobFinished(job *batchv1.Job) bool {
+// jobFinished tells whether the Job completed or failed.
+func jobFinished(job *batchv1.Job) bool {
 	for _, c := range job.Status.Conditions {
 		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
 			return true

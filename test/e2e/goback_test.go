@@ -145,7 +145,7 @@ func TestGoBackToUpstream(t *testing.T) {
 			t.Logf("upstream: Ready/%s %q after %s; storage %s; history %d entries",
 				ready.Reason, ready.Message, time.Since(start).Round(time.Second),
 				framework.Describe(env.Storage(t, ns, name)), len(hr.Status.History))
-			ahWantDeploymentReady(t, ns, name)
+			env.WantDeploymentAvailable(t, ns, name)
 		})
 	}
 }

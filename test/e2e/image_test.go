@@ -291,7 +291,7 @@ func runReleaseDeployment(t *testing.T, root, binary, version, digest string) {
 		t.Fatal(err)
 	}
 
-	c, cl := startOwnCluster(t, cluster.Options{
+	c, cl := env.StartCluster(t, cluster.Options{
 		Name:         "image",
 		ExtraCRDDirs: []string{filepath.Join(root, "config", "crd", "bases")},
 	})
@@ -381,6 +381,7 @@ func kubeletEnv(c corev1.Container, namespace string) ([]string, error) {
 	return out, nil
 }
 
+// tail returns the last lines of s.
 func tail(s string, lines int) string {
 	all := strings.Split(s, "\n")
 	if len(all) > lines {

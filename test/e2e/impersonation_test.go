@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,11 +39,8 @@ func TestImpersonation(t *testing.T) {
 	// Reading and deleting podinfo's objects lets Helm get as far as
 	// applying them, and lets the failed release be uninstalled when the
 	// test deletes it; applying them is what is forbidden.
-	impersonationAccount(t, ns, "restricted",
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"*"}},
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch", "delete"}},
-		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch", "delete"}})
-	impersonationAccount(t, ns, "deployer", rbacv1.PolicyRule{
+	env.ServiceAccount(t, ns, "restricted", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"*"}}, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch", "delete"}}, rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch", "delete"}})
+	env.ServiceAccount(t, ns, "deployer", rbacv1.PolicyRule{
 		APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}})
 
 	t.Run("forbidden by RBAC", func(t *testing.T) {
@@ -81,8 +77,8 @@ func TestImpersonation(t *testing.T) {
 		hr.Spec.ServiceAccountName = "deployer"
 		env.Create(t, hr)
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 5 * time.Minute})
-		wantDeploymentReplicas(t, ns, hr.Name, 1)
-		wantInventory(t, hr, fmt.Sprintf("%s_%s_apps_Deployment", ns, hr.Name))
+		env.WantDeploymentReplicas(t, ns, hr.Name, 1)
+		framework.WantInventory(t, hr, fmt.Sprintf("%s_%s_apps_Deployment", ns, hr.Name))
 	})
 
 	t.Run("fresh client per action", func(t *testing.T) {
@@ -91,7 +87,7 @@ func TestImpersonation(t *testing.T) {
 		hr.Spec.PersistentClient = ptr.To(false)
 		env.Create(t, hr)
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 5 * time.Minute})
-		wantDeploymentReplicas(t, ns, hr.Name, 1)
+		env.WantDeploymentReplicas(t, ns, hr.Name, 1)
 	})
 
 	t.Run("default service account", func(t *testing.T) {
@@ -109,29 +105,9 @@ func TestImpersonation(t *testing.T) {
 		explicit.Spec.ServiceAccountName = "deployer"
 		env.Create(t, explicit)
 		env.WaitRelease(t, explicit, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 5 * time.Minute})
-		wantDeploymentReplicas(t, ns, explicit.Name, 1)
+		env.WantDeploymentReplicas(t, ns, explicit.Name, 1)
 		framework.MustRun(t, ctl)
 	})
-}
-
-// impersonationAccount creates a ServiceAccount bound to a Role with rules.
-func impersonationAccount(t *testing.T, ns, name string, rules ...rbacv1.PolicyRule) {
-	t.Helper()
-	ctx := context.Background()
-	objs := []client.Object{
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: rules},
-		&rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
-		},
-	}
-	for _, o := range objs {
-		if err := env.Client.Create(ctx, o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, name, err)
-		}
-	}
 }
 
 // impersonationWantForbidden waits for the install to fail on RBAC as the

@@ -1,13 +1,10 @@
 package e2e
 
 import (
-	"context"
 	"reflect"
 	"testing"
-	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/test/e2e/framework"
@@ -20,27 +17,14 @@ import (
 // objects.
 func TestInventory(t *testing.T) {
 	ns := env.Namespace(t)
-	t.Cleanup(func() {
-		// Uninstall while the Widget kind exists, then remove the CRD, which
-		// Helm never deletes and TestCRDPolicies expects absent.
-		hr := &v2.HelmRelease{}
-		if err := env.Get(context.Background(), hr, ns, "inv"); err == nil {
-			_ = env.Client.Delete(context.Background(), hr)
-			deadline := time.Now().Add(time.Minute)
-			for time.Now().Before(deadline) && env.Gone(context.Background(), hr) != nil {
-				time.Sleep(framework.PollInterval)
-			}
-		}
-		crd := &unstructured.Unstructured{}
-		crd.SetGroupVersionKind(remCRDGVK)
-		crd.SetName(remWidgetCRD)
-		_ = env.Client.Delete(context.Background(), crd)
-	})
+	// The chart's CRD goes when the test ends: TestCRDPolicies expects it
+	// absent.
+	env.CleanupWidgetCRD(t, ns)
 	chart := env.PublishChart(t, "e2e-crds-v1", "1.0.0", ns)
 	repo := env.HelmRepository(t, ns)
 
 	const (
-		crdID       = "_" + remWidgetCRD + "_apiextensions.k8s.io_CustomResourceDefinition"
+		crdID       = "_" + framework.WidgetCRD + "_apiextensions.k8s.io_CustomResourceDefinition"
 		crdVersion  = "v1"
 		widgetGroup = "e2e.afterhooks.io"
 	)

@@ -133,7 +133,7 @@ func TestMinioAfterHooks(t *testing.T) {
 		installed = minioWaitHookDone(t, ns, "", "pending-install")
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 		env.WantStorage(t, ns, minioRelease, "deployed")
-		ahWantDeploymentReady(t, ns, minioRelease)
+		env.WantDeploymentAvailable(t, ns, minioRelease)
 		minioWantSecretMount(t, ns)
 		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-install hooks of minio.v1 completed"})
 		minioWantHookBeforeReady(t, ns, 1, "1", installed)
@@ -154,7 +154,7 @@ func TestMinioAfterHooks(t *testing.T) {
 		upgraded := minioWaitHookDone(t, ns, installed.UID, "deployed", "pending-upgrade")
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2})
 		env.WantStorage(t, ns, minioRelease, "superseded", "deployed")
-		ahWantDeploymentReady(t, ns, minioRelease)
+		env.WantDeploymentAvailable(t, ns, minioRelease)
 		if a := env.PodTemplateAnnotations(t, ns, minioRelease); a["e2e.afterhooks.io/rollout"] != "2" {
 			t.Errorf("pod template annotations %v, want the upgraded rollout annotation", a)
 		}
@@ -169,7 +169,7 @@ func TestMinioAfterHooks(t *testing.T) {
 			}
 			return framework.Condition(control, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
 		})
-		ahWantNoSecret(t, controlNS, minioReadySecret)
+		env.WantNoSecret(t, controlNS, minioReadySecret)
 		env.WantStorage(t, controlNS, minioRelease, "failed")
 		if env.HasEvent(t, controlNS, control.Name, framework.AfterHooksWaitingReason) {
 			t.Errorf("%s event for the beforeHooks release", framework.AfterHooksWaitingReason)

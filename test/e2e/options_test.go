@@ -18,7 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -90,7 +89,7 @@ func TestTargetAndStorageNamespace(t *testing.T) {
 		t.Fatalf("target namespace not created: %v", err)
 	}
 	// podinfo names its objects after the release when the name contains "podinfo".
-	wantDeploymentReplicas(t, targetNS, release, 1)
+	env.WantDeploymentReplicas(t, targetNS, release, 1)
 	var deployments appsv1.DeploymentList
 	if err := env.Client.List(ctx, &deployments, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
@@ -157,7 +156,7 @@ func TestLongReleaseName(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(deployments.Items) != 1 || !strings.HasPrefix(deployments.Items[0].Name, want) {
-		t.Fatalf("Deployments %v, want one named after release %s", remDeploymentNames(deployments), want)
+		t.Fatalf("Deployments %v, want one named after release %s", deploymentNames(deployments), want)
 	}
 	if d := deployments.Items[0]; d.Status.ReadyReplicas != 1 {
 		t.Errorf("Deployment %s has %d ready replicas", d.Name, d.Status.ReadyReplicas)
@@ -174,7 +173,8 @@ func TestLongReleaseName(t *testing.T) {
 	})
 }
 
-func remDeploymentNames(list appsv1.DeploymentList) []string {
+// deploymentNames lists the names of the Deployments.
+func deploymentNames(list appsv1.DeploymentList) []string {
 	var out []string
 	for _, d := range list.Items {
 		out = append(out, d.Name)
@@ -182,31 +182,12 @@ func remDeploymentNames(list appsv1.DeploymentList) []string {
 	return out
 }
 
-const remWidgetCRD = "widgets.e2e.afterhooks.io"
-
 // TestCRDPolicies installs and upgrades a chart with a CRD in crds/ under
 // the Skip, Create and CreateReplace policies.
 func TestCRDPolicies(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	t.Cleanup(func() {
-		// Uninstall the releases while their Widget kind still exists, then
-		// remove the cluster-scoped CRD, which Helm never deletes.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = env.Client.DeleteAllOf(ctx, &v2.HelmRelease{}, client.InNamespace(ns))
-		for ctx.Err() == nil {
-			var list v2.HelmReleaseList
-			if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil || len(list.Items) == 0 {
-				break
-			}
-			time.Sleep(framework.PollInterval)
-		}
-		crd := &unstructured.Unstructured{}
-		crd.SetGroupVersionKind(remCRDGVK)
-		crd.SetName(remWidgetCRD)
-		_ = env.Client.Delete(context.Background(), crd)
-	})
+	env.CleanupWidgetCRD(t, ns)
 	v1 := env.PublishChart(t, "e2e-crds-v1", "1.0.0", ns)
 	v2Skip := env.PublishChart(t, "e2e-crds-v2", "2.0.0", ns)
 	v2Create := env.PublishChart(t, "e2e-crds-v2", "2.0.1", ns)
@@ -222,19 +203,19 @@ func TestCRDPolicies(t *testing.T) {
 		hr.Spec.Install = &v2.Install{Install: helmv2.Install{CRDs: helmv2.Skip}}
 		env.Create(t, hr)
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
-		if _, err := remGetCRD(context.Background(), remWidgetCRD); !apierrors.IsNotFound(err) {
-			t.Fatalf("CRD %s after an install with crds Skip: %v, want not found", remWidgetCRD, err)
+		if _, err := getCRD(context.Background(), framework.WidgetCRD); !apierrors.IsNotFound(err) {
+			t.Fatalf("CRD %s after an install with crds Skip: %v, want not found", framework.WidgetCRD, err)
 		}
 	})
 
 	framework.Step(t, "install-create", func(t *testing.T) {
 		env.Create(t, managed)
 		env.WaitRelease(t, managed, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
-		crd, err := remGetCRD(context.Background(), remWidgetCRD)
+		crd, err := getCRD(context.Background(), framework.WidgetCRD)
 		if err != nil {
 			t.Fatalf("CRD not created by an install with crds Create: %v", err)
 		}
-		if remHasColor(crd) {
+		if hasColor(crd) {
 			t.Errorf("CRD already has version 2 of the schema")
 		}
 		installedGeneration = crd.Generation
@@ -264,13 +245,13 @@ func TestCRDPolicies(t *testing.T) {
 				hr.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{CRDs: u.policy}}
 			})
 			env.WaitRelease(t, managed, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: u.revision})
-			wantHistory(t, managed, u.revision, u.chart.Version)
-			crd, err := remGetCRD(context.Background(), remWidgetCRD)
+			framework.WantHistory(t, managed, u.revision, u.chart.Version)
+			crd, err := getCRD(context.Background(), framework.WidgetCRD)
 			if err != nil {
 				t.Fatalf("CRD after the upgrade: %v", err)
 			}
 			if u.wantReplaced {
-				if !remHasColor(crd) {
+				if !hasColor(crd) {
 					t.Errorf("CRD schema not updated by an upgrade with crds %s", u.policy)
 				}
 				if cols := crd.Spec.Versions[0].AdditionalPrinterColumns; len(cols) != 1 || cols[0].Name != "Color" {
@@ -278,30 +259,21 @@ func TestCRDPolicies(t *testing.T) {
 				}
 				return
 			}
-			if remHasColor(crd) || crd.Generation != installedGeneration {
+			if hasColor(crd) || crd.Generation != installedGeneration {
 				t.Errorf("CRD changed by an upgrade with crds %s (generation %d, was %d)", u.policy, crd.Generation, installedGeneration)
 			}
 		})
 	}
 }
 
-var remCRDGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
-
-func remGetCRD(ctx context.Context, name string) (*apiextensionsv1.CustomResourceDefinition, error) {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(remCRDGVK)
-	if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, u); err != nil {
-		return nil, err
-	}
+// getCRD reads the CustomResourceDefinition name.
+func getCRD(ctx context.Context, name string) (*apiextensionsv1.CustomResourceDefinition, error) {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, crd); err != nil {
-		return nil, err
-	}
-	return crd, nil
+	return crd, env.Get(ctx, crd, "", name)
 }
 
-// remHasColor tells whether the CRD has version 2 of the Widget schema.
-func remHasColor(crd *apiextensionsv1.CustomResourceDefinition) bool {
+// hasColor tells whether the CRD has version 2 of the Widget schema.
+func hasColor(crd *apiextensionsv1.CustomResourceDefinition) bool {
 	for _, v := range crd.Spec.Versions {
 		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
 			continue
@@ -373,7 +345,7 @@ func TestBadInput(t *testing.T) {
 		}
 		env.Create(t, hr)
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
-		wantDeploymentReplicas(t, ns, "podinfo", 2)
+		env.WantDeploymentReplicas(t, ns, "podinfo", 2)
 	})
 
 	t.Run("render-failure-on-install", func(t *testing.T) {
@@ -425,7 +397,7 @@ func TestBadInput(t *testing.T) {
 		hr := framework.Release(ns, "app", repo.Name, good.Name, good.Version, "")
 		env.Create(t, hr)
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
-		wantDeploymentReplicas(t, ns, "app", 1)
+		env.WantDeploymentReplicas(t, ns, "app", 1)
 		before := &appsv1.Deployment{}
 		if err := env.Get(ctx, before, ns, "app"); err != nil {
 			t.Fatal(err)
@@ -453,7 +425,7 @@ func TestBadInput(t *testing.T) {
 		if len(hr.Status.History) != 1 {
 			t.Errorf("history %s, want only the installed release", framework.Snapshots(hr.Status.History))
 		}
-		wantHistory(t, hr, 1, good.Version)
+		framework.WantHistory(t, hr, 1, good.Version)
 		stored := env.Storage(t, ns, "app")
 		if len(stored) != 1 || stored[0].Release.Info.Status != "deployed" || stored[0].Release.Chart.Metadata.Version != good.Version {
 			t.Fatalf("Helm storage %s, want only v1 of %s deployed", framework.Describe(stored), good.Version)
@@ -492,15 +464,10 @@ func TestBadInput(t *testing.T) {
 		if n := len(env.Storage(t, ns, "app")); n != 0 {
 			t.Errorf("%d Helm revisions stored for values the chart rejects", n)
 		}
-		if _, err := remGetDeployment(ns, "app"); !apierrors.IsNotFound(err) {
+		if err := env.Get(context.Background(), &appsv1.Deployment{}, ns, "app"); !apierrors.IsNotFound(err) {
 			t.Errorf("Deployment for rejected values: %v, want not found", err)
 		}
 	})
-}
-
-func remGetDeployment(ns, name string) (*appsv1.Deployment, error) {
-	d := &appsv1.Deployment{}
-	return d, env.Get(context.Background(), d, ns, name)
 }
 
 // TestReleaseTargetChange changes spec.releaseName and then
@@ -528,7 +495,7 @@ func TestReleaseTargetChange(t *testing.T) {
 	env.Eventually(t, 30*time.Second, "old release's Deployment removed", func(ctx context.Context) error {
 		return env.Gone(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "podinfo"}})
 	})
-	wantDeploymentReplicas(t, ns, "podinfo-renamed", 1)
+	env.WantDeploymentReplicas(t, ns, "podinfo-renamed", 1)
 	env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: helmv2.UninstallSucceededReason, Contains: "podinfo"})
 
 	env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.StorageNamespace = storageNS })

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
@@ -87,9 +85,7 @@ func TestUpstreamParity(t *testing.T) {
 			// granting it lets the release recover by itself.
 			name: "impersonation-podinfo-fail",
 			release: func(t *testing.T, ns, repo string) *v2.HelmRelease {
-				impersonationAccount(t, ns, "gotk-reconciler",
-					rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"*"}, Verbs: []string{"*"}},
-					rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"*"}, Verbs: []string{"*"}})
+				env.ServiceAccount(t, ns, "gotk-reconciler", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"*"}, Verbs: []string{"*"}}, rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"*"}, Verbs: []string{"*"}})
 				hr := parityPodinfo(t, ns, repo, map[string]any{"hpa": map[string]any{"enabled": true, "maxReplicas": 2, "cpu": 10}})
 				hr.Spec.ServiceAccountName = "gotk-reconciler"
 				return hr
@@ -97,8 +93,7 @@ func TestUpstreamParity(t *testing.T) {
 			steps: []parityStep{
 				{name: "refused", settled: parityNotReady, backoff: true, want: []string{"Stalled: -", "history []"}},
 				{name: "recovered", settled: parityReady, backoff: true, act: func(t *testing.T, hr *v2.HelmRelease) {
-					impersonationAccount(t, hr.Namespace, "autoscaling",
-						rbacv1.PolicyRule{APIGroups: []string{"autoscaling"}, Resources: []string{"*"}, Verbs: []string{"*"}})
+					env.ServiceAccount(t, hr.Namespace, "autoscaling", rbacv1.PolicyRule{APIGroups: []string{"autoscaling"}, Resources: []string{"*"}, Verbs: []string{"*"}})
 					rb := &rbacv1.RoleBinding{}
 					if err := env.Get(context.Background(), rb, hr.Namespace, "autoscaling"); err != nil {
 						t.Fatal(err)
@@ -338,12 +333,4 @@ func parityNotReady(hr *v2.HelmRelease) error {
 		return fmt.Errorf("not failed yet: %s", framework.Conditions(hr))
 	}
 	return nil
-}
-
-func jsonValuesFrom(values map[string]any) *apiextensionsv1.JSON {
-	raw, err := json.Marshal(values)
-	if err != nil {
-		panic(err) // test data only
-	}
-	return &apiextensionsv1.JSON{Raw: raw}
 }

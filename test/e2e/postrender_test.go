@@ -65,7 +65,7 @@ func TestPostRenderers(t *testing.T) {
 	}
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 3 * time.Minute})
 	waitObservedDigests(t, hr)
-	wantHistory(t, hr, 1, env.Podinfo.Version)
+	framework.WantHistory(t, hr, 1, env.Podinfo.Version)
 	wantPodinfoPostRendered(t, ns, "registry.e2e.local/podinfo:6.9.1")
 	firstDigest := hr.Status.ObservedPostRenderersDigest
 
@@ -186,7 +186,7 @@ func TestCommonMetadata(t *testing.T) {
 	if first == "" || hr.Status.ObservedPostRenderersDigest != "" {
 		t.Errorf("observed digests: commonMetadata %q, postRenderers %q (none set)", first, hr.Status.ObservedPostRenderersDigest)
 	}
-	wantInventory(t, hr, ns+"_podinfo_apps_Deployment", ns+"_podinfo__Service", ns+"_podinfo__ServiceAccount")
+	framework.WantInventory(t, hr, ns+"_podinfo_apps_Deployment", ns+"_podinfo__Service", ns+"_podinfo__ServiceAccount")
 	wantMetadataOnInventory(t, hr, "blue", "platform")
 
 	t.Run("a change upgrades and relabels every object", func(t *testing.T) {

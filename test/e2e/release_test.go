@@ -46,20 +46,20 @@ func TestChartTemplateLifecycle(t *testing.T) {
 	if chart.Spec.Chart != env.Podinfo.Name || chart.Spec.Version != env.Podinfo.Version || chart.Spec.SourceRef.Name != repo.Name {
 		t.Errorf("HelmChart spec %+v does not follow the template", chart.Spec)
 	}
-	wantHistory(t, hr, 1, env.Podinfo.Version)
+	framework.WantHistory(t, hr, 1, env.Podinfo.Version)
 	if hr.Status.StorageNamespace != ns || hr.Status.LastAttemptedRevision != env.Podinfo.Version ||
 		hr.Status.LastAttemptedReleaseAction != helmv2.ReleaseActionInstall {
 		t.Errorf("status: storageNamespace %q lastAttemptedRevision %q lastAttemptedReleaseAction %q",
 			hr.Status.StorageNamespace, hr.Status.LastAttemptedRevision, hr.Status.LastAttemptedReleaseAction)
 	}
-	wantDeploymentReplicas(t, ns, "podinfo", 1)
+	env.WantDeploymentReplicas(t, ns, "podinfo", 1)
 	env.WaitEvent(t, hr.Namespace, hr.Name, framework.EventWant{Reason: helmv2.InstallSucceededReason, Revision: true})
-	wantInventory(t, hr, ns+"_podinfo_apps_Deployment", ns+"_podinfo__Service")
+	framework.WantInventory(t, hr, ns+"_podinfo_apps_Deployment", ns+"_podinfo__Service")
 
 	t.Run("unchanged reconcile does nothing", func(t *testing.T) {
 		downloads := framework.Metric(t, env.Controller.MetricsURL(), "helm_controller_chart_downloads_total")
 		env.WaitReconcileHandled(t, hr, env.RequestReconcile(t, hr), time.Minute)
-		wantHistory(t, hr, 1, env.Podinfo.Version)
+		framework.WantHistory(t, hr, 1, env.Podinfo.Version)
 		if got := len(env.Storage(t, ns, "podinfo")); got != 1 {
 			t.Errorf("%d Helm revisions in storage, want 1", got)
 		}
@@ -71,8 +71,8 @@ func TestChartTemplateLifecycle(t *testing.T) {
 	t.Run("upgrade on values change", func(t *testing.T) {
 		env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSON(`{"replicaCount": 2}`) })
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2, Timeout: 3 * time.Minute})
-		wantHistory(t, hr, 2, env.Podinfo.Version)
-		wantDeploymentReplicas(t, ns, "podinfo", 2)
+		framework.WantHistory(t, hr, 2, env.Podinfo.Version)
+		env.WantDeploymentReplicas(t, ns, "podinfo", 2)
 	})
 
 	t.Run("upgrade on chart version change", func(t *testing.T) {
@@ -84,7 +84,7 @@ func TestChartTemplateLifecycle(t *testing.T) {
 		env.RequestReconcile(t, repo)
 		env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Chart.Spec.Version = next.Version })
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 3, Timeout: 3 * time.Minute})
-		wantHistory(t, hr, 3, next.Version)
+		framework.WantHistory(t, hr, 3, next.Version)
 		if hr.Status.History[1].Status != "superseded" {
 			t.Errorf("previous snapshot status %q, want superseded", hr.Status.History[1].Status)
 		}
@@ -128,54 +128,14 @@ func TestOCIChartRef(t *testing.T) {
 	// tag upgrades the release.
 	_, manifestDigest, _ := strings.Cut(repo.Status.Artifact.Revision, "@")
 	wantVersion := env.Podinfo.Version + "+" + strings.TrimPrefix(manifestDigest, "sha256:")[:12]
-	wantHistory(t, hr, 1, wantVersion)
+	framework.WantHistory(t, hr, 1, wantVersion)
 	if d := hr.Status.History[0].OCIDigest; d != manifestDigest {
 		t.Errorf("snapshot ociDigest %q, want the manifest digest %q", d, manifestDigest)
 	}
 	if hr.Status.LastAttemptedRevision != wantVersion || hr.Status.LastAttemptedRevisionDigest != manifestDigest {
 		t.Errorf("lastAttemptedRevision %q digest %q", hr.Status.LastAttemptedRevision, hr.Status.LastAttemptedRevisionDigest)
 	}
-	wantDeploymentReplicas(t, ns, "podinfo-oci", 1)
-}
-
-func wantHistory(t *testing.T, hr *v2.HelmRelease, version int, chartVersion string) {
-	t.Helper()
-	latest := hr.Status.History.Latest()
-	if latest == nil || latest.Version != version || latest.ChartVersion != chartVersion || latest.Status != "deployed" ||
-		latest.ConfigDigest == "" || latest.Digest == "" {
-		t.Fatalf("latest snapshot %+v, want version %d of chart %s deployed", latest, version, chartVersion)
-	}
-}
-
-// wantInventory checks status.inventory lists the given object IDs.
-func wantInventory(t *testing.T, hr *v2.HelmRelease, ids ...string) {
-	t.Helper()
-	if hr.Status.Inventory == nil {
-		t.Fatal("status.inventory is empty")
-	}
-	have := map[string]bool{}
-	for _, e := range hr.Status.Inventory.Entries {
-		have[e.ID] = true
-	}
-	for _, id := range ids {
-		if !have[id] {
-			t.Errorf("inventory lacks %s: %+v", id, hr.Status.Inventory.Entries)
-		}
-	}
-}
-
-func wantDeploymentReplicas(t *testing.T, ns, name string, replicas int32) {
-	t.Helper()
-	d := &appsv1.Deployment{}
-	if err := env.Get(context.Background(), d, ns, name); err != nil {
-		t.Fatalf("Deployment %s: %v", name, err)
-	}
-	if d.Spec.Replicas == nil || *d.Spec.Replicas != replicas {
-		t.Fatalf("Deployment %s replicas %v, want %d", name, d.Spec.Replicas, replicas)
-	}
-	if d.Status.ReadyReplicas != replicas {
-		t.Fatalf("Deployment %s has %d ready replicas after the release was Ready, want %d", name, d.Status.ReadyReplicas, replicas)
-	}
+	env.WantDeploymentReplicas(t, ns, "podinfo-oci", 1)
 }
 
 // TestValuesFromWatchedConfigMap: a change to a ConfigMap labelled for
@@ -225,7 +185,7 @@ func TestValuesFromWatchedConfigMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2, Timeout: time.Minute})
-	wantDeploymentReplicas(t, ns, "podinfo", 3)
+	env.WantDeploymentReplicas(t, ns, "podinfo", 3)
 }
 
 // TestDependsOn: a HelmRelease waits for the HelmRelease it depends on and

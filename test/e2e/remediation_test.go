@@ -138,7 +138,7 @@ func TestInstallFailureUninstallRemediation(t *testing.T) {
 		if a := env.PodTemplateAnnotations(t, ns, "podinfo"); a[simFail] != "" {
 			t.Errorf("pod template still has %s=%s", simFail, a[simFail])
 		}
-		wantDeploymentReplicas(t, ns, "podinfo", 1)
+		env.WantDeploymentReplicas(t, ns, "podinfo", 1)
 	})
 }
 
@@ -337,7 +337,7 @@ func TestInstallRetryOnFailure(t *testing.T) {
 		if last := stored[len(stored)-1].Release; last.Version != retried+1 || last.Info.Status != "deployed" {
 			t.Errorf("Helm storage %s, want v%d deployed", framework.Describe(stored), retried+1)
 		}
-		wantDeploymentReplicas(t, ns, "podinfo", 1)
+		env.WantDeploymentReplicas(t, ns, "podinfo", 1)
 		if env.HasEvent(t, ns, hr.Name, helmv2.UninstallSucceededReason) {
 			t.Errorf("an uninstall happened although the strategy is RetryOnFailure")
 		}
@@ -580,7 +580,7 @@ func TestResetAndForceRequests(t *testing.T) {
 		if latest := hr.Status.History.Latest(); latest == nil || latest.Status != "deployed" || latest.Version != 2 {
 			t.Errorf("latest snapshot %+v, want v2 deployed over the failed v1", latest)
 		}
-		wantDeploymentReplicas(t, ns, "podinfo", 1)
+		env.WantDeploymentReplicas(t, ns, "podinfo", 1)
 	})
 
 	t.Run("force-upgrades-in-sync-release", func(t *testing.T) {

@@ -36,7 +36,8 @@ import (
 //     upstream) and leaves the remote objects.
 func TestRemoteCluster(t *testing.T) {
 	t.Parallel()
-	remote, remoteClient := startRemoteCluster(t)
+	// The remote cluster: a second throwaway one, stopped when the test ends.
+	remote, remoteClient := env.StartCluster(t, cluster.Options{Name: "remote", Nodes: 1})
 	ns := env.Namespace(t)
 	if err := remoteClient.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatalf("creating namespace %s in the remote cluster: %v", ns, err)
@@ -108,7 +109,7 @@ func TestRemoteCluster(t *testing.T) {
 		if err := remoteClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns + "-" + hr.Name}, &sourcev1.HelmChart{}); err == nil {
 			t.Errorf("a HelmChart was created on the remote cluster")
 		}
-		wantInventory(t, hr, fmt.Sprintf("%s_%s_apps_Deployment", ns, hr.Name), fmt.Sprintf("%s_%s__Service", ns, hr.Name))
+		framework.WantInventory(t, hr, fmt.Sprintf("%s_%s_apps_Deployment", ns, hr.Name), fmt.Sprintf("%s_%s__Service", ns, hr.Name))
 		if hr.Status.StorageNamespace != ns {
 			t.Errorf("storageNamespace %q, want %q", hr.Status.StorageNamespace, ns)
 		}
@@ -144,43 +145,10 @@ func TestRemoteCluster(t *testing.T) {
 	})
 }
 
-// startRemoteCluster starts a second throwaway cluster, stopped when the
-// test ends, and returns it with an admin client.
-func startRemoteCluster(t *testing.T) (*cluster.Cluster, client.Client) {
-	t.Helper()
-	return startOwnCluster(t, cluster.Options{Name: "remote", Nodes: 1})
-}
-
-// startOwnCluster starts a throwaway cluster beside the shared one, for a
-// test that needs a cluster to itself (another CRD, another controller
-// with default ports), stopped when the test ends. It returns the cluster
-// and an admin client.
-func startOwnCluster(t *testing.T, opts cluster.Options) (*cluster.Cluster, client.Client) {
-	t.Helper()
-	start := time.Now()
-	c, err := cluster.Start(context.Background(), opts)
-	if err != nil {
-		t.Fatalf("starting the %s cluster: %v", opts.Name, err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("stopping the %s cluster: %v", opts.Name, err)
-		}
-	})
-	t.Logf("%s cluster ready in %s at %s", opts.Name, time.Since(start).Round(time.Millisecond), c.APIServerURL())
-	cl, err := client.New(c.RESTConfig(), client.Options{Scheme: framework.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, cl
-}
-
+// createSecret creates the Secret ns/name holding data.
 func createSecret(t *testing.T, ns, name string, data map[string][]byte) {
 	t.Helper()
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}
-	if err := env.Client.Create(context.Background(), s); err != nil {
-		t.Fatalf("creating Secret %s: %v", name, err)
-	}
+	env.Create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data})
 }
 
 // remoteReleaseSecrets counts the Helm storage Secrets of release in ns on

@@ -211,6 +211,8 @@ func TestSimulatedSecretDependency(t *testing.T) {
 	})
 }
 
+// createPodinfoHelmChart creates a HelmChart of the shared podinfo from a
+// HelmRepository of the chart server, without a HelmRelease.
 func createPodinfoHelmChart(t *testing.T, ns string) *sourcev1.HelmChart {
 	t.Helper()
 	ctx := context.Background()
