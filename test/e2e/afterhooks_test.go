@@ -58,21 +58,8 @@ func TestAfterHooks(t *testing.T) {
 		ns := env.Namespace(t)
 		repo := env.HelmRepository(t, ns)
 		ref := env.PublishChart(t, framework.DeadlockChart, "0.1.0", ns)
-		hr := framework.Release(ns, "app", repo.Name, ref.Name, ref.Version, `{"message":"one"}`)
-		hr.Spec.Install = &v2.Install{
-			Install: helmv2.Install{
-				Timeout:     &metav1.Duration{Duration: 45 * time.Second},
-				Remediation: &helmv2.InstallRemediation{Retries: 0},
-			},
-			WaitStrategy: v2.AfterHooks,
-		}
-		hr.Spec.Upgrade = &v2.Upgrade{
-			Upgrade: helmv2.Upgrade{
-				Timeout:     &metav1.Duration{Duration: 45 * time.Second},
-				Remediation: &helmv2.UpgradeRemediation{Retries: 0},
-			},
-			WaitStrategy: v2.AfterHooks,
-		}
+		hr := framework.WithWaitStrategy(framework.Release(ns, "app", repo.Name, ref.Name, ref.Version, `{"message":"one"}`),
+			v2.AfterHooks, 45*time.Second)
 		env.Create(t, hr)
 
 		framework.Step(t, "install", func(t *testing.T) {

@@ -234,22 +234,8 @@ func hcRelease(t *testing.T, ns string, strategy v2.HookWaitStrategy, timeout ti
 	t.Helper()
 	repo := env.HelmRepository(t, ns)
 	ref := env.PublishChart(t, hcChart, "0.1.0", ns)
-	hr := framework.Release(ns, "app", repo.Name, ref.Name, ref.Version, "")
+	hr := framework.WithWaitStrategy(framework.Release(ns, "app", repo.Name, ref.Name, ref.Version, ""), strategy, timeout)
 	hr.Spec.HealthCheckExprs = hcExprs
-	hr.Spec.Install = &v2.Install{
-		Install: helmv2.Install{
-			Timeout:     &metav1.Duration{Duration: timeout},
-			Remediation: &helmv2.InstallRemediation{Retries: 0},
-		},
-		WaitStrategy: strategy,
-	}
-	hr.Spec.Upgrade = &v2.Upgrade{
-		Upgrade: helmv2.Upgrade{
-			Timeout:     &metav1.Duration{Duration: timeout},
-			Remediation: &helmv2.UpgradeRemediation{Retries: 0},
-		},
-		WaitStrategy: strategy,
-	}
 	return hr
 }
 

@@ -110,21 +110,8 @@ func TestMinioAfterHooks(t *testing.T) {
 	}
 	env.Create(t, control)
 
-	hr := framework.Release(ns, minioRelease, repo.Name, ref.Name, ref.Version, minioValuesJSON(t, "1"))
-	hr.Spec.Install = &v2.Install{
-		Install: helmv2.Install{
-			Timeout:     &metav1.Duration{Duration: 90 * time.Second},
-			Remediation: &helmv2.InstallRemediation{Retries: 0},
-		},
-		WaitStrategy: v2.AfterHooks,
-	}
-	hr.Spec.Upgrade = &v2.Upgrade{
-		Upgrade: helmv2.Upgrade{
-			Timeout:     &metav1.Duration{Duration: 90 * time.Second},
-			Remediation: &helmv2.UpgradeRemediation{Retries: 0},
-		},
-		WaitStrategy: v2.AfterHooks,
-	}
+	hr := framework.WithWaitStrategy(framework.Release(ns, minioRelease, repo.Name, ref.Name, ref.Version, minioValuesJSON(t, "1")),
+		v2.AfterHooks, 90*time.Second)
 	env.Create(t, hr)
 
 	var installed *corev1.Secret

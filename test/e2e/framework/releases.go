@@ -205,14 +205,34 @@ const (
 // with a minute's timeout and no retries.
 func AfterHooksRelease(c *Controller, ns, name, repo string, ref chartserver.ChartRef, values string) *v2.HelmRelease {
 	hr := Sharded(Release(ns, name, repo, ref.Name, ref.Version, values), c)
-	hr.Spec.Install = &v2.Install{
-		Install: helmv2.Install{
-			Timeout:     &metav1.Duration{Duration: time.Minute},
-			Remediation: &helmv2.InstallRemediation{Retries: 0},
+	hr.Spec.Install = install(v2.AfterHooks, time.Minute)
+	return hr
+}
+
+// WithWaitStrategy gives the install and the upgrade of hr the
+// waitStrategy, the timeout and no remediation retries, and returns hr.
+func WithWaitStrategy(hr *v2.HelmRelease, strategy v2.HookWaitStrategy, timeout time.Duration) *v2.HelmRelease {
+	hr.Spec.Install = install(strategy, timeout)
+	hr.Spec.Upgrade = &v2.Upgrade{
+		Upgrade: helmv2.Upgrade{
+			Timeout:     &metav1.Duration{Duration: timeout},
+			Remediation: &helmv2.UpgradeRemediation{Retries: 0},
 		},
-		WaitStrategy: v2.AfterHooks,
+		WaitStrategy: strategy,
 	}
 	return hr
+}
+
+// install is an install with the waitStrategy, the timeout and no
+// remediation retries.
+func install(strategy v2.HookWaitStrategy, timeout time.Duration) *v2.Install {
+	return &v2.Install{
+		Install: helmv2.Install{
+			Timeout:     &metav1.Duration{Duration: timeout},
+			Remediation: &helmv2.InstallRemediation{Retries: 0},
+		},
+		WaitStrategy: strategy,
+	}
 }
 
 // JSONFrom is JSON of v marshalled; it panics on values that do not
