@@ -42,7 +42,10 @@ func TestDefaultToAfterHooksGate(t *testing.T) {
 	explicit := release("explicit", v2.BeforeHooks, 10*time.Second)
 
 	env.WaitRelease(t, unset, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
-	env.WaitEvent(t, ns, unset.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-install hooks of unset.v1 completed"})
+	env.WaitEvent(t, ns, unset.Name, framework.EventWant{
+		Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason,
+		Contains: "Post-install hooks of unset.v1 completed",
+	})
 
 	env.Eventually(t, time.Minute, "explicit beforeHooks deadlocks", func(ctx context.Context) error {
 		if err := env.Get(ctx, explicit, ns, explicit.Name); err != nil {

@@ -41,7 +41,10 @@ func TestAfterHooksInstallRemediation(t *testing.T) {
 		}
 		return nil
 	})
-	env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: "Normal", Reason: framework.AfterHooksWaitingReason, Contains: "Post-install hooks of app.v1 completed"})
+	env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+		Type: "Normal", Reason: framework.AfterHooksWaitingReason,
+		Contains: "Post-install hooks of app.v1 completed",
+	})
 
 	env.Eventually(t, time.Minute, "retries exhausted", func(ctx context.Context) error {
 		if err := env.Get(ctx, hr, ns, hr.Name); err != nil {

@@ -67,8 +67,14 @@ func TestAfterHooks(t *testing.T) {
 			env.WantStorage(t, ns, "app", "deployed")
 			env.WantSecret(t, ns, "app-creds")
 			env.WantDeploymentAvailable(t, ns, "app")
-			env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-install hooks of app.v1 completed"})
-			env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksStartedReason, Contains: "Helm install of app started with waitStrategy afterHooks"})
+			env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+				Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason,
+				Contains: "Post-install hooks of app.v1 completed",
+			})
+			env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+				Type: corev1.EventTypeNormal, Reason: framework.AfterHooksStartedReason,
+				Contains: "Helm install of app started with waitStrategy afterHooks",
+			})
 		})
 
 		framework.Step(t, "upgrade", func(t *testing.T) {
@@ -79,7 +85,10 @@ func TestAfterHooks(t *testing.T) {
 			if a := env.PodTemplateAnnotations(t, ns, "app"); a["e2e.afterhooks.io/message"] != "two" {
 				t.Errorf("pod template annotations %v, want the upgraded message", a)
 			}
-			env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-upgrade hooks of app.v2 completed"})
+			env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+				Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason,
+				Contains: "Post-upgrade hooks of app.v2 completed",
+			})
 		})
 
 		framework.Step(t, "phase durations are recorded", func(t *testing.T) {
@@ -138,7 +147,10 @@ func TestAfterHooks(t *testing.T) {
 			t.Errorf("v3 description %q, want Helm's rollback description", stored[2].Release.Info.Description)
 		}
 		env.WantDeploymentAvailable(t, ns, "app")
-		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-rollback hooks of app.v3 completed"})
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+			Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason,
+			Contains: "Post-rollback hooks of app.v3 completed",
+		})
 	})
 
 	t.Run("afterHooks-not-ready-fails", func(t *testing.T) {
@@ -158,7 +170,10 @@ func TestAfterHooks(t *testing.T) {
 
 		// While the readiness wait runs the hook is done and the revision
 		// is pending, never deployed.
-		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-install hooks of app.v1 completed"})
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+			Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason,
+			Contains: "Post-install hooks of app.v1 completed",
+		})
 		if stored := env.Storage(t, ns, "app"); len(stored) == 1 && stored[0].Release.Info.Status == "deployed" {
 			t.Errorf("Helm storage %s during the readiness wait, want it pending", framework.Describe(stored))
 		}
@@ -184,6 +199,9 @@ func TestAfterHooks(t *testing.T) {
 		// The hook ran: it created the Secret.
 		env.WantSecret(t, ns, "app-creds")
 		env.WantStorage(t, ns, "app", "failed")
-		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: helmv2.InstallFailedReason, Contains: "not ready"})
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+			Type: corev1.EventTypeWarning, Reason: helmv2.InstallFailedReason,
+			Contains: "not ready",
+		})
 	})
 }

@@ -76,7 +76,10 @@ func TestResumeSurvivesTransientAPIErrors(t *testing.T) {
 					t.Errorf("event %s: %s", e.Reason, e.Message)
 				}
 			}
-			env.WaitEvent(t, ns, name, framework.EventWant{Type: "Normal", Reason: framework.AfterHooksWaitingReason, Contains: fmt.Sprintf("Resuming the readiness wait of %s.v1", name)})
+			env.WaitEvent(t, ns, name, framework.EventWant{
+				Type: "Normal", Reason: framework.AfterHooksWaitingReason,
+				Contains: fmt.Sprintf("Resuming the readiness wait of %s.v1", name),
+			})
 			if hr.Status.History.Latest().Version != 1 {
 				t.Errorf("history %+v, want v1 only", hr.Status.History)
 			}

@@ -94,7 +94,10 @@ func killDuringReadinessWait(t *testing.T, ctl *framework.Controller, ns, repo s
 	if hr.Status.InstallFailures != 0 || hr.Status.Failures != 0 {
 		t.Errorf("installFailures %d, failures %d, want 0", hr.Status.InstallFailures, hr.Status.Failures)
 	}
-	env.WaitEvent(t, ns, name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: fmt.Sprintf("Resuming the readiness wait of %s.v1 after a restart", name)})
+	env.WaitEvent(t, ns, name, framework.EventWant{
+		Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason,
+		Contains: fmt.Sprintf("Resuming the readiness wait of %s.v1 after a restart", name),
+	})
 	env.WantSecret(t, ns, name+"-creds")
 	env.WantDeploymentAvailable(t, ns, name)
 

@@ -50,10 +50,22 @@ func TestDrift(t *testing.T) {
 		}
 		deployment := fmt.Sprintf("Deployment/%s/%s", ns, hr.Name)
 		service := fmt.Sprintf("Service/%s/%s", ns, hr.Name)
-		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: helmv2.DriftDetectedReason, Contains: deployment + " changed"})
-		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: helmv2.DriftDetectedReason, Contains: service + " deleted"})
-		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: "DriftCorrected", Contains: deployment + " configured"})
-		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: "DriftCorrected", Contains: service + " created"})
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+			Type: corev1.EventTypeWarning, Reason: helmv2.DriftDetectedReason,
+			Contains: deployment + " changed",
+		})
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+			Type: corev1.EventTypeWarning, Reason: helmv2.DriftDetectedReason,
+			Contains: service + " deleted",
+		})
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+			Type: corev1.EventTypeNormal, Reason: "DriftCorrected",
+			Contains: deployment + " configured",
+		})
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+			Type: corev1.EventTypeNormal, Reason: "DriftCorrected",
+			Contains: service + " created",
+		})
 		env.WaitEvent(t, hr.Namespace, hr.Name, framework.EventWant{Reason: helmv2.DriftDetectedReason, Revision: true})
 		if got := len(env.Storage(t, ns, hr.Name)); got != 1 {
 			t.Errorf("%d Helm revisions after the correction, want 1: drift is corrected without an upgrade", got)
@@ -98,7 +110,10 @@ func TestDrift(t *testing.T) {
 		if err := framework.Ready(hr); err != nil {
 			t.Errorf("warn mode changed Ready: %v", err)
 		}
-		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: helmv2.DriftDetectedReason, Contains: deployment})
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+			Type: corev1.EventTypeWarning, Reason: helmv2.DriftDetectedReason,
+			Contains: deployment,
+		})
 		driftWantReplicas(t, ns, hr.Name, 3)
 		env.WantNoEvent(t, ns, hr.Name, framework.EventWant{Reason: "DriftCorrected"})
 	})
@@ -126,7 +141,10 @@ func TestDrift(t *testing.T) {
 			}
 			return nil
 		})
-		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: "InvalidDriftDetection", Contains: "spec.driftDetection.ignore[0]"})
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+			Type: corev1.EventTypeWarning, Reason: "InvalidDriftDetection",
+			Contains: "spec.driftDetection.ignore[0]",
+		})
 		if got := len(env.Storage(t, ns, hr.Name)); got != 0 {
 			t.Errorf("%d Helm revisions, want none", got)
 		}

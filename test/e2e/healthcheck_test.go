@@ -56,7 +56,10 @@ func TestHealthCheckExprs(t *testing.T) {
 
 			hcWaitGadget(t, ns, "app")
 			if strategy == v2.AfterHooks {
-				env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-install hooks of app.v1 completed"})
+				env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+					Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason,
+					Contains: "Post-install hooks of app.v1 completed",
+				})
 			}
 			// kstatus alone would be done by now; the expression keeps
 			// the release pending.
@@ -130,7 +133,10 @@ func TestHealthCheckExprs(t *testing.T) {
 		if msg := conditions.GetMessage(hr, meta.ReadyCondition); !strings.Contains(msg, "Current") || !strings.Contains(msg, "left untouched") {
 			t.Errorf("Ready message %q, want it to name the expression and say the release is untouched", msg)
 		}
-		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: meta.InvalidCELExpressionReason, Contains: "status.phase =="})
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+			Type: corev1.EventTypeWarning, Reason: meta.InvalidCELExpressionReason,
+			Contains: "status.phase ==",
+		})
 		if stored := env.Storage(t, ns, "app"); len(stored) != 0 {
 			t.Errorf("Helm storage %s, want no release", framework.Describe(stored))
 		}
@@ -189,7 +195,10 @@ func TestHealthCheckCancelOnNewRevision(t *testing.T) {
 			patched := time.Now()
 			env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSON(`{"size":3}`) })
 			if tt.gate {
-				env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: meta.HealthCheckCanceledReason, Contains: "Health checks canceled due to new reconciliation triggered by HelmRelease/" + ns + "/app"})
+				env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+					Type: corev1.EventTypeNormal, Reason: meta.HealthCheckCanceledReason,
+					Contains: "Health checks canceled due to new reconciliation triggered by HelmRelease/" + ns + "/app",
+				})
 			} else {
 				env.Consistently(t, 15*time.Second, "without the gate v2 keeps waiting", func(ctx context.Context) error {
 					if stored := env.Storage(t, ns, "app"); len(stored) != 2 || !stored[1].Release.Info.Status.IsPending() {

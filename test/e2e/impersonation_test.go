@@ -39,7 +39,10 @@ func TestImpersonation(t *testing.T) {
 	// Reading and deleting podinfo's objects lets Helm get as far as
 	// applying them, and lets the failed release be uninstalled when the
 	// test deletes it; applying them is what is forbidden.
-	env.ServiceAccount(t, ns, "restricted", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"*"}}, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch", "delete"}}, rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch", "delete"}})
+	env.ServiceAccount(t, ns, "restricted",
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"*"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch", "delete"}},
+		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch", "delete"}})
 	env.ServiceAccount(t, ns, "deployer", rbacv1.PolicyRule{
 		APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}})
 
@@ -59,7 +62,10 @@ func TestImpersonation(t *testing.T) {
 		env.Create(t, hr)
 		user := fmt.Sprintf("system:serviceaccount:%s:nobody", ns)
 		env.WaitNotReady(t, hr, "StateError", fmt.Sprintf("secrets is forbidden: User %q cannot list resource", user))
-		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: "StateError", Contains: user})
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+			Type: corev1.EventTypeWarning, Reason: "StateError",
+			Contains: user,
+		})
 		env.Consistently(t, 3*time.Second, "the release stays not Ready", func(ctx context.Context) error {
 			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
@@ -117,7 +123,10 @@ func impersonationWantForbidden(t *testing.T, hr *v2.HelmRelease, account string
 	user := fmt.Sprintf("system:serviceaccount:%s:%s", hr.Namespace, account)
 	env.WaitNotReady(t, hr, helmv2.InstallFailedReason, fmt.Sprintf("is forbidden: User %q cannot patch resource", user))
 	t.Logf("Ready=False: %s", conditions.GetMessage(hr, meta.ReadyCondition))
-	env.WaitEvent(t, hr.Namespace, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: helmv2.InstallFailedReason, Contains: user})
+	env.WaitEvent(t, hr.Namespace, hr.Name, framework.EventWant{
+		Type: corev1.EventTypeWarning, Reason: helmv2.InstallFailedReason,
+		Contains: user,
+	})
 	ctx := context.Background()
 	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}} {
 		if err := env.Get(ctx, obj, hr.Namespace, hr.Name); !apierrors.IsNotFound(err) {

@@ -122,7 +122,10 @@ func TestMinioAfterHooks(t *testing.T) {
 		env.WantStorage(t, ns, minioRelease, "deployed")
 		env.WantDeploymentAvailable(t, ns, minioRelease)
 		minioWantSecretMount(t, ns)
-		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-install hooks of minio.v1 completed"})
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+			Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason,
+			Contains: "Post-install hooks of minio.v1 completed",
+		})
 		minioWantHookBeforeReady(t, ns, 1, "1", installed)
 	})
 
@@ -145,7 +148,10 @@ func TestMinioAfterHooks(t *testing.T) {
 		if a := env.PodTemplateAnnotations(t, ns, minioRelease); a["e2e.afterhooks.io/rollout"] != "2" {
 			t.Errorf("pod template annotations %v, want the upgraded rollout annotation", a)
 		}
-		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason, Contains: "Post-upgrade hooks of minio.v2 completed"})
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+			Type: corev1.EventTypeNormal, Reason: framework.AfterHooksWaitingReason,
+			Contains: "Post-upgrade hooks of minio.v2 completed",
+		})
 		minioWantHookBeforeReady(t, ns, 2, "2", upgraded)
 	})
 

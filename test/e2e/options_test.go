@@ -309,7 +309,10 @@ func TestBadInput(t *testing.T) {
 			}
 			return nil
 		})
-		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: "ValuesError", Contains: "missing-values"})
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+			Type: corev1.EventTypeWarning, Reason: "ValuesError",
+			Contains: "missing-values",
+		})
 		env.Consistently(t, 2*time.Second, "no Helm release without values", func(ctx context.Context) error {
 			if n := len(env.Storage(t, ns, "podinfo")); n != 0 {
 				return fmt.Errorf("%d Helm revisions although the values could not be composed", n)
@@ -367,7 +370,10 @@ func TestBadInput(t *testing.T) {
 			}
 			return nil
 		})
-		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: helmv2.InstallFailedReason, Contains: "broken on purpose"})
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+			Type: corev1.EventTypeWarning, Reason: helmv2.InstallFailedReason,
+			Contains: "broken on purpose",
+		})
 		if n := len(env.Storage(t, ns, "app")); n != 0 {
 			t.Errorf("%d Helm revisions stored for a chart that does not render", n)
 		}
@@ -496,7 +502,10 @@ func TestReleaseTargetChange(t *testing.T) {
 		return env.Gone(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "podinfo"}})
 	})
 	env.WantDeploymentReplicas(t, ns, "podinfo-renamed", 1)
-	env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: helmv2.UninstallSucceededReason, Contains: "podinfo"})
+	env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+		Type: corev1.EventTypeNormal, Reason: helmv2.UninstallSucceededReason,
+		Contains: "podinfo",
+	})
 
 	env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.StorageNamespace = storageNS })
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})

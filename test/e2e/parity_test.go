@@ -85,7 +85,9 @@ func TestUpstreamParity(t *testing.T) {
 			// granting it lets the release recover by itself.
 			name: "impersonation-podinfo-fail",
 			release: func(t *testing.T, ns, repo string) *v2.HelmRelease {
-				env.ServiceAccount(t, ns, "gotk-reconciler", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"*"}, Verbs: []string{"*"}}, rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"*"}, Verbs: []string{"*"}})
+				env.ServiceAccount(t, ns, "gotk-reconciler",
+					rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"*"}, Verbs: []string{"*"}},
+					rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"*"}, Verbs: []string{"*"}})
 				hr := parityPodinfo(t, ns, repo, map[string]any{"hpa": map[string]any{"enabled": true, "maxReplicas": 2, "cpu": 10}})
 				hr.Spec.ServiceAccountName = "gotk-reconciler"
 				return hr
@@ -93,7 +95,8 @@ func TestUpstreamParity(t *testing.T) {
 			steps: []parityStep{
 				{name: "refused", settled: parityNotReady, backoff: true, want: []string{"Stalled: -", "history []"}},
 				{name: "recovered", settled: parityReady, backoff: true, act: func(t *testing.T, hr *v2.HelmRelease) {
-					env.ServiceAccount(t, hr.Namespace, "autoscaling", rbacv1.PolicyRule{APIGroups: []string{"autoscaling"}, Resources: []string{"*"}, Verbs: []string{"*"}})
+					env.ServiceAccount(t, hr.Namespace, "autoscaling",
+						rbacv1.PolicyRule{APIGroups: []string{"autoscaling"}, Resources: []string{"*"}, Verbs: []string{"*"}})
 					rb := &rbacv1.RoleBinding{}
 					if err := env.Get(context.Background(), rb, hr.Namespace, "autoscaling"); err != nil {
 						t.Fatal(err)

@@ -108,7 +108,10 @@ func TestPostRenderers(t *testing.T) {
 			}
 			return nil
 		})
-		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: "InvalidPostRenderers", Contains: "labelSelector"})
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+			Type: corev1.EventTypeWarning, Reason: "InvalidPostRenderers",
+			Contains: "labelSelector",
+		})
 		if got := len(env.Storage(t, ns, "podinfo")); got != 2 {
 			t.Errorf("%d Helm revisions after the refused upgrade, want 2", got)
 		}
@@ -251,7 +254,10 @@ func TestPostRenderersWithAfterHooks(t *testing.T) {
 	// Ready is written before the rest of the status; the digests come
 	// with the inventory.
 	waitObservedDigests(t, hr)
-	env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.AfterHooksStartedReason, Contains: "Helm install of podinfo started with waitStrategy afterHooks"})
+	env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+		Type: corev1.EventTypeNormal, Reason: framework.AfterHooksStartedReason,
+		Contains: "Helm install of podinfo started with waitStrategy afterHooks",
+	})
 	wantPodinfoPostRendered(t, ns, "registry.e2e.local/podinfo:6.9.1")
 	wantMetadataOnInventory(t, hr, "blue", "platform")
 

@@ -164,7 +164,10 @@ func TestReadyNeverLies(t *testing.T) {
 			})
 			t.Logf("Ready=False/%s: %s", tc.reason, conditions.GetMessage(hr, meta.ReadyCondition))
 			if tc.event {
-				env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: tc.reason, Contains: inMessage})
+				env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+					Type: corev1.EventTypeWarning, Reason: tc.reason,
+					Contains: inMessage,
+				})
 			}
 			env.Consistently(t, 4*time.Second, "Ready never True while the cause stays", func(ctx context.Context) error {
 				if err := env.Get(ctx, hr, ns, hr.Name); err != nil {

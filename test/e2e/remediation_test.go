@@ -62,8 +62,13 @@ func TestInstallFailureUninstallRemediation(t *testing.T) {
 		if hr.Status.LastAttemptedReleaseAction != helmv2.ReleaseActionInstall {
 			t.Errorf("lastAttemptedReleaseAction %q, want install", hr.Status.LastAttemptedReleaseAction)
 		}
-		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: helmv2.InstallFailedReason, Contains: "Helm install failed"})
-		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: helmv2.UninstallSucceededReason})
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+			Type: corev1.EventTypeWarning, Reason: helmv2.InstallFailedReason,
+			Contains: "Helm install failed",
+		})
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+			Type: corev1.EventTypeNormal, Reason: helmv2.UninstallSucceededReason,
+		})
 	})
 
 	framework.Step(t, "retries-exhausted", func(t *testing.T) {
@@ -381,7 +386,9 @@ func TestHelmTests(t *testing.T) {
 					t.Errorf("%d test hooks recorded (%v), want podinfo's 3 default tests; history %s",
 						len(hooks), names, framework.Snapshots(hr.Status.History))
 				}
-				env.WaitEvent(t, hr.Namespace, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: helmv2.TestSucceededReason})
+				env.WaitEvent(t, hr.Namespace, hr.Name, framework.EventWant{
+					Type: corev1.EventTypeNormal, Reason: helmv2.TestSucceededReason,
+				})
 			},
 		},
 		{
@@ -422,7 +429,9 @@ func TestHelmTests(t *testing.T) {
 				if stored := env.Storage(t, hr.Namespace, hr.Name); len(stored) != 0 {
 					t.Errorf("Helm storage after the uninstall remediation: %s", framework.Describe(stored))
 				}
-				env.WaitEvent(t, hr.Namespace, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: helmv2.TestFailedReason})
+				env.WaitEvent(t, hr.Namespace, hr.Name, framework.EventWant{
+					Type: corev1.EventTypeWarning, Reason: helmv2.TestFailedReason,
+				})
 			},
 		},
 		{

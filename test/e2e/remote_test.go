@@ -63,7 +63,10 @@ func TestRemoteCluster(t *testing.T) {
 		bad.Spec.KubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "not-there"}}
 		env.Create(t, bad)
 		env.WaitNotReady(t, bad, "RESTClientError", "could not get kubeconfig Secret '"+ns+"/not-there'")
-		env.WaitEvent(t, ns, bad.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: "RESTClientError", Contains: "not-there"})
+		env.WaitEvent(t, ns, bad.Name, framework.EventWant{
+			Type: corev1.EventTypeWarning, Reason: "RESTClientError",
+			Contains: "not-there",
+		})
 
 		withExec := strings.Replace(string(kubeconfig), "    client-certificate-data:",
 			"    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/true\n      interactiveMode: Never\n    client-certificate-data:", 1)

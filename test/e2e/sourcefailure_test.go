@@ -61,7 +61,10 @@ func TestSourceFailureIsNamed(t *testing.T) {
 				return nil
 			})
 			// The source's failure is announced, once per message.
-			env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: "SourceNotReady", Contains: tc.want[0]})
+			env.WaitEvent(t, ns, hr.Name, framework.EventWant{
+				Type: corev1.EventTypeWarning, Reason: "SourceNotReady",
+				Contains: tc.want[0],
+			})
 			events, err := env.Events(context.Background(), ns, hr.Name)
 			if err != nil {
 				t.Fatal(err)
