@@ -79,11 +79,6 @@ func Metric(t testing.TB, url, name string) float64 {
 
 // ScrapeURL returns the metrics page at url, empty when it cannot be read.
 func ScrapeURL(url string) string {
-	resp, err := http.Get(url)
-	if err != nil {
-		return ""
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
+	page, _ := ScrapeContext(context.Background(), url)
+	return page
 }
