@@ -56,9 +56,7 @@ func TestReadyNeverLies(t *testing.T) {
 			}},
 		{name: "missing-kubeconfig-secret", reason: "RESTClientError", inMessage: "not-there", event: true, observed: &no,
 			release: func(_ *testing.T, ns, repo string) *v2.HelmRelease {
-				hr := env.PodinfoRelease(ns, "podinfo", repo, "")
-				hr.Spec.KubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "not-there"}}
-				return hr
+				return framework.Targeting(env.PodinfoRelease(ns, "podinfo", repo, ""), "not-there")
 			}},
 		{name: "missing-chart-version", reason: "SourceNotReady", inMessage: "99.0.0", event: true, observed: &no,
 			release: func(_ *testing.T, ns, repo string) *v2.HelmRelease {

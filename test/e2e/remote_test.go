@@ -9,7 +9,6 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
-	"github.com/afterhooks/helm-controller/test/cluster"
 	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
@@ -36,31 +34,26 @@ import (
 //     upstream) and leaves the remote objects.
 func TestRemoteCluster(t *testing.T) {
 	t.Parallel()
-	// The remote cluster: a second throwaway one, stopped when the test ends.
-	remote, remoteClient := env.StartCluster(t, cluster.Options{Name: "remote", Nodes: 1})
+	remote := env.StartRemote(t, "remote")
+	remoteClient := remote.Client
 	ns := env.Namespace(t)
-	if err := remoteClient.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatalf("creating namespace %s in the remote cluster: %v", ns, err)
-	}
-	kubeconfig, err := os.ReadFile(remote.Kubeconfig())
+	remote.Namespace(t, ns)
+	kubeconfig, err := os.ReadFile(remote.Cluster.Kubeconfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	repo := env.HelmRepository(t, ns)
 	for _, name := range []string{"remote", "orphan"} {
-		createSecret(t, ns, name+"-kubeconfig", map[string][]byte{"value": kubeconfig})
+		env.KubeconfigSecret(t, ns, name+"-kubeconfig", remote.Cluster.Kubeconfig())
 	}
 
-	hr := env.PodinfoRelease(ns, "podinfo-remote", repo.Name, "")
-	hr.Spec.KubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "remote-kubeconfig"}}
-	orphan := env.PodinfoRelease(ns, "podinfo-orphan", repo.Name, "")
-	orphan.Spec.KubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "orphan-kubeconfig"}}
+	hr := framework.Targeting(env.PodinfoRelease(ns, "podinfo-remote", repo.Name, ""), "remote-kubeconfig")
+	orphan := framework.Targeting(env.PodinfoRelease(ns, "podinfo-orphan", repo.Name, ""), "orphan-kubeconfig")
 	env.Create(t, hr)
 	env.Create(t, orphan)
 
 	t.Run("bad kubeconfigs", func(t *testing.T) {
-		bad := env.PodinfoRelease(ns, "podinfo-bad-kubeconfig", repo.Name, "")
-		bad.Spec.KubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "not-there"}}
+		bad := framework.Targeting(env.PodinfoRelease(ns, "podinfo-bad-kubeconfig", repo.Name, ""), "not-there")
 		env.Create(t, bad)
 		env.WaitNotReady(t, bad, "RESTClientError", "could not get kubeconfig Secret '"+ns+"/not-there'")
 		env.WaitEvent(t, ns, bad.Name, framework.EventWant{
@@ -73,7 +66,8 @@ func TestRemoteCluster(t *testing.T) {
 		if withExec == string(kubeconfig) {
 			t.Fatalf("the remote kubeconfig has no client-certificate-data to put an exec plugin beside:\n%s", kubeconfig)
 		}
-		createSecret(t, ns, "exec-kubeconfig", map[string][]byte{"value.yaml": []byte(withExec)})
+		env.Create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "exec-kubeconfig"},
+			Data: map[string][]byte{"value.yaml": []byte(withExec)}})
 		env.PatchSpec(t, bad, func(o *v2.HelmRelease) { o.Spec.KubeConfig.SecretRef.Name = "exec-kubeconfig" })
 		env.WaitNotReady(t, bad, "RESTClientError", "--insecure-kubeconfig-exec")
 
@@ -146,12 +140,6 @@ func TestRemoteCluster(t *testing.T) {
 			t.Errorf("remote Deployment of the orphaned release: %v (want it left in place)", err)
 		}
 	})
-}
-
-// createSecret creates the Secret ns/name holding data.
-func createSecret(t *testing.T, ns, name string, data map[string][]byte) {
-	t.Helper()
-	env.Create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data})
 }
 
 // remoteReleaseSecrets counts the Helm storage Secrets of release in ns on

@@ -82,20 +82,9 @@ func eventTime(e corev1.Event) time.Time {
 func (e *Env) WaitEvent(t testing.TB, ns, name string, want EventWant) corev1.Event {
 	t.Helper()
 	var found corev1.Event
-	e.Eventually(t, 30*time.Second, want.String(), func(ctx context.Context) error {
-		events, err := e.Events(ctx, ns, name)
-		if err != nil {
-			return err
-		}
-		var seen []string
-		for _, ev := range events {
-			if want.matches(ev) {
-				found = ev
-				return nil
-			}
-			seen = append(seen, fmt.Sprintf("%s/%s: %.120s", ev.Type, ev.Reason, ev.Message))
-		}
-		return fmt.Errorf("none among %v", seen)
+	e.Eventually(t, 30*time.Second, want.String(), func(ctx context.Context) (err error) {
+		found, err = e.FindEvent(ctx, ns, name, want)
+		return err
 	})
 	return found
 }

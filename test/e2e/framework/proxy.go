@@ -1,19 +1,12 @@
 package framework
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-
-	"k8s.io/client-go/rest"
 )
 
 // Proxy stands between a controller and the test cluster's API server. It
@@ -43,59 +36,7 @@ type Proxy struct {
 // StartProxy starts a proxy to the test cluster, closed when t ends.
 func (e *Env) StartProxy(t testing.TB) *Proxy {
 	t.Helper()
-	cfg := e.Cluster.RESTConfig()
-	transport, err := rest.TransportFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	target, err := url.Parse(cfg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &Proxy{}
-	forward := &httputil.ReverseProxy{
-		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
-		Transport:     transport,
-		FlushInterval: -1, // watches stream
-	}
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p.refuse(w, r) {
-			return
-		}
-		p.observe(r)
-		// A request whose client went away while it was held never
-		// reaches the API server, as if the process died before sending.
-		if r.Context().Err() != nil {
-			return
-		}
-		if p.inject(r) {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusInternalServerError)
-			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected by the e2e fault proxy","reason":"InternalError","code":500}`)
-			return
-		}
-		forward.ServeHTTP(w, r)
-	}))
-	t.Cleanup(p.srv.Close)
-
-	p.Kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
-	kubeconfig := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: proxy
-  cluster: {server: %q}
-users:
-- name: proxy
-  user: {}
-contexts:
-- name: proxy
-  context: {cluster: proxy, user: proxy}
-current-context: proxy
-`, p.srv.URL)
-	if err := os.WriteFile(p.Kubeconfig, []byte(kubeconfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return StartProxyTo(t, e.Cluster.RESTConfig())
 }
 
 // Fail lets skip requests matching match through, then fails the next

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	corev1 "k8s.io/api/core/v1"
@@ -29,21 +28,7 @@ type Remote struct {
 // shared one, stopped when t ends.
 func (e *Env) StartRemote(t testing.TB, name string) *Remote {
 	t.Helper()
-	start := time.Now()
-	c, err := cluster.Start(context.Background(), cluster.Options{Name: name, Nodes: 1})
-	if err != nil {
-		t.Fatalf("starting the %s cluster: %v", name, err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("stopping the %s cluster: %v", name, err)
-		}
-	})
-	t.Logf("%s cluster ready in %s at %s", name, time.Since(start).Round(time.Millisecond), c.APIServerURL())
-	cl, err := client.New(c.RESTConfig(), client.Options{Scheme: NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, cl := e.StartCluster(t, cluster.Options{Name: name, Nodes: 1})
 	return &Remote{Cluster: c, Client: cl}
 }
 
