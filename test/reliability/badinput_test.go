@@ -148,20 +148,7 @@ func setupBadInput(t *testing.T) *badEnv {
 	b.schema = env.PublishChart(t, "e2e-broken", "0.1.0", b.ns)
 	b.broken = env.PublishChart(t, "e2e-broken", "0.2.0", b.ns, chartserver.WithValues(map[string]any{"broken": true}))
 	b.invalid = env.PublishChart(t, "e2e-badinput", "0.1.0", b.ns)
-	oci := &sourcev1.OCIRepository{
-		ObjectMeta: metav1.ObjectMeta{Name: "podinfo-oci", Namespace: b.ns},
-		Spec: sourcev1.OCIRepositorySpec{
-			URL:       env.Charts.OCIRepositoryURL() + "/" + env.Podinfo.Name,
-			Reference: &sourcev1.OCIRepositoryRef{Tag: env.Podinfo.Version},
-			Insecure:  true,
-			Interval:  metav1.Duration{Duration: time.Hour},
-			LayerSelector: &sourcev1.OCILayerSelector{
-				MediaType: "application/vnd.cncf.helm.chart.content.v1.tar+gzip",
-				Operation: sourcev1.OCILayerCopy,
-			},
-		},
-	}
-	env.Create(t, oci)
+	env.OCIRepository(t, b.ns, "podinfo-oci", env.Podinfo.Name, env.Podinfo.Version)
 
 	b.neighbour = env.PodinfoRelease(b.ns, "neighbour", "local", "")
 	env.Create(t, b.neighbour)
