@@ -319,6 +319,11 @@ func (p *process) stop() error {
 		p.exited <- err
 		var exitErr *exec.ExitError
 		if errors.As(err, &exitErr) {
+			if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGTERM {
+				// Stopped before it installed its signal handler (a
+				// run with no tests): SIGTERM's default action.
+				return nil
+			}
 			return fmt.Errorf("controller exited with %v", exitErr)
 		}
 		return err
