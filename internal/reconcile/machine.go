@@ -208,19 +208,7 @@ func (m *Machine) finishRollback(ctx context.Context, req *Request) error {
 	if err := m.rollback(ctx, req); err != nil {
 		return err
 	}
-	return remediationEnded(req, "the rollback remediating a failed upgrade was interrupted and has been done again")
-}
-
-// remediationEnded is how a reconcile that completed an earlier one's
-// remediation ends: with the failure that led to it, as that reconcile
-// would have ended, and ErrRetriesExhausted once the retries are used up.
-func remediationEnded(req *Request, what string) error {
-	cause := errors.New(what)
-	up := req.Object.Upstream()
-	if rem := up.GetActiveRemediation(); rem != nil && rem.RetriesExhausted(up) {
-		return fmt.Errorf("%w: %v", ErrRetriesExhausted, cause)
-	}
-	return cause
+	return remediationEnded(req, errors.New("the rollback remediating a failed upgrade was interrupted and has been done again"))
 }
 
 // unrecordedRollback returns the snapshot a release in storage rolled back
@@ -257,18 +245,14 @@ func unrecordedRollback(req *Request, cur *releasev1.Release) *helmv2.Snapshot {
 // reconcile as that remediation would have.
 func (m *Machine) recordUnrecordedRollback(ctx context.Context, req *Request, cur *releasev1.Release, target *helmv2.Snapshot) error {
 	s := recordSnapshot(req, cur, helmv2.ReleaseActionRollback)
+	var failed error
 	if cur.Info.Status == common.StatusFailed {
-		msg := fmt.Sprintf("Helm rollback to previous release %s failed (recorded after a restart of the controller)", describeRelease(target))
-		countFailure(ctx, req)
-		conditions.MarkFalse(req.Object, helmv2.RemediatedCondition, helmv2.RollbackFailedReason, "%s", msg)
-		m.warning(req, s, helmv2.RollbackFailedReason, msg)
-		return errors.New(msg)
+		failed = errors.New("its revision failed while the controller restarted")
 	}
-	markPreviousSuperseded(req, s)
-	msg := fmt.Sprintf("Helm rollback to previous release %s succeeded", describeRelease(target))
-	conditions.MarkTrue(req.Object, helmv2.RemediatedCondition, helmv2.RollbackSucceededReason, "%s", msg)
-	m.normal(req, s, helmv2.RollbackSucceededReason, msg)
-	return remediationEnded(req, "the rollback remediating a failed upgrade finished while the controller restarted")
+	if err := m.reportRollback(ctx, req, s, describeRelease(target), failed); err != nil {
+		return err
+	}
+	return remediationEnded(req, errors.New("the rollback remediating a failed upgrade finished while the controller restarted"))
 }
 
 // finishUninstall completes an uninstall remediation a stop of the
@@ -279,12 +263,7 @@ func (m *Machine) finishUninstall(ctx context.Context, req *Request) error {
 	if err := m.uninstallRemediation(ctx, req); err != nil {
 		return err
 	}
-	up := req.Object.Upstream()
-	if rem := up.GetActiveRemediation(); rem != nil && uninstalledAfterUpgrade(req, rem) {
-		// An install comes next, with retries of its own.
-		return errors.New("the uninstall remediating a failed upgrade was interrupted and has been done again")
-	}
-	return remediationEnded(req, "the uninstall remediating a failed release was interrupted and has been done again")
+	return remediationEnded(req, errors.New("the uninstall remediating a failed release was interrupted and has been done again"))
 }
 
 // staleHeldRevision says why a revision held pending by afterHooks no

@@ -39,12 +39,21 @@ func (m *Machine) remediate(ctx context.Context, req *Request, cause error) erro
 	if err != nil {
 		return fmt.Errorf("%v; remediation failed: %w", cause, err)
 	}
-	if exhausted && !uninstalledAfterUpgrade(req, rem) {
-		// The next action would be the one whose retries are used up.
+	return remediationEnded(req, cause)
+}
+
+// remediationEnded is how a reconcile ends after a remediation, its own or
+// one it completed for a reconcile the controller's stop cut short: with
+// the failure that led to it, and ErrRetriesExhausted when the next action
+// would be the one whose retries are used up. As upstream, an upgrade
+// remediated by an uninstall leaves an install to do next, whose retries
+// are its own.
+func remediationEnded(req *Request, cause error) error {
+	up := req.Object.Upstream()
+	rem := up.GetActiveRemediation()
+	if rem != nil && rem.RetriesExhausted(up) && !uninstalledAfterUpgrade(req, rem) {
 		return fmt.Errorf("%w: %v", ErrRetriesExhausted, cause)
 	}
-	// As upstream: an upgrade remediated by an uninstall leaves an install
-	// to do next, whose retries are its own.
 	return cause
 }
 

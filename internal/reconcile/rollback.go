@@ -43,6 +43,12 @@ func (m *Machine) rollback(ctx context.Context, req *Request) error {
 		m.normal(req, latest, meta.HealthCheckCanceledReason, msg)
 		return canceled
 	}
+	return m.reportRollback(ctx, req, latest, target, err)
+}
+
+// reportRollback records how the rollback to target that wrote latest
+// ended: Remediated, its event and, on failure, the failure count.
+func (m *Machine) reportRollback(ctx context.Context, req *Request, latest *helmv2.Snapshot, target string, err error) error {
 	if err != nil {
 		msg := fmt.Sprintf("Helm rollback to previous release %s failed: %s", target, trimError(err))
 		countFailure(ctx, req)
