@@ -208,8 +208,9 @@ func (r *HelmReleaseReconciler) sourceArtifact(ctx context.Context, obj *v2.Helm
 		return nil, err
 	}
 	kind := sourceKind(obj)
+	chartTemplate := obj.Spec.Chart != nil
 	reader, direct := r.sourceReader(), r.DirectSourceFetch
-	if obj.Spec.Chart != nil && obj.Status.ObservedGeneration != obj.Generation && r.APIReader != nil {
+	if chartTemplate && obj.Status.ObservedGeneration != obj.Generation {
 		// The chart template's HelmChart may just have been changed by
 		// reconcileChartTemplate, and the cache not have seen it yet: its
 		// old spec, reconciled, would pass the old chart's artifact off as
@@ -218,7 +219,7 @@ func (r *HelmReleaseReconciler) sourceArtifact(ctx context.Context, obj *v2.Helm
 		reader, direct = r.APIReader, true
 	}
 	err = reader.Get(ctx, key, source)
-	if apierrors.IsNotFound(err) && obj.Spec.ChartRef == nil && !direct {
+	if apierrors.IsNotFound(err) && chartTemplate && !direct {
 		// The HelmChart of a chart template was applied moments ago, in
 		// this reconcile: a new one is usually not in the cache yet. Only
 		// the API server can tell whether it is missing.
