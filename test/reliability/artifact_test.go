@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -121,10 +119,7 @@ func artifactRuns() int {
 // Ready, with no more revisions than without the fault.
 func TestFaultsArtifactServer(t *testing.T) {
 	ns := env.Namespace(t)
-	all := artifactCells()
-	if only := envFilter(); only != "" {
-		all = slices.DeleteFunc(all, func(c artifactCell) bool { return !strings.Contains(c.String(), only) })
-	}
+	all := selectCells(artifactCells())
 	// Every chart version a trial uses is published before the
 	// HelmRepository exists, so that its first index has them all. Each
 	// trial downloads a version of its own: the controller caches charts
@@ -141,34 +136,11 @@ func TestFaultsArtifactServer(t *testing.T) {
 	}
 	repo := env.HelmRepository(t, ns)
 
-	rows := make([]row, len(all))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, parallelCells())
-	for i, tr := range trials {
+	for _, tr := range trials {
 		tr.repo = repo.Name
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			rows[i] = tr.runCell(t)
-		}()
 	}
-	wg.Wait()
-	for i, c := range all {
-		report.add(rows[i])
-		t.Run(c.String(), func(t *testing.T) {
-			if len(rows[i].Failures) > 0 {
-				t.Errorf("%d of %d runs broke an invariant:\n%s", len(rows[i].Failures), rows[i].Runs, strings.Join(rows[i].Failures, "\n"))
-			}
-			t.Log(rows[i].Note)
-		})
-	}
+	runTrials(t, all, parallelCells(), func(i int, _ artifactCell) row { return trials[i].runCell(t) })
 }
-
-// envFilter is RELIABILITY_CELLS, which picks the cells whose name
-// contains it.
-func envFilter() string { return strings.TrimSpace(os.Getenv("RELIABILITY_CELLS")) }
 
 // artifactTrials runs the trials of one cell against a controller of its
 // own, which downloads through a proxy of its own.
@@ -562,17 +534,6 @@ func readyLie(ctx context.Context, hr *v2.HelmRelease) string {
 		return "Ready=True while the application is not ready: " + err.Error()
 	}
 	return ""
-}
-
-// remediationEvents counts the rollbacks and uninstalls the controller
-// reported for the release ns/name.
-func remediationEvents(ns, name string) int {
-	n := 0
-	for _, reason := range []string{helmv2.RollbackSucceededReason, helmv2.RollbackFailedReason,
-		helmv2.UninstallSucceededReason, helmv2.UninstallFailedReason} {
-		n += env.CountEvents(&nopTB{}, ns, name, framework.EventWant{Reason: reason})
-	}
-	return n
 }
 
 // cleanupShard deletes the shard's HelmReleases in ns, gives the

@@ -213,40 +213,14 @@ func TestFaultsAPIServerRestart(t *testing.T) {
 // runCells runs the trials of the cells, parallel at a time, and records
 // a row for each.
 func runCells(t *testing.T, all []cell, parallel int) {
-	seed := uint64(time.Now().UnixNano())
-	if s, err := strconv.ParseUint(os.Getenv("RELIABILITY_SEED"), 10, 64); err == nil {
-		seed = s
-	}
-	t.Logf("random seed %d (RELIABILITY_SEED reproduces the kill moments)", seed)
-
-	if only := os.Getenv("RELIABILITY_CELLS"); only != "" {
-		all = slices.DeleteFunc(all, func(c cell) bool { return !strings.Contains(c.String(), only) })
-	}
-	rows := make([]row, len(all))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, parallel)
-	for i, c := range all {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			tr := &trials{cell: c, rand: rand.New(rand.NewPCG(seed, uint64(i)))}
-			began := time.Now()
-			rows[i] = tr.runCell(t)
-			t.Logf("%s: %d runs, %d broke, in %s", c, rows[i].Runs, len(rows[i].Failures), time.Since(began).Round(time.Second))
-		}()
-	}
-	wg.Wait()
-	for i, c := range all {
-		report.add(rows[i])
-		t.Run(c.String(), func(t *testing.T) {
-			if len(rows[i].Failures) > 0 {
-				t.Errorf("%d of %d runs broke an invariant:\n%s", len(rows[i].Failures), rows[i].Runs, strings.Join(rows[i].Failures, "\n"))
-			}
-			t.Log(rows[i].Note)
-		})
-	}
+	seed := trialSeed(t, "kill moments")
+	runTrials(t, selectCells(all), parallel, func(i int, c cell) row {
+		tr := &trials{cell: c, rand: rand.New(rand.NewPCG(seed, uint64(i)))}
+		began := time.Now()
+		r := tr.runCell(t)
+		t.Logf("%s: %d runs, %d broke, in %s", c, r.Runs, len(r.Failures), time.Since(began).Round(time.Second))
+		return r
+	})
 }
 
 // trials runs the kills of one cell against a controller of its own,
@@ -553,7 +527,7 @@ func (tr *trials) runOnce(run int) outcome {
 	}
 	stop := tr.proxy.Observe(func(r *http.Request) { tr.watch(r, name, obs, run >= 0) })
 	defer stop()
-	before := tr.remediationEvents(name)
+	before := remediationEvents(tr.ns, name)
 
 	if err := tr.act(hr, values); err != nil {
 		out.broken = append(out.broken, "starting the action: "+err.Error())
@@ -585,7 +559,7 @@ func (tr *trials) runOnce(run int) outcome {
 	if end == nil {
 		return out
 	}
-	end.remediations = tr.remediationEvents(name) - before
+	end.remediations = remediationEvents(tr.ns, name) - before
 	if run < 0 {
 		tr.baseline = end
 		return out
@@ -986,27 +960,6 @@ func (tr *trials) readyLie(ctx context.Context, hr *v2.HelmRelease) string {
 		return "Ready=True while the application is not ready: " + err.Error()
 	}
 	return ""
-}
-
-// remediationEvents counts the rollbacks and uninstalls the controller
-// reported for the release, each distinct report once: a remediation that
-// finished just before a kill may be reported again by the next controller
-// when it records it, which is one remediation, not two. A further
-// remediation reports another revision, so its message differs.
-func (tr *trials) remediationEvents(name string) int {
-	events, err := env.Events(context.Background(), tr.ns, name)
-	if err != nil {
-		return -1
-	}
-	seen := map[string]bool{}
-	for _, e := range events {
-		switch e.Reason {
-		case helmv2.RollbackSucceededReason, helmv2.RollbackFailedReason,
-			helmv2.UninstallSucceededReason, helmv2.UninstallFailedReason:
-			seen[e.Reason+"\x00"+e.Message] = true
-		}
-	}
-	return len(seen)
 }
 
 // checkInvariants compares a run's end with its start and its baseline.

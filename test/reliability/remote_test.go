@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -133,17 +131,9 @@ func TestFaultsRemoteOutage(t *testing.T) {
 	}
 	defer cleanupShard(ctl, ns)
 
-	seed := uint64(time.Now().UnixNano())
-	if s, err := strconv.ParseUint(os.Getenv("RELIABILITY_SEED"), 10, 64); err == nil {
-		seed = s
-	}
-	t.Logf("random seed %d (RELIABILITY_SEED reproduces the outage moments)", seed)
-	all := remoteCells()
-	if only := envFilter(); only != "" {
-		all = slices.DeleteFunc(all, func(c remoteCell) bool { return !strings.Contains(c.String(), only) })
-	}
-	rows := make([]row, len(all))
-	var wg sync.WaitGroup
+	seed := trialSeed(t, "outage moments")
+	all := selectCells(remoteCells())
+	trials := make([]*remoteTrials, len(all))
 	for i, c := range all {
 		// Every cell has a proxy of its own: an outage takes down one
 		// release's cluster access, not its neighbours'.
@@ -152,22 +142,11 @@ func TestFaultsRemoteOutage(t *testing.T) {
 		env.KubeconfigSecret(t, ns, secret, proxy.Kubeconfig)
 		tr := &remoteTrials{cell: c, ns: ns, repo: repo.Name, chart: ref, prefix: fmt.Sprintf("c%d-", i),
 			secret: secret, proxy: proxy, remote: remote, ctl: ctl, rand: rand.New(rand.NewPCG(seed, uint64(i)))}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rows[i] = tr.runCell(t)
-		}()
+		trials[i] = tr
 	}
-	wg.Wait()
-	for i, c := range all {
-		report.add(rows[i])
-		t.Run(c.String(), func(t *testing.T) {
-			if len(rows[i].Failures) > 0 {
-				t.Errorf("%d of %d runs broke an invariant:\n%s", len(rows[i].Failures), rows[i].Runs, strings.Join(rows[i].Failures, "\n"))
-			}
-			t.Log(rows[i].Note)
-		})
-	}
+	// Every cell at once: they share one controller, and an outage is of
+	// one cell's proxy only.
+	runTrials(t, all, len(all), func(i int, _ remoteCell) row { return trials[i].runCell(t) })
 	if t.Failed() {
 		var b strings.Builder
 		ctl.DumpLogs(&b, 120)
