@@ -199,9 +199,6 @@ func (c *Controller) ReplicaRunning(i int) error { return c.replica(i).running()
 // would, and waits until it is gone.
 func (c *Controller) Kill() error { return c.current().kill() }
 
-// KillReplica is Kill for process i.
-func (c *Controller) KillReplica(i int) error { return c.replica(i).kill() }
-
 // Stop sends SIGTERM to the newest process and waits for a clean exit.
 func (c *Controller) Stop() error { return c.current().stop() }
 

@@ -161,16 +161,6 @@ func (w *SteadyWatch) Stop() (broken []string, checks int) {
 	return append([]string(nil), w.broken...), w.checks
 }
 
-// Broken returns the breaks seen so far.
-func (w *SteadyWatch) Broken() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]string(nil), w.broken...)
-}
-
-// Matches tells whether ev is an event want picks.
-func (w EventWant) Matches(ev corev1.Event) bool { return w.matches(ev) }
-
 // FindEvent returns the first event of the HelmRelease ns/name matching
 // want, or an error listing the events there are.
 func (e *Env) FindEvent(ctx context.Context, ns, name string, want EventWant) (corev1.Event, error) {

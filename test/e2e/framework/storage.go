@@ -92,15 +92,6 @@ func Describe(stored []Stored) string {
 	return "[" + strings.Join(out, ", ") + "]"
 }
 
-// Statuses lists the statuses of the revisions, oldest first.
-func Statuses(stored []Stored) []string {
-	out := make([]string, 0, len(stored))
-	for _, s := range stored {
-		out = append(out, s.Status())
-	}
-	return out
-}
-
 // SameStorage returns an error when the release's storage differs from
 // before in revisions or their statuses.
 func (e *Env) SameStorage(t testing.TB, ns, release string, before []Stored) error {
