@@ -539,29 +539,7 @@ func readyLie(ctx context.Context, hr *v2.HelmRelease) string {
 // cleanupShard deletes the shard's HelmReleases in ns, gives the
 // controller 30 s to uninstall them, and stops it.
 func cleanupShard(ctl *framework.Controller, ns string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	shard := ctl.Options().Shard
-	var list v2.HelmReleaseList
-	_ = env.Client.List(ctx, &list)
-	for i := range list.Items {
-		if hr := &list.Items[i]; hr.Namespace == ns && hr.Labels[framework.ShardLabel] == shard {
-			_ = env.Client.Delete(ctx, hr)
-		}
-	}
-	for ctx.Err() == nil {
-		n := 0
-		_ = env.Client.List(ctx, &list)
-		for _, hr := range list.Items {
-			if hr.Namespace == ns && hr.Labels[framework.ShardLabel] == shard {
-				n++
-			}
-		}
-		if n == 0 {
-			break
-		}
-		time.Sleep(framework.PollInterval)
-	}
+	env.DeleteReleases(ns, map[string]string{framework.ShardLabel: ctl.Options().Shard}, 30*time.Second)
 	_ = ctl.StopAll()
 }
 

@@ -322,33 +322,10 @@ func (tr *trials) dumpLogs(t *testing.T, run int, broken []string) {
 }
 
 func (tr *trials) cleanup() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	if tr.ctl.Running() != nil {
 		_ = tr.ctl.Start()
 	}
-	var list v2.HelmReleaseList
-	_ = env.Client.List(ctx, &list)
-	for i := range list.Items {
-		hr := &list.Items[i]
-		if hr.Labels[framework.ShardLabel] == tr.ctl.Options().Shard {
-			_ = env.Client.Delete(ctx, hr)
-		}
-	}
-	for ctx.Err() == nil {
-		n := 0
-		_ = env.Client.List(ctx, &list)
-		for _, hr := range list.Items {
-			if hr.Labels[framework.ShardLabel] == tr.ctl.Options().Shard {
-				n++
-			}
-		}
-		if n == 0 {
-			break
-		}
-		time.Sleep(framework.PollInterval)
-	}
-	_ = tr.ctl.StopAll()
+	cleanupShard(tr.ctl, tr.ns)
 }
 
 // timeout is the timeout of an action meant to succeed. An API server
