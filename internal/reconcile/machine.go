@@ -131,6 +131,10 @@ func (m *Machine) step(ctx context.Context, req *Request, cur *releasev1.Release
 		if target := unrecordedRollback(req, cur); obs.State == StateUnmanaged && target != nil {
 			return true, m.recordUnrecordedRollback(ctx, req, cur, target)
 		}
+		if obs.State == StateUnmanaged && unrecordedRelease(req, cur) {
+			m.recordUnrecordedRelease(req, cur)
+			return false, nil
+		}
 		if err := m.checkRetries(req, helmv2.ReleaseActionUpgrade); err != nil {
 			return true, err
 		}
@@ -238,6 +242,41 @@ func unrecordedRollback(req *Request, cur *releasev1.Release) *helmv2.Snapshot {
 		}
 	}
 	return nil
+}
+
+// unrecordedRelease tells whether cur is an install or upgrade Helm
+// finished whose controller stopped before writing it to the history: the
+// deployed revision right after the history's latest, made from the
+// desired chart and values. Upgrading over it would only repeat it, hooks
+// included.
+func unrecordedRelease(req *Request, cur *releasev1.Release) bool {
+	latest := req.Object.Status.History.Latest()
+	if latest == nil || cur == nil || cur.Info == nil || cur.Info.Status != common.StatusDeployed ||
+		!latest.Targets(cur.Name, cur.Namespace, cur.Version-1) || strings.HasPrefix(cur.Info.Description, "Rollback to ") {
+		return false
+	}
+	return chartOrValuesChange(req, newSnapshot(req, cur, "")) == ""
+}
+
+// recordUnrecordedRelease writes to the status the install or upgrade cur
+// that Helm finished before its controller stopped, as that controller
+// would have.
+func (m *Machine) recordUnrecordedRelease(req *Request, cur *releasev1.Release) {
+	action := req.Object.Status.LastAttemptedReleaseAction
+	if action != helmv2.ReleaseActionInstall {
+		action = helmv2.ReleaseActionUpgrade
+	}
+	s := recordSnapshot(req, cur, action)
+	markPreviousSuperseded(req, s)
+	reason := helmv2.UpgradeSucceededReason
+	if action == helmv2.ReleaseActionInstall {
+		reason = helmv2.InstallSucceededReason
+	}
+	msg := fmt.Sprintf("Helm %s succeeded for release %s (recorded after a restart of the controller)", action, describeRelease(s))
+	conditions.MarkTrue(req.Object, helmv2.ReleasedCondition, reason, "%s", msg)
+	recordPostRenderDigests(req)
+	conditions.Delete(req.Object, helmv2.TestSuccessCondition)
+	conditions.Delete(req.Object, helmv2.RemediatedCondition)
 }
 
 // recordUnrecordedRollback writes to the status the outcome of a rollback

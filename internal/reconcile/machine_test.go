@@ -1295,3 +1295,37 @@ func TestFinishedButUnrecordedRollbackIsRecorded(t *testing.T) {
 		t.Errorf("upgradeFailures %d, want 1", st.UpgradeFailures)
 	}
 }
+
+// An upgrade Helm finished (its revision deployed in storage) whose
+// controller was killed before writing the status: the history lacks the
+// revision. The next controller records it, made as it is from the desired
+// chart and values, instead of upgrading again and running the hooks once
+// more (found by the reliability suite: SIGKILL at an afterHooks upgrade's
+// storage commit).
+func TestFinishedButUnrecordedUpgradeIsRecorded(t *testing.T) {
+	h := newHarness()
+	h.mustRun(t) // v1 deployed
+	written := h.obj.Status.DeepCopy()
+	h.values = map[string]any{"replicas": 2}
+	h.obj.Generation = 2
+	h.mustRun(t) // v2 deployed
+	h.calls()
+	// The status write of that reconcile never happened.
+	lastAttempted := h.obj.Status
+	h.obj.Status = *written
+	h.obj.Status.LastAttemptedGeneration, h.obj.Status.LastAttemptedConfigDigest = lastAttempted.LastAttemptedGeneration, lastAttempted.LastAttemptedConfigDigest
+	h.obj.Status.LastAttemptedReleaseAction = helmv2.ReleaseActionUpgrade
+
+	h.mustRun(t)
+	if got := h.calls(); len(got) != 0 {
+		t.Fatalf("calls %v, want none: v2 is the desired release", got)
+	}
+	latest := h.obj.Status.History.Latest()
+	if latest.Version != 2 || latest.Status != "deployed" {
+		t.Errorf("latest snapshot v%d %s, want v2 deployed", latest.Version, latest.Status)
+	}
+	if prev := h.obj.Status.History[1]; prev.Version != 1 || prev.Status != "superseded" {
+		t.Errorf("previous snapshot v%d %s, want v1 superseded", prev.Version, prev.Status)
+	}
+	wantCondition(t, h, meta.ReadyCondition, metav1.ConditionTrue, helmv2.UpgradeSucceededReason)
+}
