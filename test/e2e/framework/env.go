@@ -84,7 +84,11 @@ func Setup(ctx context.Context, opts Options) (_ *Env, err error) {
 	logf("controller built in %s", time.Since(start).Round(time.Millisecond))
 
 	start = time.Now()
-	if e.Cluster, err = cluster.Start(ctx, cluster.Options{Name: "e2e", ExtraCRDDirs: []string{opts.CRDDir}}); err != nil {
+	if e.Cluster, err = cluster.Start(ctx, cluster.Options{
+		Name: "e2e", ExtraCRDDirs: []string{opts.CRDDir},
+		// Same switch as test/cluster's own tests: keep logs for post-mortems.
+		KeepDir: os.Getenv("TEST_CLUSTER_KEEP_DIR") != "",
+	}); err != nil {
 		return nil, fmt.Errorf("starting the cluster: %w", err)
 	}
 	e.closers = append(e.closers, e.Cluster.Stop)
