@@ -72,7 +72,9 @@ func Setup(ctx context.Context, opts Options) (_ *Env, err error) {
 	if e.WorkDir, err = os.MkdirTemp("", "helm-controller-e2e-*"); err != nil {
 		return nil, err
 	}
-	e.closers = append(e.closers, func() error { return os.RemoveAll(e.WorkDir) })
+	if os.Getenv("TEST_CLUSTER_KEEP_DIR") == "" {
+		e.closers = append(e.closers, func() error { return os.RemoveAll(e.WorkDir) })
+	}
 
 	e.Binary = filepath.Join(e.WorkDir, "helm-controller")
 	start := time.Now()
