@@ -1,0 +1,136 @@
+package sequencing
+
+import (
+	"encoding/json"
+	"fmt"
+
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"sigs.k8s.io/yaml"
+)
+
+// chartFile is the part of a raw Chart.yaml sequencing reads. Helm's chart
+// loader drops fields it does not know, such as a dependency's depends-on,
+// so they are read from the file itself.
+type chartFile struct {
+	Annotations  map[string]any `json:"annotations"`
+	Dependencies []chartDependency `json:"dependencies"`
+}
+
+type chartDependency struct {
+	Name      string   `json:"name"`
+	Alias     string   `json:"alias"`
+	DependsOn []string `json:"depends-on"`
+}
+
+// key is the name the dependency's subchart renders under.
+func (d chartDependency) key() string {
+	if d.Alias != "" {
+		return d.Alias
+	}
+	return d.Name
+}
+
+// ChartsOf reads the sequencing facts of a loaded chart and of every
+// subchart it carries, keyed by chart path (the root chart's name, then
+// each dependency's alias or name). Charts without facts are left out.
+func ChartsOf(chrt *chartv2.Chart) (Charts, error) {
+	out := Charts{}
+	if chrt == nil || chrt.Metadata == nil {
+		return out, nil
+	}
+	return out, collectCharts(chrt, chrt.Name(), out)
+}
+
+func collectCharts(chrt *chartv2.Chart, path string, out Charts) error {
+	file, err := readChartFile(chrt)
+	if err != nil {
+		return fmt.Errorf("chart %s: Chart.yaml: %w", path, err)
+	}
+	facts := Chart{}
+	if raw, ok := file.Annotations[AnnotationDependsOnSubcharts]; ok {
+		if facts.DependsOn, err = nameListValue(raw); err != nil {
+			return fmt.Errorf("chart %s: annotation %s: %w", path, AnnotationDependsOnSubcharts, err)
+		}
+	}
+	for _, dep := range file.Dependencies {
+		if facts.Dependencies == nil {
+			facts.Dependencies = map[string][]string{}
+		}
+		facts.Dependencies[dep.key()] = dep.DependsOn
+	}
+	if len(facts.DependsOn) > 0 || hasDependsOn(facts) {
+		out[path] = facts
+	}
+	for _, dep := range file.Dependencies {
+		sub := subchart(chrt, dep.Name)
+		if sub == nil {
+			continue
+		}
+		if err := collectCharts(sub, path+"/"+dep.key(), out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hasDependsOn tells whether any dependency names others. Facts made only
+// of dependency names order nothing, but they are kept when something
+// does, to tell disabled dependencies from unknown names.
+func hasDependsOn(c Chart) bool {
+	for _, deps := range c.Dependencies {
+		if len(deps) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func subchart(chrt *chartv2.Chart, name string) *chartv2.Chart {
+	for _, sub := range chrt.Dependencies() {
+		if sub.Metadata != nil && sub.Metadata.Name == name {
+			return sub
+		}
+	}
+	return nil
+}
+
+// readChartFile parses the chart's raw Chart.yaml, or falls back to its
+// loaded metadata when the raw file is not there (a chart read back from a
+// release record).
+func readChartFile(chrt *chartv2.Chart) (chartFile, error) {
+	var file chartFile
+	for _, f := range chrt.Raw {
+		if f != nil && f.Name == "Chart.yaml" {
+			return file, yaml.Unmarshal(f.Data, &file)
+		}
+	}
+	if chrt.Metadata == nil {
+		return file, nil
+	}
+	file.Annotations = map[string]any{}
+	for k, v := range chrt.Metadata.Annotations {
+		file.Annotations[k] = v
+	}
+	for _, d := range chrt.Metadata.Dependencies {
+		if d == nil {
+			continue
+		}
+		file.Dependencies = append(file.Dependencies, chartDependency{Name: d.Name, Alias: d.Alias})
+	}
+	return file, nil
+}
+
+// nameListValue reads an annotation that Chart.yaml may hold as a string
+// with a JSON list in it (annotations are strings for Helm) or, leniently,
+// as a YAML list.
+func nameListValue(v any) ([]string, error) {
+	switch v := v.(type) {
+	case string:
+		return ParseNameList(v)
+	case []any:
+		raw, _ := json.Marshal(v)
+		return ParseNameList(string(raw))
+	default:
+		return nil, fmt.Errorf("want a JSON list of names, got %v", v)
+	}
+}
