@@ -12,7 +12,7 @@ import (
 // loader drops fields it does not know, such as a dependency's depends-on,
 // so they are read from the file itself.
 type chartFile struct {
-	Annotations  map[string]any `json:"annotations"`
+	Annotations  map[string]any    `json:"annotations"`
 	Dependencies []chartDependency `json:"dependencies"`
 }
 

@@ -7,13 +7,13 @@ import (
 
 func TestChartPath(t *testing.T) {
 	tests := map[string]string{
-		"shop/templates/deployment.yaml":                          "shop",
-		"shop/charts/db/templates/statefulset.yaml":               "shop/db",
-		"shop/charts/db/charts/backup/templates/cronjob.yaml":     "shop/db/backup",
-		"shop/templates/charts/not-a-subchart.yaml":               "shop",
-		"shop/charts/db/templates/charts/still-db.yaml":           "shop/db",
-		"shop":                                                    "shop",
-		"":                                                        "",
+		"shop/templates/deployment.yaml":                      "shop",
+		"shop/charts/db/templates/statefulset.yaml":           "shop/db",
+		"shop/charts/db/charts/backup/templates/cronjob.yaml": "shop/db/backup",
+		"shop/templates/charts/not-a-subchart.yaml":           "shop",
+		"shop/charts/db/templates/charts/still-db.yaml":       "shop/db",
+		"shop": "shop",
+		"":     "",
 		"kustomization-added-by-a-post-renderer/templates/x.yaml": "kustomization-added-by-a-post-renderer",
 	}
 	for source, want := range tests {
