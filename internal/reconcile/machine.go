@@ -249,10 +249,22 @@ func unrecordedRollback(req *Request, cur *releasev1.Release) *helmv2.Snapshot {
 // deployed revision right after the history's latest, made from the
 // desired chart and values. Upgrading over it would only repeat it, hooks
 // included.
+//
+// For a first install the history is empty: the announce that preceded it
+// cleared it and recorded the install as attempted. A release nobody
+// attempted to install here (made with helm install, say) is not ours to
+// record and is upgraded, as upstream does.
 func unrecordedRelease(req *Request, cur *releasev1.Release) bool {
-	latest := req.Object.Status.History.Latest()
-	if latest == nil || cur == nil || cur.Info == nil || cur.Info.Status != common.StatusDeployed ||
-		!latest.Targets(cur.Name, cur.Namespace, cur.Version-1) || strings.HasPrefix(cur.Info.Description, "Rollback to ") {
+	if cur == nil || cur.Info == nil || cur.Info.Status != common.StatusDeployed ||
+		strings.HasPrefix(cur.Info.Description, "Rollback to ") {
+		return false
+	}
+	status := req.Object.Status
+	latest := status.History.Latest()
+	switch {
+	case latest == nil && status.LastAttemptedReleaseAction == helmv2.ReleaseActionInstall:
+	case latest != nil && latest.Targets(cur.Name, cur.Namespace, cur.Version-1):
+	default:
 		return false
 	}
 	return chartOrValuesChange(req, newSnapshot(req, cur, "")) == ""

@@ -1329,3 +1329,46 @@ func TestFinishedButUnrecordedUpgradeIsRecorded(t *testing.T) {
 	}
 	wantCondition(t, h, meta.ReadyCondition, metav1.ConditionTrue, helmv2.UpgradeSucceededReason)
 }
+
+// A SIGKILL after Helm stored a first install as deployed and before the
+// status recorded it (found by the reliability suite's storage commit
+// cell) leaves the status as the announce wrote it: the install attempted,
+// the history empty. The release is the desired one: recorded, not
+// upgraded again with its hooks.
+func TestFinishedButUnrecordedInstallIsRecorded(t *testing.T) {
+	h := newHarness()
+	h.mustRun(t) // v1 deployed
+	h.calls()
+	lastAttempted := h.obj.Status
+	h.obj.Status = helmv2.HelmReleaseStatus{
+		LastAttemptedGeneration:    lastAttempted.LastAttemptedGeneration,
+		LastAttemptedConfigDigest:  lastAttempted.LastAttemptedConfigDigest,
+		LastAttemptedRevision:      lastAttempted.LastAttemptedRevision,
+		LastAttemptedReleaseAction: helmv2.ReleaseActionInstall,
+	}
+
+	h.mustRun(t)
+	if got := h.calls(); len(got) != 0 {
+		t.Fatalf("calls %v, want none: v1 is the desired release", got)
+	}
+	latest := h.obj.Status.History.Latest()
+	if latest == nil || latest.Version != 1 || latest.Status != "deployed" {
+		t.Fatalf("history %v, want v1 deployed", h.obj.Status.History)
+	}
+	wantCondition(t, h, meta.ReadyCondition, metav1.ConditionTrue, helmv2.InstallSucceededReason)
+}
+
+// A release with the desired chart and values that the HelmRelease never
+// attempted to install (made by someone else, say helm install) is
+// upgraded to be taken over, as upstream does.
+func TestForeignReleaseWithoutHistoryIsUpgraded(t *testing.T) {
+	h := newHarness()
+	h.mustRun(t) // v1 deployed
+	h.calls()
+	h.obj.Status = helmv2.HelmReleaseStatus{}
+
+	h.mustRun(t)
+	if got := h.calls(); len(got) != 1 || !strings.HasPrefix(got[0], "upgrade") {
+		t.Fatalf("calls %v, want one upgrade", got)
+	}
+}
