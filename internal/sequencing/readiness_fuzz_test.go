@@ -64,6 +64,7 @@ func FuzzParseReadiness(f *testing.F) {
 		{"{.a[} == 1", `["{} == 1"]`},
 		{`{"\}"} == '`, `["{.a} == 'x"]`},
 		{"{[,]} == 1", `["{[?(@)]} == 1"]`},
+		{"{.a'b}c'} != x", `["{.a\\}b} != x"]`},
 	}
 	for _, seed := range seeds {
 		f.Add(seed.expression, seed.rawSuccess)

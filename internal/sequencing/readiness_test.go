@@ -197,6 +197,13 @@ func TestParseReadinessErrors(t *testing.T) {
 		{name: "blank jsonpath", value: `["{ \t} == 1"]`, wantErr: []string{"empty jsonpath"}},
 		{name: "invalid jsonpath", value: `["{.a[} == 1"]`, wantErr: []string{"jsonpath {.a[}", "unterminated array"}},
 		{name: "invalid character in jsonpath", value: `["{.a %} == 1"]`, wantErr: []string{"jsonpath {.a %}", "unrecognized character"}},
+		{
+			// The jsonpath parser ends the path at the first }, taking the
+			// quote for part of the field name, and reads the rest as
+			// constant text, which would compare as a value of its own.
+			name: "path ending before its closing brace", value: `["{.a'b}c'} != x"]`,
+			wantErr: []string{"want a single {…} path"},
+		},
 		{name: "range", value: `["{range .items[*]} == 1"]`, wantErr: []string{`"range" is not supported`}},
 		{name: "identifier in a filter", value: `["{.items[?(@.a==end)]} == 1"]`, wantErr: []string{`"end" is not supported`}},
 		{name: "second expression broken", value: `["{.a} == 1", "{.b} =! 2"]`, wantErr: []string{`expression "{.b} =! 2"`}},
@@ -378,6 +385,11 @@ func TestEvaluate(t *testing.T) {
 			name:    "several values, one different",
 			success: []string{"{.conditions[*].status} != True"}, failure: never,
 			status: `{"conditions": [{"status": "True"}, {"status": "Unknown"}]}`, wantVerdict: VerdictReady, wantDecision: "{.conditions[*].status} != True",
+		},
+		{
+			name:    "union with a missing field",
+			success: []string{"{['missing','available']} >= 3"}, failure: never,
+			status: `{"available": 3}`, wantVerdict: VerdictReady, wantDecision: "{['missing','available']} >= 3",
 		},
 		{
 			name:    "union of fields",
