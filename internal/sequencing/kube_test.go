@@ -339,7 +339,7 @@ func TestCustomReadinessDecides(t *testing.T) {
 	})
 	t.Run("not ready by the deadline", func(t *testing.T) {
 		f := &fakeKube{}
-		c := newClient(f, Options{PollInterval: time.Millisecond, Deadline: time.Now().Add(200 * time.Millisecond), Get: statusAfter(1 << 30, nil)})
+		c := newClient(f, Options{PollInterval: time.Millisecond, Deadline: time.Now().Add(200 * time.Millisecond), Get: statusAfter(1<<30, nil)})
 		_, err := c.Create(build(t, c, judgedBoth))
 		if err == nil || !strings.Contains(err.Error(), "timed out") || !strings.Contains(err.Error(), "Job/ns/migrate") {
 			t.Fatalf("error = %v, want a timeout naming Job/migrate", err)
