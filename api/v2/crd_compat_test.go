@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -67,8 +68,10 @@ func joinPath(parent, name string) string {
 
 // ourAdditions are the only differences our CRD may have from upstream's:
 // a waitStrategy property and a CEL rule rejecting afterHooks with
-// disableWait on each of install, upgrade and rollback.
+// disableWait on each of install, upgrade and rollback, and one more
+// spec.waitStrategy name (ordered), which only widens its enum.
 var ourAdditions = map[string][]string{
+	"spec.waitStrategy.name":     {"description", "enum"},
 	"spec.install":               {"(properties)", "x-kubernetes-validations"},
 	"spec.upgrade":               {"(properties)", "x-kubernetes-validations"},
 	"spec.rollback":              {"(properties)", "x-kubernetes-validations"},
@@ -169,6 +172,9 @@ func compareSchemas(t *testing.T, upstreamSchema, ourSchema *apiextensionsv1.JSO
 				if keyword == "x-kubernetes-validations" {
 					checkRulesKept(t, path, u, o)
 				}
+				if keyword == "enum" {
+					checkEnumWidened(t, path, u, o)
+				}
 				continue
 			}
 			diffs = append(diffs, fmt.Sprintf("%s: %s is %s, upstream %s", path, keyword, orNone(o), orNone(u)))
@@ -197,6 +203,24 @@ func compareSchemas(t *testing.T, upstreamSchema, ourSchema *apiextensionsv1.JSO
 			if !seenAllowed[path+" "+kw] {
 				t.Errorf("documented addition %s %s not found in our CRD", path, kw)
 			}
+		}
+	}
+}
+
+// checkEnumWidened asserts that where we change an enum, every value
+// upstream accepts is still accepted.
+func checkEnumWidened(t *testing.T, path string, upstreamRaw, oursRaw json.RawMessage) {
+	t.Helper()
+	var upstream, ours []string
+	if err := json.Unmarshal(upstreamRaw, &upstream); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(oursRaw, &ours); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range upstream {
+		if !slices.Contains(ours, v) {
+			t.Errorf("%s: enum %v drops upstream's %q", path, ours, v)
 		}
 	}
 }

@@ -27,7 +27,8 @@ const (
 // HelmReleaseSpec defines the desired state of a Helm release.
 type HelmReleaseSpec struct {
 	// Upstream's spec, with Install, Upgrade and Rollback replaced by the
-	// versions below that carry waitStrategy. The embedded spec still has
+	// versions below that carry waitStrategy, and WaitStrategy by one that
+	// also accepts ordered. The embedded spec still has
 	// its own Install, Upgrade and Rollback fields; they are shadowed (JSON,
 	// deepcopy and the CRD only see the fields declared here) and stay nil.
 	// Always use Spec.Install or GetInstall, never Spec.HelmReleaseSpec.Install.
@@ -44,6 +45,40 @@ type HelmReleaseSpec struct {
 	// Rollback holds the configuration for Helm rollback actions for this HelmRelease.
 	// +optional
 	Rollback *Rollback `json:"rollback,omitempty"`
+
+	// WaitStrategy is upstream's wait strategy with one more name, ordered.
+	// +optional
+	WaitStrategy *WaitStrategy `json:"waitStrategy,omitempty"`
+}
+
+// WaitStrategyOrdered applies a release in the order its chart declares
+// with HIP-0025's annotations (resource groups, subchart depends-on),
+// waiting for each batch to be ready before the next; readiness is judged
+// as by the poller, or by the chart's readiness expressions. Without those
+// annotations it behaves as the poller.
+const WaitStrategyOrdered helmv2.WaitStrategyName = "ordered"
+
+// WaitStrategy is upstream's spec.waitStrategy, whose name may also be
+// ordered.
+type WaitStrategy struct {
+	// Name is the strategy for waiting for applied resources to become
+	// ready. 'poller' uses kstatus to poll resource statuses, 'legacy' Helm
+	// v3's waiting logic. 'ordered' applies the release in the order its
+	// chart declares with the annotations of Helm's HIP-0025
+	// (helm.sh/resource-group, helm.sh/depends-on/resource-groups, and
+	// helm.sh/depends-on/subcharts in Chart.yaml), waiting for each group
+	// with the poller or the chart's helm.sh/readiness-success and
+	// helm.sh/readiness-failure expressions, and uninstalls in reverse.
+	// Defaults to 'poller', or to 'legacy' when the UseHelm3Defaults
+	// feature gate is enabled.
+	// +kubebuilder:validation:Enum=poller;legacy;ordered
+	// +required
+	Name helmv2.WaitStrategyName `json:"name"`
+}
+
+// IsOrdered tells whether spec.waitStrategy asks for an ordered apply.
+func (in *HelmRelease) IsOrdered() bool {
+	return in.Spec.WaitStrategy != nil && in.Spec.WaitStrategy.Name == WaitStrategyOrdered
 }
 
 // Install is upstream's install configuration plus waitStrategy.
@@ -221,6 +256,9 @@ func (in *HelmRelease) Upstream() *helmv2.HelmRelease {
 	}
 	if in.Spec.Rollback != nil {
 		out.Spec.Rollback = in.Spec.Rollback.Rollback.DeepCopy()
+	}
+	if in.Spec.WaitStrategy != nil {
+		out.Spec.WaitStrategy = &helmv2.WaitStrategy{Name: in.Spec.WaitStrategy.Name}
 	}
 	return out
 }

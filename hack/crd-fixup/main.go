@@ -1,25 +1,43 @@
-// Command crd-dedupe removes repeated x-kubernetes-validations rules from
-// generated CRDs. controller-gen applies the type-level markers of an
-// upstream type embedded inline twice, so every CEL rule of such a type
-// appears twice in our schema. Identical rules are harmless to the API
-// server but cost CEL budget and obscure the diff against upstream.
+// Command crd-fixup corrects two artefacts of generating our CRD from
+// types that embed upstream's inline:
 //
-// Usage: go run ./hack/crd-dedupe FILE...
+//   - controller-gen applies the type-level markers of an embedded
+//     upstream type twice, so every CEL rule of such a type appears twice
+//     in our schema. Identical rules are harmless to the API server but
+//     cost CEL budget and obscure the diff against upstream; the repeats
+//     are removed.
+//   - Where our field shadows an upstream field of the same JSON name,
+//     controller-gen merges the two schemas and intersects their enums, so
+//     a value only we accept is lost. widened lists those values; they are
+//     put back.
+//
+// Usage: go run ./hack/crd-fixup FILE...
 package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
 )
+
+// widened are the enum values our types add to upstream's, by schema path
+// below the version's root.
+var widened = map[string][]string{
+	"spec.waitStrategy.name": {string(v2.WaitStrategyOrdered)},
+}
 
 func main() {
 	for _, path := range os.Args[1:] {
 		if err := dedupeFile(path); err != nil {
-			fmt.Fprintf(os.Stderr, "crd-dedupe: %s: %v\n", path, err)
+			fmt.Fprintf(os.Stderr, "crd-fixup: %s: %v\n", path, err)
 			os.Exit(1)
 		}
 	}
@@ -34,13 +52,14 @@ func dedupeFile(path string) error {
 	if err := yaml.UnmarshalStrict(bytes.TrimPrefix(data, []byte("---\n")), &crd); err != nil {
 		return fmt.Errorf("parsing CRD: %w", err)
 	}
-	removed := 0
+	changed := 0
 	for i := range crd.Spec.Versions {
 		if s := crd.Spec.Versions[i].Schema; s != nil && s.OpenAPIV3Schema != nil {
-			removed += dedupe(s.OpenAPIV3Schema)
+			changed += dedupe(s.OpenAPIV3Schema)
+			changed += widen(s.OpenAPIV3Schema)
 		}
 	}
-	if removed == 0 {
+	if changed == 0 {
 		return nil
 	}
 	out, err := yaml.Marshal(stripGenerated(crd))
@@ -78,6 +97,49 @@ func dedupe(s *apiextensionsv1.JSONSchemaProps) int {
 		removed += dedupe(s.AdditionalProperties.Schema)
 	}
 	return removed
+}
+
+// widen adds the values of widened to the enums they belong to, returning
+// how many it added. A path that is not in the schema is left alone: the
+// CRD test (api/v2) fails if a documented widening is missing.
+func widen(root *apiextensionsv1.JSONSchemaProps) int {
+	added := 0
+	for path, values := range widened {
+		s := root
+		for _, name := range strings.Split(path, ".") {
+			p, ok := s.Properties[name]
+			if !ok {
+				s = nil
+				break
+			}
+			s = &p
+		}
+		if s == nil || len(s.Enum) == 0 {
+			continue
+		}
+		for _, v := range values {
+			raw, _ := json.Marshal(v)
+			if slices.ContainsFunc(s.Enum, func(e apiextensionsv1.JSON) bool { return bytes.Equal(e.Raw, raw) }) {
+				continue
+			}
+			s.Enum = append(s.Enum, apiextensionsv1.JSON{Raw: raw})
+			added++
+		}
+		setPath(root, strings.Split(path, "."), *s)
+	}
+	return added
+}
+
+// setPath stores s at path below root; Properties holds values, not
+// pointers, so a change must be written back level by level.
+func setPath(root *apiextensionsv1.JSONSchemaProps, path []string, s apiextensionsv1.JSONSchemaProps) {
+	if len(path) == 1 {
+		root.Properties[path[0]] = s
+		return
+	}
+	child := root.Properties[path[0]]
+	setPath(&child, path[1:], s)
+	root.Properties[path[0]] = child
 }
 
 // crdWithoutStatus mirrors what controller-gen writes: no status, no
