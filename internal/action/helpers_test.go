@@ -60,7 +60,7 @@ func withTimeout(d time.Duration) func(*v2.HelmRelease) {
 }
 
 func withWaitStrategy(n helmv2.WaitStrategyName) func(*v2.HelmRelease) {
-	return func(o *v2.HelmRelease) { o.Spec.WaitStrategy = &helmv2.WaitStrategy{Name: n} }
+	return func(o *v2.HelmRelease) { o.Spec.WaitStrategy = &v2.WaitStrategy{Name: n} }
 }
 
 func withMaxHistory(n int) func(*v2.HelmRelease) {

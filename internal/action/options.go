@@ -18,6 +18,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/afterhooks"
+	"github.com/afterhooks/helm-controller/internal/sequencing"
 )
 
 // Options carries what the caller decides outside the HelmRelease spec:
@@ -65,6 +66,13 @@ type Options struct {
 	// AfterHooksObserver hears the phases of afterHooks actions (events,
 	// progress, metrics); may be nil.
 	AfterHooksObserver afterhooks.Observer
+
+	// SequenceObserver hears each batch of an ordered action (waitStrategy
+	// name ordered) start, wait and end, and SequenceWarn each
+	// misconfiguration the chart's ordering annotations have; both may be
+	// nil.
+	SequenceObserver func(sequencing.Progress)
+	SequenceWarn     func(string)
 
 	// StatusReaders judge the readiness of the kinds they support before
 	// kstatus' built-in rules do: spec.healthCheckExprs, compiled by
@@ -166,7 +174,7 @@ func readinessStrategy(up *helmv2.HelmRelease, o Options) kube.WaitStrategy {
 	switch up.GetWaitStrategy() {
 	case helmv2.WaitStrategyLegacy:
 		return kube.LegacyStrategy
-	case helmv2.WaitStrategyPoller:
+	case helmv2.WaitStrategyPoller, v2.WaitStrategyOrdered:
 		return kube.StatusWatcherStrategy
 	}
 	if o.UseHelm3Defaults {

@@ -3,6 +3,7 @@ package action
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	helmaction "helm.sh/helm/v4/pkg/action"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
@@ -26,20 +27,33 @@ func Rollback(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRe
 	}
 	if afterHooks(obj, verbRollback, o) {
 		_, err := runAfterHooks(ctx, cfg, obj, verbRollback, o, func(c *helmaction.Configuration, o Options) (*releasev1.Release, error) {
-			return nil, rollback(c, obj, toVersion, o)
+			return nil, rollback(ctx, c, obj, toVersion, o)
 		})
 		return err
 	}
-	return rollback(cfg, obj, toVersion, o)
+	return rollback(ctx, cfg, obj, toVersion, o)
 }
 
 // rollback runs Helm's rollback with the wait o asks for.
-func rollback(cfg *helmaction.Configuration, obj *v2.HelmRelease, toVersion int, o Options) error {
+func rollback(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, toVersion int, o Options) error {
 	name := ReleaseName(obj)
-	// Helm decides "auto" from the revision rolled back to.
+	// Helm decides "auto" from the revision rolled back to, and so does
+	// the order: the revision's own (see sequencing.go).
 	var targetApplyMethod string
 	if target, err := rollbackTarget(cfg, name, toVersion); err == nil {
-		targetApplyMethod = target
+		targetApplyMethod = target.ApplyMethod
+		charts, sequenced, err := recordedOrdering(target)
+		if err != nil {
+			return fmt.Errorf("rollback: %w", err)
+		}
+		if sequenced {
+			spec := obj.GetRollback()
+			up := obj.Upstream()
+			ord := ordering{charts: charts, timeout: actionTimeout(spec.Timeout, up), waitForJobs: !spec.DisableWaitForJobs}
+			if cfg, err = withOrdering(ctx, cfg, up, ord, o); err != nil {
+				return fmt.Errorf("rollback: %w", err)
+			}
+		}
 	}
 	rollback, err := newRollback(cfg, obj, o, toVersion, targetApplyMethod)
 	if err != nil {
@@ -51,26 +65,21 @@ func rollback(cfg *helmaction.Configuration, obj *v2.HelmRelease, toVersion int,
 	return rollback.Run(name)
 }
 
-// rollbackTarget returns the apply method of the revision Helm will roll
-// back to.
-func rollbackTarget(cfg *helmaction.Configuration, name string, toVersion int) (string, error) {
+// rollbackTarget returns the revision Helm will roll back to.
+func rollbackTarget(cfg *helmaction.Configuration, name string, toVersion int) (*releasev1.Release, error) {
 	version := toVersion
 	if version == 0 {
 		last, err := LastRelease(cfg, name)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		version = last.Version - 1
 	}
 	rel, err := cfg.Releases.Get(name, version)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	r, err := toV1(rel, nil)
-	if err != nil {
-		return "", err
-	}
-	return r.ApplyMethod, nil
+	return toV1(rel, nil)
 }
 
 // newRollback maps the HelmRelease to Helm's rollback action.

@@ -10,13 +10,27 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 )
 
-// Uninstall uninstalls the release of obj. ctx is accepted for symmetry:
-// Helm's uninstall cannot be cancelled, only Options.WaitContext bounds its
-// wait for deletion. The response's Release, when set, is a
+// Uninstall uninstalls the release of obj. Helm's uninstall cannot be
+// cancelled, only Options.WaitContext bounds its wait for deletion; ctx
+// only ends the waits between the batches of a release applied in order. The response's Release, when set, is a
 // *releasev1.Release.
-func Uninstall(_ context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options) (*releasecommon.UninstallReleaseResponse, error) {
+func Uninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options) (*releasecommon.UninstallReleaseResponse, error) {
 	if obj == nil {
 		return nil, errNilObject
+	}
+	// A release applied in order is deleted in reverse (see sequencing.go).
+	if last, err := LastRelease(cfg, ReleaseName(obj)); err == nil {
+		charts, sequenced, err := recordedOrdering(last)
+		if err != nil {
+			return nil, fmt.Errorf("uninstall: %w", err)
+		}
+		if sequenced {
+			up := obj.Upstream()
+			ord := ordering{charts: charts, timeout: actionTimeout(up.GetUninstall().Timeout, up), learn: last.Manifest}
+			if cfg, err = withOrdering(ctx, cfg, up, ord, o); err != nil {
+				return nil, fmt.Errorf("uninstall: %w", err)
+			}
+		}
 	}
 	uninstall := newUninstall(cfg, obj, o)
 	res, err := uninstall.Run(ReleaseName(obj))

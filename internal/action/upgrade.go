@@ -30,6 +30,14 @@ func Upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 
 // upgrade runs Helm's upgrade with the wait o asks for.
 func upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, values map[string]any, o Options) (*releasev1.Release, error) {
+	if ordered(obj) {
+		spec := obj.GetUpgrade()
+		var err error
+		cfg, chrt, o, err = orderRelease(ctx, cfg, obj, chrt, actionTimeout(spec.Timeout, obj.Upstream()), !spec.DisableWaitForJobs, o)
+		if err != nil {
+			return nil, fmt.Errorf("upgrade: %w", err)
+		}
+	}
 	name := ReleaseName(obj)
 	// Helm decides "auto" from the last release; so do we, to hand Helm a
 	// pair of force flags it accepts.

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/afterhooks/helm-controller/internal/sequencing"
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/fluxcd/pkg/ssa/jsondiff"
@@ -128,8 +129,8 @@ func (c *Checker) Detect(ctx context.Context, rel *releasev1.Release) (jsondiff.
 }
 
 // desiredObjects reads the manifest of rel as Helm would apply it: with the
-// release namespace on namespaced objects that name none, and the ownership
-// metadata Helm adds. Without that metadata the dry-run would report Helm's
+// release namespace on namespaced objects that name none, the ownership
+// metadata Helm adds, and no annotation the API server refuses. Without that metadata the dry-run would report Helm's
 // own label and annotations as drift, and a correction would drop them.
 // Objects whose kind the cluster does not serve (any more) are left out and
 // reported in skipped; err means the manifest itself is unreadable.
@@ -153,6 +154,9 @@ func (c *Checker) desiredObjects(rel *releasev1.Release) (objects []*unstructure
 			}
 		}
 		setHelmOwnership(obj, rel.Name, rel.Namespace)
+		// Helm's client never sends these to the cluster; the dry-run
+		// would refuse them.
+		sequencing.StripUnappliable(obj)
 		objects = append(objects, obj)
 	}
 	return objects, skipped, nil

@@ -65,6 +65,11 @@ kind: ConfigMap
 metadata:
   name: settings
   namespace: %s
+  annotations:
+    # HIP-0025 ordering: kept in the manifest, never sent to the cluster
+    # (the API server refuses the second key), so never drift.
+    helm.sh/resource-group: settings
+    helm.sh/depends-on/resource-groups: '["app"]'
 data:
   color: blue
 `, ns)

@@ -77,8 +77,12 @@ type Client struct {
 	kube.Interface
 	opts Options
 
-	mu       sync.Mutex
-	sources  map[ObjectID]string
+	mu sync.Mutex
+	// known are the objects of the release manifests seen, with their
+	// chart and annotations as the manifest has them: the objects Helm
+	// hands over may have lost annotations the API server refuses (see
+	// StripUnappliable) by the time a deletion needs them.
+	known    map[ObjectID]Resource
 	warned   map[string]bool
 	rootName string
 }
@@ -93,7 +97,7 @@ func Wrap(inner kube.Interface, opts Options) *Client {
 	if opts.Context == nil {
 		opts.Context = context.Background()
 	}
-	return &Client{Interface: inner, opts: opts, sources: map[ObjectID]string{}, warned: map[string]bool{}}
+	return &Client{Interface: inner, opts: opts, known: map[ObjectID]Resource{}, warned: map[string]bool{}}
 }
 
 // Learn reads a release manifest for the charts of its objects. Uninstall
@@ -107,7 +111,7 @@ func (c *Client) Learn(manifest string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, r := range resources {
-		c.sources[r.ID] = r.Chart
+		c.known[r.ID] = r
 		if c.rootName == "" {
 			c.rootName, _, _ = strings.Cut(r.Chart, "/")
 		}
@@ -310,29 +314,29 @@ func (c *Client) planWarning(list kube.ResourceList, warn bool) ([]batch, error)
 func (c *Client) resourcesOf(list kube.ResourceList) ([]Resource, map[ObjectID]*resource.Info, bool) {
 	resources := make([]Resource, 0, len(list))
 	infos := make(map[ObjectID]*resource.Info, len(list))
-	known := false
+	anyKnown := false
 	for _, info := range list {
 		id := idOf(info)
-		chart, ok := c.sources[id]
+		r, ok := c.known[id]
 		if !ok {
 			// Manifests leave namespaced objects' namespace to the release.
 			unqualified := id
 			unqualified.Namespace = ""
-			chart, ok = c.sources[unqualified]
+			r, ok = c.known[unqualified]
 		}
 		if ok {
-			known = true
+			anyKnown = true
 		} else {
-			chart = c.rootName
+			r = Resource{Chart: c.rootName}
+			if m, err := meta.Accessor(info.Object); err == nil {
+				r.Annotations = m.GetAnnotations()
+			}
 		}
-		var annotations map[string]string
-		if m, err := meta.Accessor(info.Object); err == nil {
-			annotations = m.GetAnnotations()
-		}
-		resources = append(resources, Resource{ID: id, Chart: chart, Annotations: annotations})
+		r.ID = id
+		resources = append(resources, r)
 		infos[id] = info
 	}
-	return resources, infos, known
+	return resources, infos, anyKnown
 }
 
 func idOf(info *resource.Info) ObjectID {
