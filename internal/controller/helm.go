@@ -119,7 +119,7 @@ func (h *helmRunner) Install(ctx context.Context, chart *chartv2.Chart, values m
 		install.Replace = true
 		obj.Spec.Install = &install
 	}
-	opts, err := h.actionOptions(true)
+	opts, err := h.actionOptions("install", obj.GetInstall().GetWaitStrategy(h.defaultWait), true)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +129,7 @@ func (h *helmRunner) Install(ctx context.Context, chart *chartv2.Chart, values m
 }
 
 func (h *helmRunner) Upgrade(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
-	opts, err := h.actionOptions(true)
+	opts, err := h.actionOptions("upgrade", h.obj.GetUpgrade().GetWaitStrategy(h.defaultWait), true)
 	if err != nil {
 		return nil, err
 	}
@@ -138,14 +138,17 @@ func (h *helmRunner) Upgrade(ctx context.Context, chart *chartv2.Chart, values m
 	return rel, h.newRevision.canceled(err)
 }
 
-// actionOptions are the options of an install, upgrade or rollback:
-// the controller's, with the afterHooks observer and, for install and
-// upgrade (render), the post renderer. Invalid post renderers fail the
-// action before Helm renders anything.
-func (h *helmRunner) actionOptions(render bool) (action.Options, error) {
+// actionOptions are the options of an install, upgrade or rollback (verb,
+// under the hook wait strategy): the controller's, with the afterHooks and
+// resource group observers and, for install and upgrade (render), the post
+// renderer. Invalid post renderers fail the action before Helm renders
+// anything.
+func (h *helmRunner) actionOptions(verb string, strategy v2.HookWaitStrategy, render bool) (action.Options, error) {
 	opts := h.opts
 	opts.DefaultWaitStrategy = h.defaultWait
 	opts.AfterHooksObserver = &afterHooksObserver{obj: h.obj, release: h.releaseName(), recorder: h.recorder, progress: h.progress}
+	groups := newSequenceObserver(h.obj, verb, strategy, h.recorder, h.progress)
+	opts.SequenceObserver, opts.SequenceWarn = groups.observe, groups.warn
 	if render {
 		pr, err := h.postRenderer()
 		if err != nil {
@@ -161,7 +164,7 @@ func (h *helmRunner) actionOptions(render bool) (action.Options, error) {
 // revision abandoned) is not bound to the already cancelled wait context:
 // it would fail at once and leave the release without its remediation.
 func (h *helmRunner) rollbackOptions() (action.Options, error) {
-	opts, err := h.actionOptions(false)
+	opts, err := h.actionOptions("rollback", h.obj.GetRollback().GetWaitStrategy(h.defaultWait), false)
 	if h.newRevision.Trigger() != "" {
 		opts.WaitContext = nil
 	}
@@ -202,7 +205,7 @@ func (h *helmRunner) Rollback(ctx context.Context, toVersion int) error {
 // ResumeWait finishes the afterHooks readiness wait of rel, which an
 // earlier run of the controller left pending; see afterhooks.Resume.
 func (h *helmRunner) ResumeWait(ctx context.Context, rel *releasev1.Release) (*releasev1.Release, error) {
-	opts, err := h.actionOptions(false)
+	opts, err := h.actionOptions("resume", "", false)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +214,10 @@ func (h *helmRunner) ResumeWait(ctx context.Context, rel *releasev1.Release) (*r
 }
 
 func (h *helmRunner) Uninstall(ctx context.Context) error {
-	_, err := action.Uninstall(ctx, h.cfg, h.obj, h.opts)
+	opts := h.opts
+	groups := newSequenceObserver(h.obj, "uninstall", "", h.recorder, h.progress)
+	opts.SequenceObserver, opts.SequenceWarn = groups.observe, groups.warn
+	_, err := action.Uninstall(ctx, h.cfg, h.obj, opts)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil
 	}

@@ -21,10 +21,11 @@ import (
 
 // phaseDuration records how long the phases of Helm actions take, by action
 // and wait strategy: "helm" is Helm's own run (hooks and apply, and under
-// beforeHooks also the readiness wait), "readiness" is the afterHooks wait.
+// beforeHooks also the readiness wait), "readiness" is the afterHooks wait,
+// "group" one batch of resource groups of an ordered action.
 var phaseDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 	Name:    "helm_controller_action_phase_duration_seconds",
-	Help:    "Duration of the phases of Helm actions, by action (install, upgrade, rollback), wait strategy (beforeHooks, afterHooks) and phase (helm, readiness).",
+	Help:    "Duration of the phases of Helm actions, by action (install, upgrade, rollback), wait strategy (beforeHooks, afterHooks) and phase (helm, readiness, group: one resource group of an ordered action, applied and ready).",
 	Buckets: []float64{0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800},
 }, []string{"action", "strategy", "phase"})
 
