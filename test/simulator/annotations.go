@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +32,14 @@ const (
 	// CreatesAnnotation holds one or more YAML or JSON manifests the simulator
 	// creates right before the pod becomes ready or completes.
 	CreatesAnnotation = AnnotationPrefix + "creates"
+	// RequiresAnnotation lists, comma-separated as Kind/name (Secret or
+	// ConfigMap, in the pod's namespace), what the pod's program looks up
+	// once it runs, such as a migration reaching its database: if one is
+	// missing when the pod starts, the program exits with an error and the
+	// pod fails per its restartPolicy, instead of waiting as for a missing
+	// volume. Charts that apply everything at once trip over it; ordered
+	// ones do not.
+	RequiresAnnotation = AnnotationPrefix + "requires"
 )
 
 // Values of FailAnnotation.
@@ -67,9 +76,10 @@ const ReasonInvalidAnnotation = "InvalidSimulatorAnnotation"
 
 // behaviour is what a pod's annotations ask of the simulator.
 type behaviour struct {
-	delay   time.Duration
-	fail    string
-	creates []*unstructured.Unstructured
+	delay    time.Duration
+	fail     string
+	creates  []*unstructured.Unstructured
+	requires []dependency
 }
 
 // parseBehaviour reads the user-facing annotations. Errors name the
@@ -97,7 +107,27 @@ func parseBehaviour(annotations map[string]string) (behaviour, error) {
 		}
 		b.creates = objs
 	}
+	if v, ok := annotations[RequiresAnnotation]; ok {
+		deps, err := parseRequires(v)
+		if err != nil {
+			return behaviour{}, fmt.Errorf("annotation %s: %w", RequiresAnnotation, err)
+		}
+		b.requires = deps
+	}
 	return b, nil
+}
+
+// parseRequires reads "Secret/a, ConfigMap/b".
+func parseRequires(v string) ([]dependency, error) {
+	var deps []dependency
+	for _, item := range strings.Split(v, ",") {
+		kind, name, ok := strings.Cut(strings.TrimSpace(item), "/")
+		if !ok || name == "" || (kind != kindSecret && kind != kindConfigMap) {
+			return nil, fmt.Errorf("%q is not Secret/<name> or ConfigMap/<name>", strings.TrimSpace(item))
+		}
+		deps = append(deps, dependency{kind: kind, name: name})
+	}
+	return deps, nil
 }
 
 func parseDelay(v string) (time.Duration, error) {

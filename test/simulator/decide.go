@@ -71,6 +71,10 @@ func decideBeforeStart(pod *corev1.Pod, lookup lookupFunc) decision {
 	if reason, message, missing := firstMissing(pod.Namespace, podDependencies(&pod.Spec), lookup); missing {
 		return block(pod, reason, message)
 	}
+	if _, _, missing := firstMissing(pod.Namespace, b.requires, lookup); missing {
+		// The program started and gave up: no waiting, no objects made.
+		return decision{gate: outcome(pod.Spec.RestartPolicy, FailExit)}
+	}
 	if b.delay > 0 {
 		return decision{gate: GateStarted, requeueAfter: b.delay}
 	}
