@@ -71,8 +71,9 @@ type Batch struct {
 	// the unsequenced resources of a subchart others wait for.
 	Name      string
 	Resources []ObjectID
-	// Wait is false for the last batch only: the release's unsequenced
-	// resources, left to the action's own readiness wait.
+	// Wait is false only for the release's unsequenced resources, the last
+	// batch when there are any: the action's own readiness wait covers
+	// them.
 	Wait bool
 }
 
@@ -83,12 +84,6 @@ type Plan struct {
 	// unsequenced: a dependency on a group or subchart that does not
 	// exist, an isolated group.
 	Warnings []string
-}
-
-// Sequenced tells whether the plan orders anything, that is whether it has
-// more than the one batch Helm would apply anyway.
-func (p *Plan) Sequenced() bool {
-	return len(p.Batches) > 1
 }
 
 // CycleError reports resource groups or subcharts that depend on each
@@ -120,7 +115,9 @@ func NewPlan(resources []Resource, charts Charts) (*Plan, error) {
 	for _, s := range steps {
 		plan.Batches = append(plan.Batches, Batch{Name: s.name(), Resources: s.resources, Wait: true})
 	}
-	plan.Batches = append(plan.Batches, Batch{Name: "unsequenced", Resources: tail})
+	if len(tail) > 0 {
+		plan.Batches = append(plan.Batches, Batch{Name: "unsequenced", Resources: tail})
+	}
 	return plan, nil
 }
 

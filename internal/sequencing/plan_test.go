@@ -63,7 +63,7 @@ func TestNewPlan(t *testing.T) {
 			res("app", "queue", "queue", ""),
 			res("app", "web", "app", `["database", "queue"]`),
 		},
-		want: "database, queue: db queue | app: web | unsequenced: ",
+		want: "database, queue: db queue | app: web",
 	}, {
 		name: "a group is applied once everything it needs is ready, not earlier",
 		resources: []Resource{
@@ -71,7 +71,7 @@ func TestNewPlan(t *testing.T) {
 			res("app", "b", "b", `["a"]`),
 			res("app", "c", "c", `["a","b"]`),
 		},
-		want: "a: a | b: b | c: c | unsequenced: ",
+		want: "a: a | b: b | c: c",
 	}, {
 		name: "members' needs add up for their group",
 		resources: []Resource{
@@ -80,7 +80,7 @@ func TestNewPlan(t *testing.T) {
 			res("app", "c1", "c", `["a"]`),
 			res("app", "c2", "c", `["b"]`),
 		},
-		want: "a, b: a b | c: c1 c2 | unsequenced: ",
+		want: "a, b: a b | c: c1 c2",
 	}, {
 		name: "a missing group makes the resource unsequenced, with a warning",
 		resources: []Resource{
@@ -112,7 +112,7 @@ func TestNewPlan(t *testing.T) {
 			res("app", "a", "a", ""),
 			res("app", "loner", "", `["a"]`),
 		},
-		want: "a: a | (ConfigMap/loner): loner | unsequenced: ",
+		want: "a: a | (ConfigMap/loner): loner",
 	}, {
 		name: "groups are per chart: a subchart's group of the same name is another group",
 		resources: []Resource{
@@ -121,7 +121,7 @@ func TestNewPlan(t *testing.T) {
 			res("app/sub", "c", "db", ""),
 			res("app/sub", "d", "web", `["db"]`),
 		},
-		want: "db, sub/db: a c | web, sub/web: b d | unsequenced: ",
+		want: "db, sub/db: a c | web, sub/web: b d",
 	}, {
 		name: "the parent's own resources wait for the subcharts its annotation names",
 		resources: []Resource{
@@ -183,13 +183,12 @@ func TestNewPlan(t *testing.T) {
 					t.Errorf("warning %d = %q, want it to contain %q", i, plan.Warnings[i], w)
 				}
 			}
-			last := plan.Batches[len(plan.Batches)-1]
-			if last.Wait {
-				t.Errorf("the unsequenced batch is waited for; the action's own wait covers it")
-			}
-			for _, b := range plan.Batches[:len(plan.Batches)-1] {
-				if !b.Wait {
-					t.Errorf("batch %q is not waited for", b.Name)
+			for _, b := range plan.Batches {
+				if b.Wait == (b.Name == "unsequenced") {
+					t.Errorf("batch %q: Wait = %v; only the unsequenced batch is left to the action's own wait", b.Name, b.Wait)
+				}
+				if len(b.Resources) == 0 {
+					t.Errorf("batch %q is empty", b.Name)
 				}
 			}
 			if count(plan) != len(tt.resources) {

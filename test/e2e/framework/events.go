@@ -24,6 +24,18 @@ const (
 	AfterHooksWaitingReason = "AfterHooksWaiting"
 )
 
+// Event reasons of spec.waitStrategy.name ordered (internal/controller).
+const (
+	// ResourceGroupAppliedReason: a batch of resource groups was applied.
+	ResourceGroupAppliedReason = "ResourceGroupApplied"
+	// ResourceGroupReadyReason: a batch is ready; the next may start.
+	ResourceGroupReadyReason = "ResourceGroupReady"
+	// ResourceGroupDeletingReason: a batch is being deleted, last first.
+	ResourceGroupDeletingReason = "ResourceGroupDeleting"
+	// ResourceGroupWarningReason: misconfigured ordering annotations.
+	ResourceGroupWarningReason = "ResourceGroupWarning"
+)
+
 // EventWant picks events of a HelmRelease. Empty fields match anything.
 type EventWant struct {
 	Type     string

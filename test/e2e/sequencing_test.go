@@ -1,0 +1,198 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
+)
+
+// sequencingChart is the database → migration → app chart: its migration
+// Job gives up when the database is not running yet.
+const sequencingChart = "sequencing-shop"
+
+// TestSequencing installs the database, migration and app chart without
+// ordering (the migration fails: nothing waits for the database) and with
+// spec.waitStrategy.name ordered (db → migrate → app), upgrades it in the
+// same order and uninstalls it in reverse.
+func TestSequencing(t *testing.T) {
+	t.Parallel()
+
+	t.Run("without-ordered-never-ready", func(t *testing.T) {
+		t.Parallel()
+		ns := env.Namespace(t)
+		repo := env.HelmRepository(t, ns)
+		ref := env.PublishChart(t, sequencingChart, "0.1.0", ns)
+		hr := framework.WithWaitStrategy(framework.Release(ns, "shop", repo.Name, ref.Name, ref.Version, ""), v2.BeforeHooks, 30*time.Second)
+		env.Create(t, hr)
+
+		env.Eventually(t, 90*time.Second, "the install fails", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
+				return err
+			}
+			return framework.Condition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
+		})
+		env.WantNoSecret(t, ns, "shop-app-creds")
+		if env.HasEvent(t, ns, hr.Name, framework.ResourceGroupAppliedReason) {
+			t.Errorf("%s events without ordered", framework.ResourceGroupAppliedReason)
+		}
+	})
+
+	t.Run("ordered-installs-upgrades-uninstalls-in-order", func(t *testing.T) {
+		t.Parallel()
+		ns := env.Namespace(t)
+		repo := env.HelmRepository(t, ns)
+		ref := env.PublishChart(t, sequencingChart, "0.1.0", ns)
+		hr := framework.WithWaitStrategy(framework.Release(ns, "shop", repo.Name, ref.Name, ref.Version, ""), v2.BeforeHooks, 90*time.Second)
+		hr.Spec.WaitStrategy = &v2.WaitStrategy{Name: v2.WaitStrategyOrdered}
+		env.Create(t, hr)
+		groups := []string{"db (1/3)", "migrate (2/3)", "app (3/3)"}
+
+		framework.Step(t, "install", func(t *testing.T) {
+			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
+			env.WantSecret(t, ns, "shop-app-creds")
+			env.WantDeploymentAvailable(t, ns, "shop-app")
+			wantGroupEvents(t, ns, hr.Name, framework.ResourceGroupAppliedReason, groups)
+		})
+
+		framework.Step(t, "upgrade", func(t *testing.T) {
+			env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSON(`{"message":"two"}`) })
+			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2})
+			if a := env.PodTemplateAnnotations(t, ns, "shop-app"); a["e2e.afterhooks.io/message"] != "two" {
+				t.Errorf("pod template annotations %v, want the upgraded message", a)
+			}
+			// Each group applied twice, in the same order both times.
+			for _, g := range groups {
+				want := framework.EventWant{Reason: framework.ResourceGroupAppliedReason, Contains: "Resource group " + g}
+				if n := env.CountEvents(t, ns, hr.Name, want); n != 2 {
+					t.Errorf("%d events %s, want 2", n, want)
+				}
+			}
+			wantGroupEvents(t, ns, hr.Name, framework.ResourceGroupAppliedReason, groups)
+		})
+
+		framework.Step(t, "uninstall in reverse", func(t *testing.T) {
+			objects := []client.Object{
+				&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop-app"}},
+				&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop-migrate"}},
+				&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop-db"}},
+			}
+			gone := watchGone(t, objects)
+			if err := env.Client.Delete(context.Background(), hr); err != nil {
+				t.Fatal(err)
+			}
+			times := gone(90 * time.Second)
+			for i := 1; i < len(times); i++ {
+				if times[i].Before(times[i-1]) {
+					t.Errorf("%s was gone at %s, before %s at %s: want the reverse of the install order",
+						client.ObjectKeyFromObject(objects[i]), times[i].Format(time.StampMilli),
+						client.ObjectKeyFromObject(objects[i-1]), times[i-1].Format(time.StampMilli))
+				}
+			}
+		})
+	})
+}
+
+// wantGroupEvents checks that the latest events of reason name the groups
+// in the order given.
+func wantGroupEvents(t *testing.T, ns, name, reason string, groups []string) {
+	t.Helper()
+	events, err := env.Events(context.Background(), ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest := map[string]time.Time{}
+	for _, ev := range events {
+		for _, g := range groups {
+			if ev.Reason == reason && strings.HasPrefix(ev.Message, "Resource group "+g) {
+				ts := ev.LastTimestamp.Time
+				if ts.IsZero() {
+					ts = ev.EventTime.Time
+				}
+				latest[g] = ts
+			}
+		}
+	}
+	order := append([]string(nil), groups...)
+	sort.SliceStable(order, func(i, j int) bool { return latest[order[i]].Before(latest[order[j]]) })
+	for i, g := range groups {
+		if _, ok := latest[g]; !ok {
+			t.Errorf("no %s event for resource group %s", reason, g)
+			continue
+		}
+		if order[i] != g {
+			t.Errorf("%s events in the order %v, want %v (times %v)", reason, order, groups, latest)
+			return
+		}
+	}
+}
+
+// watchGone polls objects until each is gone and returns a function that
+// waits up to a timeout and gives the time each was first seen gone.
+func watchGone(t *testing.T, objects []client.Object) func(time.Duration) []time.Time {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var mu sync.Mutex
+	times := make([]time.Time, len(objects))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for left := len(objects); left > 0; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			for i, obj := range objects {
+				mu.Lock()
+				seen := !times[i].IsZero()
+				mu.Unlock()
+				if seen {
+					continue
+				}
+				err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+				if apierrors.IsNotFound(err) {
+					mu.Lock()
+					times[i] = time.Now()
+					mu.Unlock()
+					left--
+				}
+			}
+		}
+	}()
+	return func(timeout time.Duration) []time.Time {
+		select {
+		case <-done:
+		case <-time.After(timeout):
+			cancel()
+			<-done
+			mu.Lock()
+			defer mu.Unlock()
+			var missing []string
+			for i, obj := range objects {
+				if times[i].IsZero() {
+					missing = append(missing, fmt.Sprint(client.ObjectKeyFromObject(obj)))
+				}
+			}
+			t.Fatalf("still there after %s: %v", timeout, missing)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]time.Time(nil), times...)
+	}
+}
