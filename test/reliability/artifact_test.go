@@ -530,7 +530,7 @@ func readyLie(ctx context.Context, hr *v2.HelmRelease) string {
 	if hr.Status.ObservedGeneration != hr.Generation || !conditions.IsReady(hr) {
 		return ""
 	}
-	if err := env.DeploymentReady(ctx, hr.Namespace, hr.Name); err != nil {
+	if err := env.DeploymentReady(ctx, hr.Namespace, hr.Name); errors.Is(err, framework.ErrNotReady) {
 		return "Ready=True while the application is not ready: " + err.Error()
 	}
 	return ""

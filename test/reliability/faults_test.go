@@ -933,7 +933,9 @@ func (tr *trials) readyLie(ctx context.Context, hr *v2.HelmRelease) string {
 	if hr.Status.ObservedGeneration != hr.Generation || !conditions.IsReady(hr) {
 		return ""
 	}
-	if err := env.DeploymentReady(ctx, tr.ns, hr.Name); err != nil && !apierrors.IsNotFound(errors.Unwrap(err)) {
+	// Only a Deployment read and found not ready is a lie; a read that
+	// failed (throttled at the end of a long poll) proves nothing.
+	if err := env.DeploymentReady(ctx, tr.ns, hr.Name); errors.Is(err, framework.ErrNotReady) {
 		return "Ready=True while the application is not ready: " + err.Error()
 	}
 	return ""

@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -181,11 +182,16 @@ func (e *Env) DeploymentReady(ctx context.Context, ns, name string) error {
 		want = *d.Spec.Replicas
 	}
 	if d.Status.ObservedGeneration != d.Generation || d.Status.ReadyReplicas != want || d.Status.UpdatedReplicas != want {
-		return fmt.Errorf("Deployment %s: generation %d observed %d, %d/%d ready, %d updated",
-			name, d.Generation, d.Status.ObservedGeneration, d.Status.ReadyReplicas, want, d.Status.UpdatedReplicas)
+		return fmt.Errorf("%w: Deployment %s: generation %d observed %d, %d/%d ready, %d updated",
+			ErrNotReady, name, d.Generation, d.Status.ObservedGeneration, d.Status.ReadyReplicas, want, d.Status.UpdatedReplicas)
 	}
 	return nil
 }
+
+// ErrNotReady marks a workload read and found not ready, as opposed to one
+// that could not be read (a timeout, a throttled client): only the first
+// says anything about the application.
+var ErrNotReady = errors.New("not ready")
 
 // Charts in ChartsDir that several tests share.
 const (
