@@ -28,6 +28,7 @@ func TestOutcomeReconciling(t *testing.T) {
 		{name: "failure retried with backoff", err: errors.New(failed), wantReason: meta.ProgressingWithRetryReason},
 		{name: "RetryOnFailure wait", err: &reconcile.RetryAfterError{After: time.Minute}, wantReason: meta.ProgressingWithRetryReason},
 		{name: "retries exhausted", err: fmt.Errorf("%w: upgrade failed 3 times", reconcile.ErrRetriesExhausted)},
+		{name: "chart that cannot be applied", err: fmt.Errorf("%w: resource groups of chart web depend on each other in a cycle", reconcile.ErrChartCannotApply)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -36,11 +37,17 @@ func TestOutcomeReconciling(t *testing.T) {
 			conditions.MarkReconciling(obj, meta.ProgressingReason, "Running 'upgrade' action with timeout of 5m0s")
 			conditions.MarkFalse(obj, meta.ReadyCondition, "UpgradeFailed", "%s", failed)
 			r := &HelmReleaseReconciler{}
-			_, _ = r.outcome(obj, tc.err)
+			res, err := r.outcome(obj, tc.err)
 			c := conditions.Get(obj, meta.ReconcilingCondition)
 			if tc.wantReason == "" {
 				if c != nil {
 					t.Errorf("Reconciling %+v, want none", c)
+				}
+				if err != nil || res.RequeueAfter != time.Minute {
+					t.Errorf("outcome = %+v, %v; want no error (no backoff) and a requeue at the interval", res, err)
+				}
+				if !conditions.IsStalled(obj) || conditions.GetMessage(obj, meta.StalledCondition) == "" {
+					t.Errorf("Stalled %+v, want True with a message", conditions.Get(obj, meta.StalledCondition))
 				}
 				return
 			}

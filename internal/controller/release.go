@@ -330,6 +330,12 @@ func (r *HelmReleaseReconciler) outcome(obj *v2.HelmRelease, err error) (ctrl.Re
 			obj.Status.LastAttemptedReleaseAction, attempts(obj))
 		conditions.Delete(obj, meta.ReconcilingCondition)
 		return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
+	case errors.Is(err, reconcile.ErrChartCannotApply):
+		// Rendering this chart again fails the same way; the chart's
+		// change (a new artifact) or the spec's brings the release back.
+		conditions.MarkStalled(obj, conditions.GetReason(obj, meta.ReadyCondition), "%s", conditions.GetMessage(obj, meta.ReadyCondition))
+		conditions.Delete(obj, meta.ReconcilingCondition)
+		return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
 	case errors.As(err, &retry):
 		markRetrying(obj)
 		return ctrl.Result{RequeueAfter: retry.After}, nil

@@ -22,6 +22,7 @@ type fakeHelm struct {
 	fail            map[string]error     // action -> error to return
 	testFails       bool
 	renderFails     bool // the next install/upgrade fails before storage is written
+	renderErr       error // the error of a render failure; a template error when nil
 	// unrecorded: a failing install/upgrade cannot record its failure, as
 	// when Helm's write of the failed status does not land (the cluster
 	// became unreachable): storage keeps the revision pending.
@@ -97,8 +98,12 @@ func (f *fakeHelm) deploy(action string, chart *chartv2.Chart, values map[string
 	f.calls = append(f.calls, action)
 	if f.renderFails {
 		// Helm returns its in-memory release, which never reached storage.
+		err := f.renderErr
+		if err == nil {
+			err = errors.New(`template: app/templates/broken.yaml:1: error calling fail: broken`)
+		}
 		return &releasev1.Release{Name: f.name, Namespace: f.namespace, Version: len(f.releases) + 1, Chart: chart,
-			Info: &releasev1.Info{Status: common.StatusFailed}}, errors.New(`template: app/templates/broken.yaml:1: error calling fail: broken`)
+			Info: &releasev1.Info{Status: common.StatusFailed}}, err
 	}
 	if err := f.fail[action]; err != nil {
 		if f.unrecorded && (action == "install" || action == "upgrade") {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/afterhooks/helm-controller/internal/afterhooks"
+	"github.com/afterhooks/helm-controller/internal/sequencing"
 )
 
 // install runs a Helm install of the desired chart and values.
@@ -92,6 +93,10 @@ func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2
 		msg := fmt.Sprintf("Helm %s failed for release %s: %s", verb, target, trimError(err))
 		conditions.MarkFalse(req.Object, helmv2.ReleasedCondition, failed, "%s", msg)
 		m.warning(req, latest, failed, msg)
+		if !stored && errors.Is(err, sequencing.ErrInvalidOrder) {
+			countFailure(ctx, req)
+			return fmt.Errorf("%w: %s", ErrChartCannotApply, msg)
+		}
 		if !stored || ctx.Err() != nil {
 			// Nothing stored, or the controller stopped in the middle of
 			// the action (Helm then fails the revision with "context

@@ -28,6 +28,13 @@ const maxSteps = 10
 // values, or for a reset request.
 var ErrRetriesExhausted = errors.New("retries exhausted")
 
+// ErrChartCannotApply means the chart cannot be applied as it is: its
+// resource order has a cycle or an ordering annotation that cannot be
+// read (see internal/sequencing). It fails while Helm renders, so nothing
+// was stored or applied, and retrying renders the same chart again: only
+// a new chart (or spec) helps.
+var ErrChartCannotApply = errors.New("the chart cannot be applied as it is")
+
 // RetryAfterError asks the caller to try again after a delay
 // (strategy RetryOnFailure) instead of the usual backoff.
 type RetryAfterError struct {

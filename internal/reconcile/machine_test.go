@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/sequencing"
 )
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
@@ -1370,5 +1371,27 @@ func TestForeignReleaseWithoutHistoryIsUpgraded(t *testing.T) {
 	h.mustRun(t)
 	if got := h.calls(); len(got) != 1 || !strings.HasPrefix(got[0], "upgrade") {
 		t.Fatalf("calls %v, want one upgrade", got)
+	}
+}
+
+// A chart whose resource order cannot be worked out (a cycle, a broken
+// ordering annotation) fails while Helm renders, before anything is stored
+// or applied. Retrying renders the same chart again: the release stalls
+// until the chart changes.
+func TestInvalidOrderStalls(t *testing.T) {
+	h := newHarness()
+	h.helm.renderFails = true
+	h.helm.renderErr = fmt.Errorf("error while running post render on files: %w",
+		&sequencing.CycleError{Chart: "app", What: "resource groups", Cycle: []string{"a", "b", "a"}})
+	err := h.run(t)
+	if !errors.Is(err, ErrChartCannotApply) {
+		t.Fatalf("Run = %v, want ErrChartCannotApply", err)
+	}
+	wantCondition(t, h, helmv2.ReleasedCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
+	if c := conditions.Get(h.obj, helmv2.ReleasedCondition); !strings.Contains(c.Message, "cycle: a → b → a") {
+		t.Errorf("message %q does not name the cycle", c.Message)
+	}
+	if len(h.obj.Status.History) != 0 {
+		t.Errorf("history %v for a release that was never stored", h.obj.Status.History)
 	}
 }

@@ -44,7 +44,7 @@ func ChartsOf(chrt *chartv2.Chart) (Charts, error) {
 func collectCharts(chrt *chartv2.Chart, path string, out Charts) error {
 	file, err := readChartFile(chrt)
 	if err != nil {
-		return fmt.Errorf("chart %s: Chart.yaml: %w", path, err)
+		return invalidOrder(fmt.Errorf("chart %s: Chart.yaml: %w", path, err))
 	}
 	facts := Chart{}
 	if raw, ok := file.Annotations[AnnotationDependsOnSubcharts]; ok {
@@ -131,6 +131,6 @@ func nameListValue(v any) ([]string, error) {
 		raw, _ := json.Marshal(v)
 		return ParseNameList(string(raw))
 	default:
-		return nil, fmt.Errorf("want a JSON list of names, got %v", v)
+		return nil, &orderError{fmt.Sprintf("want a JSON list of names, got %v", v)}
 	}
 }

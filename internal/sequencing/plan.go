@@ -1,6 +1,7 @@
 package sequencing
 
 import (
+	"errors"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -86,6 +87,32 @@ type Plan struct {
 	Warnings []string
 }
 
+// ErrInvalidOrder matches (errors.Is) every error in a chart's ordering:
+// a cycle, or an ordering or readiness annotation that cannot be read.
+// Retrying does not help; only a new chart does.
+var ErrInvalidOrder = errors.New("invalid resource order")
+
+// orderError is an ordering annotation that cannot be read.
+type orderError struct{ msg string }
+
+func (e *orderError) Error() string        { return e.msg }
+func (e *orderError) Is(target error) bool { return target == ErrInvalidOrder }
+
+// invalidOrder wraps err, which describes a broken ordering annotation, so
+// that it matches ErrInvalidOrder.
+func invalidOrder(err error) error {
+	if err == nil || errors.Is(err, ErrInvalidOrder) {
+		return err
+	}
+	return &wrappedOrderError{err}
+}
+
+type wrappedOrderError struct{ err error }
+
+func (e *wrappedOrderError) Error() string        { return e.err.Error() }
+func (e *wrappedOrderError) Unwrap() error        { return e.err }
+func (e *wrappedOrderError) Is(target error) bool { return target == ErrInvalidOrder }
+
 // CycleError reports resource groups or subcharts that depend on each
 // other in a circle; no order exists and nothing may be applied.
 type CycleError struct {
@@ -96,6 +123,9 @@ type CycleError struct {
 	// Cycle lists the members in order, the first repeated at the end.
 	Cycle []string
 }
+
+// Is makes a cycle match ErrInvalidOrder.
+func (e *CycleError) Is(target error) bool { return target == ErrInvalidOrder }
 
 func (e *CycleError) Error() string {
 	return fmt.Sprintf("%s of chart %s depend on each other in a cycle: %s", e.What, e.Chart, strings.Join(e.Cycle, " → "))
@@ -383,7 +413,7 @@ func groupList(r Resource) ([]string, error) {
 func ParseNameList(raw string) ([]string, error) {
 	var names []string
 	if err := json.Unmarshal([]byte(raw), &names); err != nil {
-		return nil, fmt.Errorf("want a JSON list of names such as [\"database\"], got: %s", raw)
+		return nil, &orderError{fmt.Sprintf("want a JSON list of names such as [\"database\"], got: %s", raw)}
 	}
 	var out []string
 	for _, name := range names {

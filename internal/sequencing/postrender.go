@@ -46,6 +46,13 @@ func (c orderCheck) Run(rendered *bytes.Buffer) (*bytes.Buffer, error) {
 	if _, err := NewPlan(resources, c.charts); err != nil {
 		return nil, err
 	}
+	// Readiness expressions are checked here too, so a broken one fails
+	// the action before anything is applied rather than halfway through.
+	for _, r := range resources {
+		if _, _, err := ParseReadiness(r.Annotations); err != nil {
+			return nil, invalidOrder(fmt.Errorf("%s: %w", r.ID, err))
+		}
+	}
 	return out, nil
 }
 

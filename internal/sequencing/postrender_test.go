@@ -44,6 +44,9 @@ func TestCheckOrder(t *testing.T) {
 		{name: "a good order passes the stream through", in: good},
 		{name: "a cycle in a subchart fails the render", in: cycleInSubchart, wantErr: "resource groups of chart shop/db depend on each other in a cycle: a → b → a"},
 		{name: "groups are per chart", in: sameNamesApart},
+		{name: "a broken readiness expression fails the render", in: doc("shop/templates/j.yaml", "j",
+			AnnotationReadinessSuccess, `["{.succeeded} >> 1"]`, AnnotationReadinessFailure, `["{.failed} >= 1"]`),
+			wantErr: "ConfigMap/j: annotation helm.sh/readiness-success"},
 		{name: "what the next post renderer adds is checked too", in: good,
 			next:    appendDoc(doc("shop/templates/c.yaml", "c", AnnotationResourceGroup, "c", AnnotationDependsOnGroups, `c`)),
 			wantErr: "ConfigMap/c: annotation helm.sh/depends-on/resource-groups"},
@@ -68,6 +71,9 @@ func TestCheckOrder(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("error = %v, want it to contain %q", err, tt.wantErr)
+			}
+			if !errors.Is(err, ErrInvalidOrder) {
+				t.Errorf("error %v does not match ErrInvalidOrder: the reconciler would retry it", err)
 			}
 		})
 	}
