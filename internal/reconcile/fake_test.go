@@ -21,7 +21,7 @@ type fakeHelm struct {
 	releases        []*releasev1.Release // oldest first
 	fail            map[string]error     // action -> error to return
 	testFails       bool
-	renderFails     bool // the next install/upgrade fails before storage is written
+	renderFails     bool  // the next install/upgrade fails before storage is written
 	renderErr       error // the error of a render failure; a template error when nil
 	// unrecorded: a failing install/upgrade cannot record its failure, as
 	// when Helm's write of the failed status does not land (the cluster

@@ -1,8 +1,8 @@
 package sequencing
 
 import (
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"

@@ -27,7 +27,9 @@ func TestDeploymentReadyTellsNotReadyFromUnreadable(t *testing.T) {
 		t.Errorf("ready Deployment: %v", err)
 	}
 	e.Client = fake.NewClientBuilder().WithObjects(notReady).WithInterceptorFuncs(interceptor.Funcs{
-		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error { return throttled },
+		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+			return throttled
+		},
 	}).Build()
 	if err := e.DeploymentReady(context.Background(), "ns", "app"); err == nil || errors.Is(err, ErrNotReady) {
 		t.Errorf("unreadable Deployment: %v, want the read error, not ErrNotReady", err)
