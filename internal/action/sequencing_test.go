@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -63,6 +64,17 @@ func orderedChart(version string, extra ...*common.File) *chartv2.Chart {
 }
 
 var gateGVR = schema.GroupVersionResource{Group: "seq.example.com", Version: "v1", Resource: "gates"}
+
+// revision reads a resourceVersion as the etcd revision it is on this
+// API server, to order two writes.
+func revision(t *testing.T, rv string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(rv, 10, 64)
+	if err != nil {
+		t.Fatalf("resourceVersion %q: %v", rv, err)
+	}
+	return n
+}
 
 // progressLog collects what the sequencing observer hears.
 type progressLog struct {
@@ -250,6 +262,60 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 		}
 		if configMapExists("cyclic-plain") || configMapExists("cyclic-one") {
 			t.Error("objects were applied")
+		}
+	})
+
+	t.Run("afterHooks: batches, then post hooks, then the final wait", func(t *testing.T) {
+		obj := hr("after")
+		obj.Spec.Install = &v2.Install{WaitStrategy: v2.AfterHooks}
+		chrt := orderedChart("1", &common.File{Name: "templates/post.yaml", Data: []byte(hookTemplate("after-post-hook", "post-install"))})
+		done := make(chan error, 1)
+		go func() {
+			_, err := Install(ctx, build(), obj, chrt, nil, Options{})
+			done <- err
+		}()
+		setGate("after", "Open")
+		if err := <-done; err != nil {
+			t.Fatalf("install: %v", err)
+		}
+		app, err := cs.CoreV1().ConfigMaps("ordered").Get(ctx, "after-app", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hook, err := cs.CoreV1().ConfigMaps("ordered").Get(ctx, "after-post-hook", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the post-install hook did not run: %v", err)
+		}
+		if revision(t, hook.ResourceVersion) < revision(t, app.ResourceVersion) {
+			t.Errorf("the post-install hook (rv %s) was created before the last group (rv %s)", hook.ResourceVersion, app.ResourceVersion)
+		}
+	})
+
+	t.Run("a subchart the parent depends on is applied and ready first", func(t *testing.T) {
+		obj := hr("parent")
+		db := &chartv2.Chart{
+			Metadata:  &chartv2.Metadata{APIVersion: chartv2.APIVersionV2, Name: "db", Version: "1.0.0"},
+			Templates: []*common.File{{Name: "templates/gate.yaml", Data: []byte(gateTemplate)}},
+		}
+		parent := crdChartVersion("1", map[string]string{"gates.yaml": crdYAML("gates", "Gate", "seq.example.com", "1")},
+			&common.File{Name: "templates/app.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-app\n")})
+		parent.Metadata.Name = "shop"
+		parent.Metadata.Annotations = map[string]string{sequencing.AnnotationDependsOnSubcharts: `["db"]`}
+		parent.Metadata.Dependencies = []*chartv2.Dependency{{Name: "db", Version: "1.0.0"}}
+		parent.AddDependency(db)
+		log := &progressLog{}
+		done := make(chan error, 1)
+		go func() {
+			_, err := Install(ctx, build(), obj, parent, nil, Options{SequenceObserver: log.observe})
+			done <- err
+		}()
+		setGate("parent", "Open")
+		if err := <-done; err != nil {
+			t.Fatalf("install: %v", err)
+		}
+		want := []string{"1/2 subchart db applying", "1/2 subchart db waiting", "1/2 subchart db ready", "2/2 unsequenced applying"}
+		if got := log.get(); !slices.Equal(got, want) {
+			t.Errorf("progress\n got: %q\nwant: %q", got, want)
 		}
 	})
 
