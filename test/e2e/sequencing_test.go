@@ -3,16 +3,18 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -107,38 +109,95 @@ func TestSequencing(t *testing.T) {
 	})
 }
 
+// TestSequencingThirdPartyChart orders the shared podinfo chart, which
+// knows nothing of resource groups, through spec.postRenderers: its redis
+// cache first, then the app.
+func TestSequencingThirdPartyChart(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	repo := env.HelmRepository(t, ns)
+	hr := env.PodinfoRelease(ns, "podinfo", repo.Name, `{"redis":{"enabled":true}}`)
+	hr.Spec.WaitStrategy = &v2.WaitStrategy{Name: v2.WaitStrategyOrdered}
+	// Strategic merge patches: they add to metadata.annotations whether
+	// the chart gives the object annotations or not.
+	group := func(apiVersion, kind, name, group, needs string) kustomize.Patch {
+		patch := fmt.Sprintf("apiVersion: %s\nkind: %s\nmetadata:\n  name: %s\n  annotations:\n    helm.sh/resource-group: %s\n", apiVersion, kind, name, group)
+		if needs != "" {
+			patch += "    helm.sh/depends-on/resource-groups: '" + needs + "'\n"
+		}
+		return kustomize.Patch{Target: &kustomize.Selector{Kind: kind, Name: name}, Patch: patch}
+	}
+	hr.Spec.PostRenderers = []helmv2.PostRenderer{{Kustomize: &helmv2.Kustomize{Patches: []kustomize.Patch{
+		group("apps/v1", "Deployment", "podinfo-redis", "cache", ""),
+		group("v1", "Service", "podinfo-redis", "cache", ""),
+		group("v1", "ConfigMap", "podinfo-redis", "cache", ""),
+		group("apps/v1", "Deployment", "podinfo", "app", `["cache"]`),
+	}}}}
+	env.Create(t, hr)
+
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
+	env.WantDeploymentAvailable(t, ns, "podinfo-redis")
+	env.WantDeploymentAvailable(t, ns, "podinfo")
+	wantGroupEvents(t, ns, hr.Name, framework.ResourceGroupAppliedReason, []string{"cache (1/3)", "app (2/3)", "unsequenced (3/3)"})
+	ready := env.WaitEvent(t, ns, hr.Name, framework.EventWant{Reason: framework.ResourceGroupReadyReason, Contains: "Resource group cache (1/3) is ready"})
+	applied := env.WaitEvent(t, ns, hr.Name, framework.EventWant{Reason: framework.ResourceGroupAppliedReason, Contains: "Resource group app (2/3)"})
+	if eventMoment(applied).Before(eventMoment(ready)) {
+		t.Errorf("the app was applied at %s, before the cache was ready at %s", eventMoment(applied), eventMoment(ready))
+	}
+	// The annotation the API server refuses stays in the manifest only.
+	d := &appsv1.Deployment{}
+	if err := env.Get(context.Background(), d, ns, "podinfo"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d.Annotations["helm.sh/depends-on/resource-groups"]; ok || d.Annotations["helm.sh/resource-group"] != "app" {
+		t.Errorf("Deployment annotations %v: want helm.sh/resource-group and no depends-on", d.Annotations)
+	}
+}
+
 // wantGroupEvents checks that the latest events of reason name the groups
-// in the order given.
+// in the order given. An event seen once is placed by the nanosecond
+// timestamp in its name (client-go names events <object>.<hex UnixNano>);
+// a repeated one only by its last timestamp, to the second, so ties
+// between repeated events pass.
 func wantGroupEvents(t *testing.T, ns, name, reason string, groups []string) {
 	t.Helper()
 	events, err := env.Events(context.Background(), ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	latest := map[string]time.Time{}
+	at := map[string]time.Time{}
 	for _, ev := range events {
 		for _, g := range groups {
 			if ev.Reason == reason && strings.HasPrefix(ev.Message, "Resource group "+g) {
-				ts := ev.LastTimestamp.Time
-				if ts.IsZero() {
-					ts = ev.EventTime.Time
-				}
-				latest[g] = ts
+				at[g] = eventMoment(ev)
 			}
 		}
 	}
-	order := append([]string(nil), groups...)
-	sort.SliceStable(order, func(i, j int) bool { return latest[order[i]].Before(latest[order[j]]) })
 	for i, g := range groups {
-		if _, ok := latest[g]; !ok {
+		if _, ok := at[g]; !ok {
 			t.Errorf("no %s event for resource group %s", reason, g)
-			continue
-		}
-		if order[i] != g {
-			t.Errorf("%s events in the order %v, want %v (times %v)", reason, order, groups, latest)
 			return
 		}
+		if i > 0 && at[g].Before(at[groups[i-1]]) {
+			t.Errorf("%s events out of order: %s at %s before %s at %s; want %v",
+				reason, g, at[g].Format(time.StampMicro), groups[i-1], at[groups[i-1]].Format(time.StampMicro), groups)
+		}
 	}
+}
+
+// eventMoment is when an event last happened, as precisely as it tells.
+func eventMoment(ev corev1.Event) time.Time {
+	if ev.Count <= 1 {
+		if i := strings.LastIndex(ev.Name, "."); i >= 0 {
+			if nanos, err := strconv.ParseInt(ev.Name[i+1:], 16, 64); err == nil {
+				return time.Unix(0, nanos)
+			}
+		}
+	}
+	if !ev.LastTimestamp.IsZero() {
+		return ev.LastTimestamp.Time
+	}
+	return ev.EventTime.Time
 }
 
 // watchGone polls objects until each is gone and returns a function that
