@@ -12,6 +12,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -59,20 +60,26 @@ func TestSequencing(t *testing.T) {
 		ns := env.Namespace(t)
 		repo := env.HelmRepository(t, ns)
 		ref := env.PublishChart(t, sequencingChart, "0.1.0", ns)
-		hr := framework.WithWaitStrategy(framework.Release(ns, "shop", repo.Name, ref.Name, ref.Version, ""), v2.BeforeHooks, 90*time.Second)
+		hr := framework.WithWaitStrategy(framework.Release(ns, "shop", repo.Name, ref.Name, ref.Version, `{"misconfigured":true}`), v2.BeforeHooks, 90*time.Second)
 		hr.Spec.WaitStrategy = &v2.WaitStrategy{Name: v2.WaitStrategyOrdered}
 		env.Create(t, hr)
-		groups := []string{"db (1/3)", "migrate (2/3)", "app (3/3)"}
+		groups := []string{"db (1/4)", "migrate (2/4)", "app (3/4)", "unsequenced (4/4)"}
 
 		framework.Step(t, "install", func(t *testing.T) {
 			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 			env.WantSecret(t, ns, "shop-app-creds")
 			env.WantDeploymentAvailable(t, ns, "shop-app")
 			wantGroupEvents(t, ns, hr.Name, framework.ResourceGroupAppliedReason, groups)
+			// The ConfigMap that needs a group nobody belongs to comes last,
+			// with a warning naming it.
+			env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: framework.ResourceGroupWarningReason,
+				Contains: "ConfigMap/" + ns + `/shop-misconfigured depends on resource group(s) "no-such-group"`})
+			env.WaitEvent(t, ns, hr.Name, framework.EventWant{Reason: framework.ResourceGroupAppliedReason,
+				Contains: "Resource group unsequenced (4/4) applied: ConfigMap/" + ns + "/shop-misconfigured"})
 		})
 
 		framework.Step(t, "upgrade", func(t *testing.T) {
-			env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSON(`{"message":"two"}`) })
+			env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSON(`{"message":"two","misconfigured":true}`) })
 			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2})
 			if a := env.PodTemplateAnnotations(t, ns, "shop-app"); a["e2e.afterhooks.io/message"] != "two" {
 				t.Errorf("pod template annotations %v, want the upgraded message", a)
@@ -106,6 +113,72 @@ func TestSequencing(t *testing.T) {
 				}
 			}
 		})
+	})
+}
+
+// TestSequencingFailures: a failure expression fails the release at its
+// group and nothing after it is applied; a cycle stalls the release with
+// nothing applied at all.
+func TestSequencingFailures(t *testing.T) {
+	t.Parallel()
+
+	t.Run("failure-expression-fails-the-release", func(t *testing.T) {
+		t.Parallel()
+		ns := env.Namespace(t)
+		repo := env.HelmRepository(t, ns)
+		ref := env.PublishChart(t, sequencingChart, "0.1.0", ns)
+		hr := framework.WithWaitStrategy(framework.Release(ns, "shop", repo.Name, ref.Name, ref.Version, `{"migrationFails":true}`), v2.BeforeHooks, 90*time.Second)
+		hr.Spec.WaitStrategy = &v2.WaitStrategy{Name: v2.WaitStrategyOrdered}
+		env.Create(t, hr)
+
+		env.Eventually(t, 90*time.Second, "the install fails at the migrate group", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
+				return err
+			}
+			if err := framework.Condition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason); err != nil {
+				return err
+			}
+			msg := conditions.GetMessage(hr, meta.ReadyCondition)
+			for _, want := range []string{"resource group migrate (2/3)", "Job/" + ns + "/shop-migrate failed", `{.failed} >= 1`} {
+				if !strings.Contains(msg, want) {
+					return fmt.Errorf("Ready message %q does not contain %q", msg, want)
+				}
+			}
+			return nil
+		})
+		if err := env.Get(context.Background(), &appsv1.Deployment{}, ns, "shop-app"); !apierrors.IsNotFound(err) {
+			t.Errorf("the app group after the failed one: %v, want it never applied", err)
+		}
+	})
+
+	t.Run("cycle-stalls-with-nothing-applied", func(t *testing.T) {
+		t.Parallel()
+		ns := env.Namespace(t)
+		repo := env.HelmRepository(t, ns)
+		ref := env.PublishChart(t, sequencingChart, "0.1.0", ns)
+		hr := framework.WithWaitStrategy(framework.Release(ns, "shop", repo.Name, ref.Name, ref.Version, `{"cycle":true}`), v2.BeforeHooks, 90*time.Second)
+		hr.Spec.WaitStrategy = &v2.WaitStrategy{Name: v2.WaitStrategyOrdered}
+		env.Create(t, hr)
+
+		env.Eventually(t, 60*time.Second, "the release stalls on the cycle", func(ctx context.Context) error {
+			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
+				return err
+			}
+			if err := framework.Condition(hr, meta.StalledCondition, metav1.ConditionTrue, helmv2.InstallFailedReason); err != nil {
+				return err
+			}
+			if msg := conditions.GetMessage(hr, meta.StalledCondition); !strings.Contains(msg, "resource groups of chart sequencing-shop depend on each other in a cycle: app → migrate → db → app") {
+				return fmt.Errorf("Stalled message %q does not name the cycle", msg)
+			}
+			return nil
+		})
+		if stored := env.Storage(t, ns, "shop"); len(stored) != 0 {
+			t.Errorf("Helm storage %s, want nothing stored", framework.Describe(stored))
+		}
+		env.WantNoSecret(t, ns, "shop-db-creds")
+		if err := env.Get(context.Background(), &appsv1.StatefulSet{}, ns, "shop-db"); !apierrors.IsNotFound(err) {
+			t.Errorf("StatefulSet shop-db: %v, want nothing applied", err)
+		}
 	})
 }
 
