@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
@@ -326,5 +327,52 @@ func watchGone(t *testing.T, objects []client.Object) func(time.Duration) []time
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]time.Time(nil), times...)
+	}
+}
+
+// TestSequencingCrashSafety kills the controller while an ordered
+// afterHooks install waits for its db group, and starts a new one: the
+// release ends deployed, and nothing was applied out of order (the
+// migration, which fails when it runs before the database, ran once and
+// succeeded).
+func TestSequencingCrashSafety(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	repo := env.HelmRepository(t, ns)
+	ref := env.PublishChart(t, sequencingChart, "0.1.0", ns)
+	ctl := env.StartShard(t, ns, framework.ControllerOptions{Shard: "seq-crash-" + rand.String(8)})
+	hr := framework.Sharded(framework.WithWaitStrategy(framework.Release(ns, "shop", repo.Name, ref.Name, ref.Version, ""), v2.AfterHooks, 90*time.Second), ctl)
+	hr.Spec.WaitStrategy = &v2.WaitStrategy{Name: v2.WaitStrategyOrdered}
+	env.Create(t, hr)
+
+	env.Eventually(t, time.Minute, "the db group applied, the migration not yet", func(ctx context.Context) error {
+		framework.MustRun(t, ctl)
+		if err := env.Get(ctx, &appsv1.StatefulSet{}, ns, "shop-db"); err != nil {
+			return err
+		}
+		if err := env.Get(ctx, &batchv1.Job{}, ns, "shop-migrate"); !apierrors.IsNotFound(err) {
+			t.Fatalf("the migrate Job exists (%v) before the test could kill during the db group's wait", err)
+		}
+		return nil
+	})
+	framework.Kill(t, ctl)
+	t.Logf("killed while waiting for the db group: storage %s", framework.Describe(env.Storage(t, ns, "shop")))
+
+	framework.Restart(t, ctl)
+	env.Eventually(t, 2*time.Minute, "Ready with a deployed revision", func(ctx context.Context) error {
+		framework.MustRun(t, ctl)
+		if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
+			return err
+		}
+		return framework.ReleaseReady(hr, framework.ReleaseWant{})
+	})
+	env.WantNotPending(t, ns, "shop")
+	env.WantDeploymentAvailable(t, ns, "shop-app")
+	job := &batchv1.Job{}
+	if err := env.Get(context.Background(), job, ns, "shop-migrate"); err != nil {
+		t.Fatal(err)
+	}
+	if job.Status.Succeeded != 1 || job.Status.Failed != 0 {
+		t.Errorf("migrate Job succeeded %d, failed %d: want one run, after the database", job.Status.Succeeded, job.Status.Failed)
 	}
 }
