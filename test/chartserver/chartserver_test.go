@@ -19,6 +19,7 @@ import (
 	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"helm.sh/helm/v4/pkg/chart/common"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/downloader"
@@ -589,4 +590,62 @@ func TestStopsWhenContextDone(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
+}
+
+// KeepChartYAML keeps the fields Helm's loader drops (a dependency's
+// depends-on, HIP-0025) in the chart's and its subcharts' Chart.yaml, where
+// plain packaging loses them.
+func TestAddChartKeepChartYAML(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"Chart.yaml":                 "apiVersion: v2\nname: platform\nversion: 0.1.0\ndependencies:\n- name: db\n  version: 0.1.0\n- name: api\n  version: 0.1.0\n  depends-on: [db]\n",
+		"templates/cm.yaml":          "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n",
+		"charts/db/Chart.yaml":       "apiVersion: v2\nname: db\nversion: 0.1.0\nx-note: kept\n",
+		"charts/api/Chart.yaml":      "apiVersion: v2\nname: api\nversion: 0.1.0\n",
+		"charts/db/templates/a.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n",
+	}
+	for name, content := range files {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := startServer(t)
+	for _, keep := range []bool{false, true} {
+		opts := []Option{WithVersion(fmt.Sprintf("0.1.%d", map[bool]int{false: 1, true: 2}[keep]))}
+		if keep {
+			opts = append(opts, KeepChartYAML())
+		}
+		ref := addChart(t, s, dir, opts...)
+		ch, err := loader.LoadArchive(bytes.NewReader(httpGet(t, ref.URL)))
+		if err != nil {
+			t.Fatalf("loading the archive: %v", err)
+		}
+		if ch.Metadata.Version != ref.Version || len(ch.Dependencies()) != 2 {
+			t.Errorf("keep=%v: version %s (want %s), %d subcharts (want 2)", keep, ch.Metadata.Version, ref.Version, len(ch.Dependencies()))
+		}
+		raw := rawFile(ch.Raw, "Chart.yaml")
+		if got := strings.Contains(raw, "depends-on"); got != keep {
+			t.Errorf("keep=%v: root Chart.yaml has depends-on: %v\n%s", keep, got, raw)
+		}
+		if keep && !strings.Contains(raw, "version: "+ref.Version) {
+			t.Errorf("root Chart.yaml lost the published version:\n%s", raw)
+		}
+		for _, sub := range ch.Dependencies() {
+			if sub.Name() == "db" && strings.Contains(rawFile(sub.Raw, "Chart.yaml"), "x-note") != keep {
+				t.Errorf("keep=%v: subchart db's Chart.yaml:\n%s", keep, rawFile(sub.Raw, "Chart.yaml"))
+			}
+		}
+	}
+}
+
+func rawFile(files []*common.File, name string) string {
+	for _, f := range files {
+		if f.Name == name {
+			return string(f.Data)
+		}
+	}
+	return ""
 }

@@ -24,6 +24,17 @@ type options struct {
 	appVersion string
 	values     map[string]any
 	ociTag     string
+	// keepChartYAML writes each Chart.yaml as the directory has it.
+	keepChartYAML bool
+}
+
+// KeepChartYAML packages every Chart.yaml (the chart's and its subcharts')
+// with the fields Helm's loader does not know, such as a dependency's
+// depends-on (HIP-0025), instead of re-marshalling what the loader
+// understood as `helm package` does. The name and version options still
+// apply to the chart's own Chart.yaml.
+func KeepChartYAML() Option {
+	return func(o *options) { o.keepChartYAML = true }
 }
 
 // WithVersion publishes the chart under version instead of the one in
@@ -92,6 +103,11 @@ func packageChart(dir, workDir string, opts options) (*packagedChart, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading packaged chart: %w", err)
+	}
+	if opts.keepChartYAML {
+		if data, err = restoreChartYAMLs(data, dir, ch.Name(), opts); err != nil {
+			return nil, fmt.Errorf("packaging chart %q: %w", dir, err)
+		}
 	}
 
 	sum := sha256.Sum256(data)

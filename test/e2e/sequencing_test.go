@@ -19,9 +19,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/chartserver"
 	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
@@ -181,6 +183,79 @@ func TestSequencingFailures(t *testing.T) {
 			t.Errorf("StatefulSet shop-db: %v, want nothing applied", err)
 		}
 	})
+}
+
+// TestSequencingRollback: an ordered upgrade whose app never becomes ready
+// is remediated by a rollback, which applies the restored revision in its
+// recorded order.
+func TestSequencingRollback(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	repo := env.HelmRepository(t, ns)
+	ref := env.PublishChart(t, sequencingChart, "0.1.0", ns)
+	hr := framework.WithWaitStrategy(framework.Release(ns, "shop", repo.Name, ref.Name, ref.Version, ""), v2.BeforeHooks, 90*time.Second)
+	hr.Spec.WaitStrategy = &v2.WaitStrategy{Name: v2.WaitStrategyOrdered}
+	hr.Spec.Upgrade.Timeout = &metav1.Duration{Duration: 20 * time.Second}
+	hr.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 0, RemediateLastFailure: ptr.To(true)}
+	env.Create(t, hr)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
+
+	env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSON(`{"message":"two","appFails":true}`) })
+	env.Eventually(t, 2*time.Minute, "the failed upgrade rolled back", func(ctx context.Context) error {
+		if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
+			return err
+		}
+		return framework.Condition(hr, helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.RollbackSucceededReason)
+	})
+	env.WantStorage(t, ns, "shop", "superseded", "failed", "deployed")
+	if a := env.PodTemplateAnnotations(t, ns, "shop-app"); a["e2e.afterhooks.io/message"] != "one" {
+		t.Errorf("pod template annotations %v, want v1's restored", a)
+	}
+	// Three passes over the groups (install, upgrade, rollback), each in
+	// order; the upgrade's failed at the app group.
+	for _, g := range []string{"db (1/3)", "migrate (2/3)", "app (3/3)"} {
+		want := framework.EventWant{Reason: framework.ResourceGroupAppliedReason, Contains: "Resource group " + g}
+		if n := env.CountEvents(t, ns, hr.Name, want); n != 3 {
+			t.Errorf("%d events %s, want 3", n, want)
+		}
+	}
+	env.WaitEvent(t, ns, hr.Name, framework.EventWant{Reason: framework.ResourceGroupReadyReason, Contains: "Resource group app (3/3) is ready"})
+	wantGroupEvents(t, ns, hr.Name, framework.ResourceGroupAppliedReason, []string{"db (1/3)", "migrate (2/3)", "app (3/3)"})
+}
+
+// TestSequencingSubcharts orders whole subcharts: the api subchart's
+// migration needs the db subchart running (depends-on on its dependency
+// entry) and the parent's app needs what the migration leaves (the
+// parent's helm.sh/depends-on/subcharts). The chart is packaged with its
+// Chart.yaml as written: `helm package` drops depends-on.
+func TestSequencingSubcharts(t *testing.T) {
+	t.Parallel()
+	for _, ordered := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unordered-migration-fails", true: "ordered"}[ordered], func(t *testing.T) {
+			t.Parallel()
+			ns := env.Namespace(t)
+			repo := env.HelmRepository(t, ns)
+			ref := env.PublishChart(t, "sequencing-platform", "0.1.0", ns, chartserver.KeepChartYAML())
+			hr := framework.WithWaitStrategy(framework.Release(ns, "platform", repo.Name, ref.Name, ref.Version, ""), v2.BeforeHooks, 60*time.Second)
+			if !ordered {
+				hr.Spec.Install.Timeout = &metav1.Duration{Duration: 20 * time.Second}
+				env.Create(t, hr)
+				env.Eventually(t, 90*time.Second, "the install fails", func(ctx context.Context) error {
+					if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
+						return err
+					}
+					return framework.Condition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
+				})
+				env.WantNoSecret(t, ns, "platform-app-creds")
+				return
+			}
+			hr.Spec.WaitStrategy = &v2.WaitStrategy{Name: v2.WaitStrategyOrdered}
+			env.Create(t, hr)
+			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
+			env.WantDeploymentAvailable(t, ns, "platform-app")
+			wantGroupEvents(t, ns, hr.Name, framework.ResourceGroupAppliedReason, []string{"subchart db (1/3)", "subchart api (2/3)", "unsequenced (3/3)"})
+		})
+	}
 }
 
 // TestSequencingThirdPartyChart orders the shared podinfo chart, which
