@@ -13,11 +13,14 @@ import (
 	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -449,5 +452,120 @@ func TestSequencingCrashSafety(t *testing.T) {
 	}
 	if job.Status.Succeeded != 1 || job.Status.Failed != 0 {
 		t.Errorf("migrate Job succeeded %d, failed %d: want one run, after the database", job.Status.Succeeded, job.Status.Failed)
+	}
+}
+
+// TestSequencingCustomResources is the WorkflowTemplate case: admission
+// (a ValidatingAdmissionPolicy whose parameter is the WorkflowTemplate,
+// denying when none is found) lets a Workflow in only once a template
+// exists in its namespace. Helm's kind order puts the Workflow first and
+// the install fails; with resource groups and ordered it installs.
+func TestSequencingCustomResources(t *testing.T) {
+	ctx := context.Background()
+	for _, kind := range []string{"Workflow", "WorkflowTemplate"} {
+		crd := workflowCRD(kind)
+		if err := env.Client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), crd) })
+	}
+	denyWorkflowsWithoutTemplate(t)
+	probe := env.Namespace(t)
+	env.Eventually(t, time.Minute, "the admission policy denies a Workflow without template", func(ctx context.Context) error {
+		wf := &unstructured.Unstructured{}
+		wf.SetAPIVersion("e2e.afterhooks.io/v1")
+		wf.SetKind("Workflow")
+		wf.SetNamespace(probe)
+		wf.SetName("probe")
+		err := env.Client.Create(ctx, wf, client.DryRunAll)
+		if err != nil && strings.Contains(err.Error(), "workflow-needs-template") {
+			return nil
+		}
+		return fmt.Errorf("a Workflow without template was not denied by the policy: %v", err)
+	})
+
+	for _, ordered := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unordered-denied", true: "ordered"}[ordered], func(t *testing.T) {
+			ns := env.Namespace(t)
+			repo := env.HelmRepository(t, ns)
+			ref := env.PublishChart(t, "sequencing-workflows", "0.1.0", ns)
+			hr := framework.WithWaitStrategy(framework.Release(ns, "pipeline", repo.Name, ref.Name, ref.Version, ""), v2.BeforeHooks, time.Minute)
+			if ordered {
+				hr.Spec.WaitStrategy = &v2.WaitStrategy{Name: v2.WaitStrategyOrdered}
+			}
+			env.Create(t, hr)
+			if ordered {
+				env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
+				return
+			}
+			env.Eventually(t, time.Minute, "the install denied by admission", func(ctx context.Context) error {
+				if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
+					return err
+				}
+				if err := framework.Condition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason); err != nil {
+					return err
+				}
+				if msg := conditions.GetMessage(hr, meta.ReadyCondition); !strings.Contains(msg, "workflow-needs-template") {
+					return fmt.Errorf("Ready message %q does not name the policy", msg)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// workflowCRD is a namespaced CRD e2e.afterhooks.io/v1 of kind.
+func workflowCRD(kind string) *apiextensionsv1.CustomResourceDefinition {
+	plural := strings.ToLower(kind) + "s"
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: plural + ".e2e.afterhooks.io"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "e2e.afterhooks.io",
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: kind, Plural: plural, Singular: strings.ToLower(kind)},
+			Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: ptr.To(true),
+				}},
+			}},
+		},
+	}
+}
+
+// denyWorkflowsWithoutTemplate admits a Workflow only when a
+// WorkflowTemplate exists in its namespace.
+func denyWorkflowsWithoutTemplate(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	fail := admissionv1.Fail
+	deny := admissionv1.DenyAction
+	policy := &admissionv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "workflow-needs-template"},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			ParamKind:     &admissionv1.ParamKind{APIVersion: "e2e.afterhooks.io/v1", Kind: "WorkflowTemplate"},
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionv1.RuleWithOperations{
+					Operations: []admissionv1.OperationType{admissionv1.Create},
+					Rule:       admissionv1.Rule{APIGroups: []string{"e2e.afterhooks.io"}, APIVersions: []string{"v1"}, Resources: []string{"workflows"}},
+				},
+			}}},
+			Validations: []admissionv1.Validation{{Expression: "true"}},
+		},
+	}
+	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "workflow-needs-template"},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        "workflow-needs-template",
+			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+			ParamRef:          &admissionv1.ParamRef{Selector: &metav1.LabelSelector{}, ParameterNotFoundAction: &deny},
+		},
+	}
+	for _, obj := range []client.Object{policy, binding} {
+		if err := env.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), obj) })
 	}
 }
