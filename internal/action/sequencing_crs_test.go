@@ -8,7 +8,6 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	"helm.sh/helm/v4/pkg/chart/common"
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,9 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/workflowpolicy"
 )
 
 // The WorkflowTemplate case: a Workflow may only be created once a
@@ -56,9 +55,8 @@ func TestAgainstAPIServerOrderedCustomResources(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(restCfg)
 	dyn := dynamic.NewForConfigOrDie(restCfg)
 	createNamespaces(t, cs, "workflows", "workflows-probe")
-	for _, plural := range []string{"workflows", "workflowtemplates"} {
-		kind := map[string]string{"workflows": "Workflow", "workflowtemplates": "WorkflowTemplate"}[plural]
-		createCRD(t, apiextensions.NewForConfigOrDie(restCfg), crdYAML(plural, kind, "seq.example.com", "1"))
+	for _, kind := range []string{"Workflow", "WorkflowTemplate"} {
+		createCRD(t, apiextensions.NewForConfigOrDie(restCfg), workflowpolicy.CRD("seq.example.com", kind))
 	}
 	denyWorkflowsWithoutTemplate(t, cs)
 	waitPolicyEnforced(t, dyn)
@@ -90,7 +88,7 @@ func TestAgainstAPIServerOrderedCustomResources(t *testing.T) {
 			}
 			_, err = Install(ctx, cfg, obj, chrt, nil, Options{})
 			if !tc.ordered {
-				if err == nil || !strings.Contains(err.Error(), "workflow-needs-template") {
+				if err == nil || !strings.Contains(err.Error(), workflowpolicy.Name) {
 					t.Fatalf("install error = %v, want the admission policy's denial", err)
 				}
 				return
@@ -105,12 +103,8 @@ func TestAgainstAPIServerOrderedCustomResources(t *testing.T) {
 	}
 }
 
-func createCRD(t *testing.T, ext apiextensions.Interface, manifest string) {
+func createCRD(t *testing.T, ext apiextensions.Interface, crd *apiextensionsv1.CustomResourceDefinition) {
 	t.Helper()
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.Unmarshal([]byte(manifest), crd); err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
@@ -135,35 +129,9 @@ func createCRD(t *testing.T, ext apiextensions.Interface, manifest string) {
 func denyWorkflowsWithoutTemplate(t *testing.T, cs kubernetes.Interface) {
 	t.Helper()
 	ctx := context.Background()
-	fail := admissionv1.Fail
-	deny := admissionv1.DenyAction
-	policy := &admissionv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "workflow-needs-template"},
-		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: &fail,
-			ParamKind:     &admissionv1.ParamKind{APIVersion: "seq.example.com/v1", Kind: "WorkflowTemplate"},
-			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Create},
-					Rule:       admissionv1.Rule{APIGroups: []string{"seq.example.com"}, APIVersions: []string{"v1"}, Resources: []string{"workflows"}},
-				},
-			}}},
-			Validations: []admissionv1.Validation{{Expression: "true"}},
-		},
-	}
+	policy, binding := workflowpolicy.Policy("seq.example.com")
 	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
-	}
-	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "workflow-needs-template"},
-		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        "workflow-needs-template",
-			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
-			ParamRef: &admissionv1.ParamRef{
-				Selector:                &metav1.LabelSelector{},
-				ParameterNotFoundAction: &deny,
-			},
-		},
 	}
 	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
@@ -180,7 +148,7 @@ func waitPolicyEnforced(t *testing.T, dyn dynamic.Interface) {
 	}}
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		_, err := dyn.Resource(workflowGVR).Namespace("workflows-probe").Create(context.Background(), probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil && strings.Contains(err.Error(), "workflow-needs-template") {
+		if err != nil && strings.Contains(err.Error(), workflowpolicy.Name) {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -13,11 +13,9 @@ import (
 	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -28,6 +26,7 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/test/chartserver"
 	"github.com/afterhooks/helm-controller/test/e2e/framework"
+	"github.com/afterhooks/helm-controller/test/workflowpolicy"
 )
 
 // sequencingChart is the database → migration → app chart: its migration
@@ -43,18 +42,9 @@ func TestSequencing(t *testing.T) {
 
 	t.Run("without-ordered-never-ready", func(t *testing.T) {
 		t.Parallel()
-		ns := env.Namespace(t)
-		repo := env.HelmRepository(t, ns)
-		ref := env.PublishChart(t, sequencingChart, "0.1.0", ns)
-		hr := framework.WithWaitStrategy(framework.Release(ns, "shop", repo.Name, ref.Name, ref.Version, ""), v2.BeforeHooks, 30*time.Second)
+		ns, hr := shopRelease(t, "", false, 30*time.Second)
 		env.Create(t, hr)
-
-		env.Eventually(t, 90*time.Second, "the install fails", func(ctx context.Context) error {
-			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
-				return err
-			}
-			return framework.Condition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
-		})
+		waitCondition(t, hr, 90*time.Second, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
 		env.WantNoSecret(t, ns, "shop-app-creds")
 		if env.HasEvent(t, ns, hr.Name, framework.ResourceGroupAppliedReason) {
 			t.Errorf("%s events without ordered", framework.ResourceGroupAppliedReason)
@@ -63,11 +53,7 @@ func TestSequencing(t *testing.T) {
 
 	t.Run("ordered-installs-upgrades-uninstalls-in-order", func(t *testing.T) {
 		t.Parallel()
-		ns := env.Namespace(t)
-		repo := env.HelmRepository(t, ns)
-		ref := env.PublishChart(t, sequencingChart, "0.1.0", ns)
-		hr := framework.WithWaitStrategy(framework.Release(ns, "shop", repo.Name, ref.Name, ref.Version, `{"misconfigured":true}`), v2.BeforeHooks, 90*time.Second)
-		hr.Spec.WaitStrategy = &v2.WaitStrategy{Name: v2.WaitStrategyOrdered}
+		ns, hr := shopRelease(t, `{"misconfigured":true}`, true, 90*time.Second)
 		env.Create(t, hr)
 		groups := []string{"db (1/4)", "migrate (2/4)", "app (3/4)", "unsequenced (4/4)"}
 
@@ -130,28 +116,10 @@ func TestSequencingFailures(t *testing.T) {
 
 	t.Run("failure-expression-fails-the-release", func(t *testing.T) {
 		t.Parallel()
-		ns := env.Namespace(t)
-		repo := env.HelmRepository(t, ns)
-		ref := env.PublishChart(t, sequencingChart, "0.1.0", ns)
-		hr := framework.WithWaitStrategy(framework.Release(ns, "shop", repo.Name, ref.Name, ref.Version, `{"migrationFails":true}`), v2.BeforeHooks, 90*time.Second)
-		hr.Spec.WaitStrategy = &v2.WaitStrategy{Name: v2.WaitStrategyOrdered}
+		ns, hr := shopRelease(t, `{"migrationFails":true}`, true, 90*time.Second)
 		env.Create(t, hr)
-
-		env.Eventually(t, 90*time.Second, "the install fails at the migrate group", func(ctx context.Context) error {
-			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
-				return err
-			}
-			if err := framework.Condition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason); err != nil {
-				return err
-			}
-			msg := conditions.GetMessage(hr, meta.ReadyCondition)
-			for _, want := range []string{"resource group migrate (2/3)", "Job/" + ns + "/shop-migrate failed", `{.failed} >= 1`} {
-				if !strings.Contains(msg, want) {
-					return fmt.Errorf("Ready message %q does not contain %q", msg, want)
-				}
-			}
-			return nil
-		})
+		waitCondition(t, hr, 90*time.Second, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason,
+			"resource group migrate (2/3)", "Job/"+ns+"/shop-migrate failed", `{.failed} >= 1`)
 		if err := env.Get(context.Background(), &appsv1.Deployment{}, ns, "shop-app"); !apierrors.IsNotFound(err) {
 			t.Errorf("the app group after the failed one: %v, want it never applied", err)
 		}
@@ -159,25 +127,10 @@ func TestSequencingFailures(t *testing.T) {
 
 	t.Run("cycle-stalls-with-nothing-applied", func(t *testing.T) {
 		t.Parallel()
-		ns := env.Namespace(t)
-		repo := env.HelmRepository(t, ns)
-		ref := env.PublishChart(t, sequencingChart, "0.1.0", ns)
-		hr := framework.WithWaitStrategy(framework.Release(ns, "shop", repo.Name, ref.Name, ref.Version, `{"cycle":true}`), v2.BeforeHooks, 90*time.Second)
-		hr.Spec.WaitStrategy = &v2.WaitStrategy{Name: v2.WaitStrategyOrdered}
+		ns, hr := shopRelease(t, `{"cycle":true}`, true, 90*time.Second)
 		env.Create(t, hr)
-
-		env.Eventually(t, 60*time.Second, "the release stalls on the cycle", func(ctx context.Context) error {
-			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
-				return err
-			}
-			if err := framework.Condition(hr, meta.StalledCondition, metav1.ConditionTrue, helmv2.InstallFailedReason); err != nil {
-				return err
-			}
-			if msg := conditions.GetMessage(hr, meta.StalledCondition); !strings.Contains(msg, "resource groups of chart sequencing-shop depend on each other in a cycle: app → migrate → db → app") {
-				return fmt.Errorf("Stalled message %q does not name the cycle", msg)
-			}
-			return nil
-		})
+		waitCondition(t, hr, 60*time.Second, meta.StalledCondition, metav1.ConditionTrue, helmv2.InstallFailedReason,
+			"resource groups of chart sequencing-shop depend on each other in a cycle: app → migrate → db → app")
 		if stored := env.Storage(t, ns, "shop"); len(stored) != 0 {
 			t.Errorf("Helm storage %s, want nothing stored", framework.Describe(stored))
 		}
@@ -193,23 +146,14 @@ func TestSequencingFailures(t *testing.T) {
 // recorded order.
 func TestSequencingRollback(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
-	repo := env.HelmRepository(t, ns)
-	ref := env.PublishChart(t, sequencingChart, "0.1.0", ns)
-	hr := framework.WithWaitStrategy(framework.Release(ns, "shop", repo.Name, ref.Name, ref.Version, ""), v2.BeforeHooks, 90*time.Second)
-	hr.Spec.WaitStrategy = &v2.WaitStrategy{Name: v2.WaitStrategyOrdered}
+	ns, hr := shopRelease(t, "", true, 90*time.Second)
 	hr.Spec.Upgrade.Timeout = &metav1.Duration{Duration: 20 * time.Second}
 	hr.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 0, RemediateLastFailure: ptr.To(true)}
 	env.Create(t, hr)
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 
 	env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSON(`{"message":"two","appFails":true}`) })
-	env.Eventually(t, 2*time.Minute, "the failed upgrade rolled back", func(ctx context.Context) error {
-		if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
-			return err
-		}
-		return framework.Condition(hr, helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.RollbackSucceededReason)
-	})
+	waitCondition(t, hr, 2*time.Minute, helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.RollbackSucceededReason)
 	env.WantStorage(t, ns, "shop", "superseded", "failed", "deployed")
 	if a := env.PodTemplateAnnotations(t, ns, "shop-app"); a["e2e.afterhooks.io/message"] != "one" {
 		t.Errorf("pod template annotations %v, want v1's restored", a)
@@ -243,12 +187,7 @@ func TestSequencingSubcharts(t *testing.T) {
 			if !ordered {
 				hr.Spec.Install.Timeout = &metav1.Duration{Duration: 20 * time.Second}
 				env.Create(t, hr)
-				env.Eventually(t, 90*time.Second, "the install fails", func(ctx context.Context) error {
-					if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
-						return err
-					}
-					return framework.Condition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
-				})
+				waitCondition(t, hr, 90*time.Second, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason)
 				env.WantNoSecret(t, ns, "platform-app-creds")
 				return
 			}
@@ -304,6 +243,42 @@ func TestSequencingThirdPartyChart(t *testing.T) {
 	if _, ok := d.Annotations["helm.sh/depends-on/resource-groups"]; ok || d.Annotations["helm.sh/resource-group"] != "app" {
 		t.Errorf("Deployment annotations %v: want helm.sh/resource-group and no depends-on", d.Annotations)
 	}
+}
+
+// shopRelease publishes the shop chart in a new namespace and returns a
+// HelmRelease of it with the values, beforeHooks and the timeout, ordered
+// when asked; it is not created yet.
+func shopRelease(t *testing.T, values string, ordered bool, timeout time.Duration) (string, *v2.HelmRelease) {
+	t.Helper()
+	ns := env.Namespace(t)
+	repo := env.HelmRepository(t, ns)
+	ref := env.PublishChart(t, sequencingChart, "0.1.0", ns)
+	hr := framework.WithWaitStrategy(framework.Release(ns, "shop", repo.Name, ref.Name, ref.Version, values), v2.BeforeHooks, timeout)
+	if ordered {
+		hr.Spec.WaitStrategy = &v2.WaitStrategy{Name: v2.WaitStrategyOrdered}
+	}
+	return ns, hr
+}
+
+// waitCondition waits until hr has the condition with status and reason
+// and a message containing each of contains.
+func waitCondition(t *testing.T, hr *v2.HelmRelease, timeout time.Duration, condition string, status metav1.ConditionStatus, reason string, contains ...string) {
+	t.Helper()
+	env.Eventually(t, timeout, fmt.Sprintf("%s=%s/%s", condition, status, reason), func(ctx context.Context) error {
+		if err := env.Get(ctx, hr, hr.Namespace, hr.Name); err != nil {
+			return err
+		}
+		if err := framework.Condition(hr, condition, status, reason); err != nil {
+			return err
+		}
+		msg := conditions.GetMessage(hr, condition)
+		for _, want := range contains {
+			if !strings.Contains(msg, want) {
+				return fmt.Errorf("%s message %q does not contain %q", condition, msg, want)
+			}
+		}
+		return nil
+	})
 }
 
 // wantGroupEvents checks that the latest events of reason name the groups
@@ -463,13 +438,19 @@ func TestSequencingCrashSafety(t *testing.T) {
 func TestSequencingCustomResources(t *testing.T) {
 	ctx := context.Background()
 	for _, kind := range []string{"Workflow", "WorkflowTemplate"} {
-		crd := workflowCRD(kind)
+		crd := workflowpolicy.CRD("e2e.afterhooks.io", kind)
 		if err := env.Client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), crd) })
 	}
-	denyWorkflowsWithoutTemplate(t)
+	policy, binding := workflowpolicy.Policy("e2e.afterhooks.io")
+	for _, obj := range []client.Object{policy, binding} {
+		if err := env.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), obj) })
+	}
 	probe := env.Namespace(t)
 	env.Eventually(t, time.Minute, "the admission policy denies a Workflow without template", func(ctx context.Context) error {
 		wf := &unstructured.Unstructured{}
@@ -478,7 +459,7 @@ func TestSequencingCustomResources(t *testing.T) {
 		wf.SetNamespace(probe)
 		wf.SetName("probe")
 		err := env.Client.Create(ctx, wf, client.DryRunAll)
-		if err != nil && strings.Contains(err.Error(), "workflow-needs-template") {
+		if err != nil && strings.Contains(err.Error(), workflowpolicy.Name) {
 			return nil
 		}
 		return fmt.Errorf("a Workflow without template was not denied by the policy: %v", err)
@@ -498,74 +479,7 @@ func TestSequencingCustomResources(t *testing.T) {
 				env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 				return
 			}
-			env.Eventually(t, time.Minute, "the install denied by admission", func(ctx context.Context) error {
-				if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
-					return err
-				}
-				if err := framework.Condition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason); err != nil {
-					return err
-				}
-				if msg := conditions.GetMessage(hr, meta.ReadyCondition); !strings.Contains(msg, "workflow-needs-template") {
-					return fmt.Errorf("Ready message %q does not name the policy", msg)
-				}
-				return nil
-			})
+			waitCondition(t, hr, time.Minute, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason, workflowpolicy.Name)
 		})
-	}
-}
-
-// workflowCRD is a namespaced CRD e2e.afterhooks.io/v1 of kind.
-func workflowCRD(kind string) *apiextensionsv1.CustomResourceDefinition {
-	plural := strings.ToLower(kind) + "s"
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: plural + ".e2e.afterhooks.io"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "e2e.afterhooks.io",
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: kind, Plural: plural, Singular: strings.ToLower(kind)},
-			Scope: apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: "v1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: ptr.To(true),
-				}},
-			}},
-		},
-	}
-}
-
-// denyWorkflowsWithoutTemplate admits a Workflow only when a
-// WorkflowTemplate exists in its namespace.
-func denyWorkflowsWithoutTemplate(t *testing.T) {
-	t.Helper()
-	ctx := context.Background()
-	fail := admissionv1.Fail
-	deny := admissionv1.DenyAction
-	policy := &admissionv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "workflow-needs-template"},
-		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: &fail,
-			ParamKind:     &admissionv1.ParamKind{APIVersion: "e2e.afterhooks.io/v1", Kind: "WorkflowTemplate"},
-			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Create},
-					Rule:       admissionv1.Rule{APIGroups: []string{"e2e.afterhooks.io"}, APIVersions: []string{"v1"}, Resources: []string{"workflows"}},
-				},
-			}}},
-			Validations: []admissionv1.Validation{{Expression: "true"}},
-		},
-	}
-	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "workflow-needs-template"},
-		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        "workflow-needs-template",
-			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
-			ParamRef:          &admissionv1.ParamRef{Selector: &metav1.LabelSelector{}, ParameterNotFoundAction: &deny},
-		},
-	}
-	for _, obj := range []client.Object{policy, binding} {
-		if err := env.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), obj) })
 	}
 }
