@@ -12,6 +12,7 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/go-logr/logr/testr"
 	helmaction "helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/healthcheck"
 	"github.com/afterhooks/helm-controller/internal/sequencing"
 )
 
@@ -316,6 +318,35 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 		want := []string{"1/2 subchart db applying", "1/2 subchart db waiting", "1/2 subchart db ready", "2/2 unsequenced applying"}
 		if got := log.get(); !slices.Equal(got, want) {
 			t.Errorf("progress\n got: %q\nwant: %q", got, want)
+		}
+	})
+
+	t.Run("healthCheckExprs judge custom resources inside a batch", func(t *testing.T) {
+		obj := hr("hc")
+		readers, err := healthcheck.Compile([]kustomize.CustomHealthCheck{{
+			APIVersion: "seq.example.com/v1", Kind: "Gate",
+			HealthCheckExpressions: kustomize.HealthCheckExpressions{Current: "status.phase == 'Open'"},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mapper, err := factory.RESTClientGetter().ToRESTMapper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The Gate without readiness annotations: kstatus alone would call
+		// it ready at once, as it has no conditions.
+		chrt := orderedChart("1")
+		chrt.Templates[0] = &common.File{Name: "templates/gate.yaml", Data: []byte(strings.Join(slices.DeleteFunc(
+			strings.Split(gateTemplate, "\n"), func(l string) bool { return strings.Contains(l, "readiness") }), "\n"))}
+		done := make(chan error, 1)
+		go func() {
+			_, err := Install(ctx, build(), obj, chrt, nil, Options{StatusReaders: readers(mapper)})
+			done <- err
+		}()
+		setGate("hc", "Open")
+		if err := <-done; err != nil {
+			t.Fatalf("install: %v", err)
 		}
 	})
 

@@ -68,6 +68,10 @@ func TestSequencing(t *testing.T) {
 				Contains: "ConfigMap/" + ns + `/shop-misconfigured depends on resource group(s) "no-such-group"`})
 			env.WaitEvent(t, ns, hr.Name, framework.EventWant{Reason: framework.ResourceGroupAppliedReason,
 				Contains: "Resource group unsequenced (4/4) applied: ConfigMap/" + ns + "/shop-misconfigured"})
+			series := `helm_controller_action_phase_duration_seconds_count{action="install",phase="group",strategy="beforeHooks"}`
+			if n := framework.Metric(t, env.Controller.MetricsURL(), series); n < 3 {
+				t.Errorf("%s = %v, want an observation per waited group", series, n)
+			}
 		})
 
 		framework.Step(t, "upgrade", func(t *testing.T) {
