@@ -359,7 +359,15 @@ func (tr *trials) release(name, values string) *v2.HelmRelease {
 		Upgrade:      helmv2.Upgrade{Remediation: &helmv2.UpgradeRemediation{Retries: 3}},
 		WaitStrategy: tr.cell.strategy,
 	}
-	hr.Spec.Rollback = &v2.Rollback{WaitStrategy: tr.cell.strategy}
+	// Remediations are meant to succeed: they get the timeout of an
+	// action meant to succeed even where spec.timeout is the failing
+	// upgrade's or install's (an API server restart during a remediation
+	// otherwise outlasts that short timeout on the cluster's recovery).
+	hr.Spec.Rollback = &v2.Rollback{
+		Rollback:     helmv2.Rollback{Timeout: &metav1.Duration{Duration: tr.timeout()}},
+		WaitStrategy: tr.cell.strategy,
+	}
+	hr.Spec.Uninstall = &helmv2.Uninstall{Timeout: &metav1.Duration{Duration: tr.timeout()}}
 	if tr.cell.action == "install" && tr.cell.phase == phaseRemediation {
 		// One failed install, remediated by uninstalling, then stop.
 		hr.Spec.Install.Remediation = &helmv2.InstallRemediation{Retries: 0, RemediateLastFailure: &yes}
