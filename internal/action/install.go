@@ -29,7 +29,7 @@ func Install(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 
 // install runs Helm's install with the wait o asks for.
 func install(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, values map[string]any, o Options) (*releasev1.Release, error) {
-	if ordered(obj) {
+	if obj.IsOrdered() {
 		spec := obj.GetInstall()
 		var err error
 		cfg, chrt, o, err = orderRelease(ctx, cfg, obj, chrt, actionTimeout(spec.Timeout, obj.Upstream()), !spec.DisableWaitForJobs, o)

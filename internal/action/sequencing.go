@@ -115,8 +115,3 @@ func withKubeClient(cfg *helmaction.Configuration, kc kube.Interface) *helmactio
 	c.Releases = cfg.Releases
 	return c
 }
-
-// ordered tells whether obj asks for an ordered install or upgrade.
-func ordered(obj *v2.HelmRelease) bool {
-	return obj.IsOrdered()
-}

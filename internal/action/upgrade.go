@@ -30,7 +30,7 @@ func Upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 
 // upgrade runs Helm's upgrade with the wait o asks for.
 func upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, values map[string]any, o Options) (*releasev1.Release, error) {
-	if ordered(obj) {
+	if obj.IsOrdered() {
 		spec := obj.GetUpgrade()
 		var err error
 		cfg, chrt, o, err = orderRelease(ctx, cfg, obj, chrt, actionTimeout(spec.Timeout, obj.Upstream()), !spec.DisableWaitForJobs, o)

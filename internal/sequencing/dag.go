@@ -1,7 +1,6 @@
 package sequencing
 
 import (
-	"errors"
 	"maps"
 	"slices"
 )
@@ -81,8 +80,4 @@ func uniqueSorted(names []string) []string {
 	out := slices.Clone(names)
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-func asCycle(err error, target **CycleError) bool {
-	return errors.As(err, target)
 }

@@ -230,7 +230,7 @@ func (n *chartNode) sequence(warnings *[]string) ([]step, []ObjectID, error) {
 	levels, err := layers(units)
 	if err != nil {
 		var cycle *CycleError
-		if asCycle(err, &cycle) {
+		if errors.As(err, &cycle) {
 			cycle.Chart, cycle.What = n.path, "subcharts"
 		}
 		return nil, nil, err
@@ -325,7 +325,7 @@ func (n *chartNode) sequenceGroups(warnings *[]string) ([]step, []ObjectID, erro
 	levels, err := layers(needs)
 	if err != nil {
 		var cycle *CycleError
-		if asCycle(err, &cycle) {
+		if errors.As(err, &cycle) {
 			cycle.Chart, cycle.What = n.path, "resource groups"
 		}
 		return nil, nil, err
