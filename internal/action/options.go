@@ -18,6 +18,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/afterhooks"
+	"github.com/afterhooks/helm-controller/internal/recreate"
 	"github.com/afterhooks/helm-controller/internal/sequencing"
 )
 
@@ -73,6 +74,17 @@ type Options struct {
 	// nil.
 	SequenceObserver func(sequencing.Progress)
 	SequenceWarn     func(string)
+
+	// RecreateImmutable makes every object of an upgrade or rollback
+	// recreatable when the API server refuses to update it in place (the
+	// RecreateImmutableResources feature gate); objects annotated
+	// helm.toolkit.fluxcd.io/force: disabled opt out. Without it only
+	// objects annotated enabled are, or all when the action sets force.
+	RecreateImmutable bool
+
+	// RecreateObserver hears each object an upgrade or rollback
+	// recreated; may be nil.
+	RecreateObserver func(recreate.Recreated)
 
 	// StatusReaders judge the readiness of the kinds they support before
 	// kstatus' built-in rules do: spec.healthCheckExprs, compiled by

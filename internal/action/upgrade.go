@@ -20,6 +20,8 @@ func Upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 	if obj == nil {
 		return nil, errNilObject
 	}
+	spec := obj.GetUpgrade()
+	cfg = withRecreate(cfg, spec.Force, "spec.upgrade.force", actionTimeout(spec.Timeout, obj.Upstream()), o)
 	if afterHooks(obj, verbUpgrade, o) {
 		return runAfterHooks(ctx, cfg, obj, verbUpgrade, o, func(c *helmaction.Configuration, o Options) (*releasev1.Release, error) {
 			return upgrade(ctx, c, obj, chrt, values, o)

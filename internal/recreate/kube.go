@@ -1,0 +1,246 @@
+package recreate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"helm.sh/helm/v4/pkg/kube"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/resource"
+)
+
+// Options configures the client Wrap returns.
+type Options struct {
+	Policy Policy
+	// Timeout bounds each recreate (the wait for the deletion); the
+	// action's timeout.
+	Timeout time.Duration
+	// Observer hears each recreated object; may be nil.
+	Observer func(Recreated)
+	// Prepare, when set, edits a copy of a manifest object before the dry
+	// run of its creation, as the inner client edits what it applies.
+	Prepare func(runtime.Object)
+}
+
+// defaultTimeout bounds a recreate when Options.Timeout is unset: Helm's
+// own default action timeout.
+const defaultTimeout = 5 * time.Minute
+
+// Client is a kube client whose Update recreates the objects it may
+// recreate when the inner client's update refuses them.
+type Client struct {
+	kube.Interface
+	opts Options
+}
+
+var _ kube.InterfaceWaitOptions = (*Client)(nil)
+
+// Wrap returns inner with recreating updates.
+func Wrap(inner kube.Interface, opts Options) *Client {
+	return &Client{Interface: inner, opts: opts}
+}
+
+// GetWaiterWithOptions passes the wait options on to the inner client.
+func (c *Client) GetWaiterWithOptions(ws kube.WaitStrategy, opts ...kube.WaitOption) (kube.Waiter, error) {
+	if wo, ok := c.Interface.(kube.InterfaceWaitOptions); ok {
+		return wo.GetWaiterWithOptions(ws, opts...)
+	}
+	return c.Interface.GetWaiter(ws)
+}
+
+// Update updates as the inner client does. When objects were refused for
+// immutable fields, those the policy allows are recreated (and what
+// target drops is then deleted, which the inner client skips after a
+// failure); the others fail with an ImmutableError naming the object,
+// the fields and what would allow a recreate.
+func (c *Client) Update(original, target kube.ResourceList, opts ...kube.ClientUpdateOption) (*kube.Result, error) {
+	res, err := c.Interface.Update(original, target, opts...)
+	if err == nil {
+		return res, nil
+	}
+	var failed []error
+	for _, part := range splitJoined(err) {
+		info := refused(target, part)
+		if info == nil {
+			failed = append(failed, part)
+			continue
+		}
+		if ierr := c.recreate(info, part, opts); ierr != nil {
+			failed = append(failed, ierr)
+		}
+	}
+	if len(failed) > 0 {
+		return res, joined(failed)
+	}
+	return c.removeDropped(res, original, target, opts)
+}
+
+// removeDropped deletes what original has and target does not, the last
+// step of an update the inner client skipped because of the refusals.
+func (c *Client) removeDropped(res *kube.Result, original, target kube.ResourceList, opts []kube.ClientUpdateOption) (*kube.Result, error) {
+	dropped := original.Difference(target)
+	if len(dropped) == 0 {
+		return res, nil
+	}
+	// An update to nothing deletes its originals as the inner client
+	// would have, honouring helm.sh/resource-policy: keep.
+	removed, err := c.Interface.Update(dropped, kube.ResourceList{}, opts...)
+	if removed != nil && res != nil {
+		res.Deleted = append(res.Deleted, removed.Deleted...)
+	}
+	return res, err
+}
+
+// recreate recreates info, refused by cause, if the policy allows it.
+func (c *Client) recreate(info *resource.Info, cause error, opts []kube.ClientUpdateOption) error {
+	id := describe(info)
+	ierr := &ImmutableError{Object: id, Fields: Fields(cause), Err: cause}
+	gk := info.Mapping.GroupVersionKind.GroupKind()
+	annotations, _ := meta.NewAccessor().Annotations(info.Object)
+	ok, advice := c.opts.Policy.Allows(gk, annotations)
+	if !ok {
+		ierr.Advice = advice
+		return ierr
+	}
+	timeout := c.opts.Timeout
+	if timeout <= 0 {
+		timeout = defaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := Replace(ctx, &restObject{info: info, prepare: c.opts.Prepare}, gk); err != nil {
+		ierr.Advice = "recreating it failed: " + err.Error()
+		return ierr
+	}
+	// The inner client creates what does not exist, as it applies it.
+	if _, err := c.Interface.Update(kube.ResourceList{}, kube.ResourceList{info}, opts...); err != nil {
+		ierr.Advice = "it was deleted to be recreated, but creating it failed: " + err.Error()
+		return ierr
+	}
+	if c.opts.Observer != nil {
+		c.opts.Observer(Recreated{Object: id, Fields: ierr.Fields, Propagation: Propagation(gk)})
+	}
+	return nil
+}
+
+// joinedErrors lists the errors of several objects on one line, as
+// Helm's client does, so a condition message stays readable.
+type joinedErrors []error
+
+func (j joinedErrors) Error() string {
+	msgs := make([]string, len(j))
+	for i, err := range j {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, " && ")
+}
+
+func (j joinedErrors) Unwrap() []error { return j }
+
+func joined(errs []error) error {
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return joinedErrors(errs)
+}
+
+// splitJoined returns the errors Helm's client joined, one per object.
+func splitJoined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// refused returns the object of target that err refused for an immutable
+// field, found by the kind and name the API server's answer names; nil
+// when err is no such refusal or names no single object of target.
+func refused(target kube.ResourceList, err error) *resource.Info {
+	if !IsImmutable(err) {
+		return nil
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		return nil
+	}
+	d := status.Status().Details
+	var found []*resource.Info
+	for _, info := range target {
+		if info.Mapping == nil || info.Name != d.Name {
+			continue
+		}
+		gvk, res := info.Mapping.GroupVersionKind, info.Mapping.Resource.Resource
+		if gvk.Group == d.Group && (strings.EqualFold(gvk.Kind, d.Kind) || d.Kind == res) {
+			found = append(found, info)
+		}
+	}
+	if len(found) > 1 {
+		// Same kind and name in several namespaces: Helm's message names
+		// namespace/name.
+		found = slices.DeleteFunc(found, func(info *resource.Info) bool {
+			return !strings.Contains(err.Error(), info.Namespace+"/"+info.Name)
+		})
+	}
+	if len(found) != 1 {
+		return nil
+	}
+	return found[0]
+}
+
+// describe names info as Kind/namespace/name.
+func describe(info *resource.Info) string {
+	kind := info.Mapping.GroupVersionKind.Kind
+	if info.Namespace == "" {
+		return kind + "/" + info.Name
+	}
+	return fmt.Sprintf("%s/%s/%s", kind, info.Namespace, info.Name)
+}
+
+// restObject is an object of a Helm manifest, reached through the REST
+// client Helm built it with.
+type restObject struct {
+	info    *resource.Info
+	prepare func(runtime.Object)
+}
+
+func (o *restObject) helper() *resource.Helper {
+	return resource.NewHelper(o.info.Client, o.info.Mapping)
+}
+
+func (o *restObject) UID(context.Context) (types.UID, error) {
+	obj, err := o.helper().Get(o.info.Namespace, o.info.Name)
+	if err != nil {
+		return "", err
+	}
+	accessor, err := meta.Accessor(obj)
+	if err != nil {
+		return "", err
+	}
+	return accessor.GetUID(), nil
+}
+
+func (o *restObject) DryRunCreate(context.Context) error {
+	obj := o.info.Object.DeepCopyObject()
+	if o.prepare != nil {
+		o.prepare(obj)
+	}
+	// Unknown fields are not what is asked here; Helm validates them.
+	_, err := o.helper().DryRun(true).WithFieldValidation(metav1.FieldValidationIgnore).Create(o.info.Namespace, true, obj)
+	return err
+}
+
+func (o *restObject) Delete(_ context.Context, uid types.UID, propagation metav1.DeletionPropagation) error {
+	_, err := o.helper().DeleteWithOptions(o.info.Namespace, o.info.Name, &metav1.DeleteOptions{
+		PropagationPolicy: &propagation,
+		Preconditions:     &metav1.Preconditions{UID: &uid},
+	})
+	return err
+}
