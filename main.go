@@ -493,6 +493,9 @@ func newReconciler(opts *options) *controller.HelmReleaseReconciler {
 		ActionOptions: action.Options{
 			UseHelm3Defaults: features.Enabled(features.UseHelm3Defaults),
 			AllowDNSLookups:  features.Enabled(features.AllowDNSLookups),
+			// The gate makes every chart object recreatable on immutable
+			// field refusals (see internal/recreate).
+			RecreateImmutable: features.Enabled(features.RecreateImmutableResources),
 		},
 		OverrideManagers: opts.overrideManagers,
 	}

@@ -151,6 +151,9 @@ func TestFeatureGateEffects(t *testing.T) {
 		{features.CancelHealthCheckOnNewRevision, "true", func(t *testing.T, off, on builtConfig) {
 			want(t, "CancelHealthCheckOnNewRevision", off.reconciler.CancelHealthCheckOnNewRevision, false, on.reconciler.CancelHealthCheckOnNewRevision, true)
 		}},
+		{features.RecreateImmutableResources, "true", func(t *testing.T, off, on builtConfig) {
+			want(t, "ActionOptions.RecreateImmutable", off.reconciler.ActionOptions.RecreateImmutable, false, on.reconciler.ActionOptions.RecreateImmutable, true)
+		}},
 		{features.ObjectLevelWorkloadIdentity, "true", func(t *testing.T, off, on builtConfig) {
 			want(t, "provider auth object-level workload identity", off.objectLevelIdentity, false, on.objectLevelIdentity, true)
 		}},

@@ -81,6 +81,7 @@ var upstreamFlags = []string{
 		"ExternalArtifact=false",
 		"OOMWatch=false",
 		"ObjectLevelWorkloadIdentity=false",
+		"RecreateImmutableResources=true",
 		"UseHelm3Defaults=true",
 		"DefaultToAfterHooks=true",
 	}, ","),

@@ -12,7 +12,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/drift"
+	"github.com/afterhooks/helm-controller/internal/recreate"
 )
 
 // InvalidDriftDetectionReason: spec.driftDetection cannot be used (an ignore
@@ -70,7 +72,13 @@ func (h *helmRunner) driftChecker() (*drift.Checker, error) {
 	if h.cfg.RESTClientGetter == nil {
 		return nil, fmt.Errorf("the Helm configuration has no REST client getter")
 	}
-	opts := drift.Options{FieldManager: h.fieldManager, Ignore: h.driftIgnore}
+	opts := drift.Options{FieldManager: h.fieldManager, Ignore: h.driftIgnore,
+		// A correction recreates what an upgrade would: annotated objects,
+		// or every object under the RecreateImmutableResources gate.
+		Recreate:        recreate.Policy{All: h.opts.RecreateImmutable},
+		RecreateTimeout: action.UpgradeWait(h.obj, h.opts).Timeout,
+		OnRecreate:      recreatedEvents(h.obj, h.recorder),
+	}
 	// Taking fields over writes managedFields; warn mode must only report.
 	if dd.GetMode() == helmv2.DriftDetectionEnabled {
 		opts.OverrideManagers = h.overrideManagers

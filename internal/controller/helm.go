@@ -149,6 +149,7 @@ func (h *helmRunner) actionOptions(verb string, strategy v2.HookWaitStrategy, re
 	opts.AfterHooksObserver = &afterHooksObserver{obj: h.obj, release: h.releaseName(), recorder: h.recorder, progress: h.progress}
 	groups := newSequenceObserver(h.obj, verb, strategy, h.recorder, h.progress)
 	opts.SequenceObserver, opts.SequenceWarn = groups.observe, groups.warn
+	opts.RecreateObserver = recreatedEvents(h.obj, h.recorder)
 	if render {
 		pr, err := h.postRenderer()
 		if err != nil {

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
+	"github.com/afterhooks/helm-controller/internal/recreate"
 	"github.com/afterhooks/helm-controller/internal/sequencing"
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/ssa"
@@ -47,6 +49,12 @@ type Options struct {
 	// without the hand-over server-side apply leaves it in place. This
 	// writes to managedFields, so only pass managers when correcting.
 	OverrideManagers []string
+	// Recreate decides which objects a correction refused for an
+	// immutable field may be recreated (see internal/recreate), within
+	// RecreateTimeout each; OnRecreate, when set, hears each one.
+	Recreate        recreate.Policy
+	RecreateTimeout time.Duration
+	OnRecreate      func(recreate.Recreated)
 }
 
 // exclusion marks objects (by label or annotation, on the manifest or in
@@ -123,7 +131,11 @@ func (c *Checker) Detect(ctx context.Context, rel *releasev1.Release) (jsondiff.
 	}
 	set, err := jsondiff.UnstructuredList(ctx, c.dryRun, objects, opts...)
 	if err != nil {
-		errs = append(errs, err)
+		// Some objects could not be compared; those refused for an
+		// immutable field have drifted in it.
+		var refused []error
+		set, refused = c.immutableDrift(ctx, objects, set, opts)
+		errs = append(errs, refused...)
 	}
 	return set, errors.Join(errs...)
 }
@@ -252,6 +264,9 @@ func (c *Checker) Correct(ctx context.Context, set jsondiff.DiffSet) (*ssa.Chang
 	var errs []error
 	for _, obj := range objects {
 		entry, err := manager.Apply(ctx, obj, opts)
+		if recreate.IsImmutable(err) {
+			entry, err = c.recreateRefused(ctx, manager, obj, opts, err)
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -45,6 +45,13 @@ const (
 	// upgrade strategy.
 	DefaultToRetryOnFailure = "DefaultToRetryOnFailure"
 
+	// RecreateImmutableResources lets upgrades, rollbacks and drift
+	// corrections recreate any chart object the API server refuses to
+	// update in place (an immutable field changed), not only those
+	// annotated helm.toolkit.fluxcd.io/force: enabled; objects annotated
+	// helm.toolkit.fluxcd.io/force: disabled opt out. See docs/immutable.md.
+	RecreateImmutableResources = "RecreateImmutableResources"
+
 	// ObjectLevelWorkloadIdentity allows per-object workload identity for
 	// cloud provider authentication.
 	ObjectLevelWorkloadIdentity = "ObjectLevelWorkloadIdentity"
@@ -64,6 +71,7 @@ func defaults() map[string]bool {
 		CancelHealthCheckOnNewRevision: false,
 		DefaultToRetryOnFailure:        false,
 		ObjectLevelWorkloadIdentity:    false,
+		RecreateImmutableResources:     false,
 		controller.FeatureGateCacheSecretsAndConfigMaps:  false,
 		controller.FeatureGateAdditiveCELDependencyCheck: false,
 		controller.FeatureGateExternalArtifact:           true,

@@ -1,0 +1,116 @@
+package drift
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fluxcd/pkg/ssa"
+	"github.com/fluxcd/pkg/ssa/jsondiff"
+	ssautil "github.com/fluxcd/pkg/ssa/utils"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/afterhooks/helm-controller/internal/recreate"
+)
+
+// recreateRefused recreates desired, whose correction refused (cause) for
+// an immutable field, when Options.Recreate allows it, and applies it
+// again. Without permission the error names the object, the fields and
+// what would allow a recreate.
+func (c *Checker) recreateRefused(ctx context.Context, manager *ssa.ResourceManager, desired *unstructured.Unstructured, opts ssa.ApplyOptions, cause error) (*ssa.ChangeSetEntry, error) {
+	id := ssautil.FmtUnstructured(desired)
+	ierr := &recreate.ImmutableError{Object: id, Fields: recreate.Fields(cause), Err: cause}
+	gk := desired.GroupVersionKind().GroupKind()
+	ok, advice := c.opts.Recreate.Allows(gk, desired.GetAnnotations())
+	if !ok {
+		ierr.Advice = advice
+		return nil, ierr
+	}
+	if c.opts.RecreateTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.RecreateTimeout)
+		defer cancel()
+	}
+	if err := recreate.Replace(ctx, &clientObject{client: c.client, desired: desired}, gk); err != nil {
+		ierr.Advice = "recreating it failed: " + err.Error()
+		return nil, ierr
+	}
+	entry, err := manager.Apply(ctx, desired, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s was deleted to be recreated, but creating it failed: %w", id, err)
+	}
+	if c.opts.OnRecreate != nil {
+		c.opts.OnRecreate(recreate.Recreated{Object: id, Fields: ierr.Fields, Propagation: recreate.Propagation(gk)})
+	}
+	return entry, nil
+}
+
+// immutableDrift adds to set an update diff for each of objects that set
+// lacks because its dry-run was refused for an immutable field: the
+// object in the cluster differs from the manifest in a field only a
+// recreate can change (a Job replaced by hand with another pod template).
+// It returns the errors of the objects it could not compare otherwise.
+func (c *Checker) immutableDrift(ctx context.Context, objects []*unstructured.Unstructured, set jsondiff.DiffSet, opts []jsondiff.ListOption) (jsondiff.DiffSet, []error) {
+	compared := map[string]bool{}
+	for _, d := range set {
+		compared[ssautil.FmtUnstructured(d.DesiredObject.(*unstructured.Unstructured))] = true
+	}
+	var resOpts []jsondiff.ResourceOption
+	for _, o := range opts {
+		if r, ok := o.(jsondiff.ResourceOption); ok {
+			resOpts = append(resOpts, r)
+		}
+	}
+	var errs []error
+	for _, obj := range objects {
+		if compared[ssautil.FmtUnstructured(obj)] {
+			continue
+		}
+		d, err := jsondiff.Unstructured(ctx, c.dryRun, obj, resOpts...)
+		if err == nil {
+			set = append(set, d) // compared at the second try
+			continue
+		}
+		if !recreate.IsImmutable(err) {
+			errs = append(errs, err)
+			continue
+		}
+		current := &unstructured.Unstructured{}
+		current.SetGroupVersionKind(obj.GroupVersionKind())
+		if getErr := c.client.Get(ctx, client.ObjectKeyFromObject(obj), current); getErr != nil {
+			errs = append(errs, err)
+			continue
+		}
+		set = append(set, &jsondiff.Diff{Type: jsondiff.DiffTypeUpdate, DesiredObject: obj, ClusterObject: current})
+	}
+	return set, errs
+}
+
+// clientObject is a release object reached through the checker's client.
+type clientObject struct {
+	client  client.Client
+	desired *unstructured.Unstructured
+}
+
+func (o *clientObject) UID(ctx context.Context) (types.UID, error) {
+	current := &unstructured.Unstructured{}
+	current.SetGroupVersionKind(o.desired.GroupVersionKind())
+	if err := o.client.Get(ctx, client.ObjectKeyFromObject(o.desired), current); err != nil {
+		return "", err
+	}
+	return current.GetUID(), nil
+}
+
+func (o *clientObject) DryRunCreate(ctx context.Context) error {
+	return o.client.Create(ctx, o.desired.DeepCopy(), client.DryRunAll)
+}
+
+func (o *clientObject) Delete(ctx context.Context, uid types.UID, propagation metav1.DeletionPropagation) error {
+	current := &unstructured.Unstructured{}
+	current.SetGroupVersionKind(o.desired.GroupVersionKind())
+	current.SetNamespace(o.desired.GetNamespace())
+	current.SetName(o.desired.GetName())
+	return o.client.Delete(ctx, current, client.PropagationPolicy(propagation), client.Preconditions{UID: &uid})
+}
