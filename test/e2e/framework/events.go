@@ -138,3 +138,7 @@ func (e *Env) WantNoEvent(t testing.TB, ns, name string, want EventWant) {
 		}
 	}
 }
+
+// ResourceRecreatedReason (internal/controller): an object refused an
+// update for an immutable field was deleted and created again.
+const ResourceRecreatedReason = "ResourceRecreated"

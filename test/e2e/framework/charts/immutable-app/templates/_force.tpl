@@ -1,0 +1,5 @@
+{{- define "immutable-app.force" -}}
+{{- if . }}
+helm.toolkit.fluxcd.io/force: {{ . }}
+{{- end }}
+{{- end -}}
