@@ -34,6 +34,7 @@ type leftover struct {
 
 // TestHookCleanup uninstalls a release whose hooks left objects behind,
 // once as Helm does it and once with spec.uninstall.deleteHookResources.
+// The cluster's garbage collector removes the pods of deleted Jobs.
 func TestHookCleanup(t *testing.T) {
 	t.Parallel()
 
@@ -60,8 +61,43 @@ func TestHookCleanup(t *testing.T) {
 			{kind: "Job", name: "succeeded", stay: false},
 			{kind: "ConfigMap", name: "transient", stay: true}, // the test's own, see uninstallHookLeftovers
 		})
+		env.WantNoEvent(t, ns, hookRelease, framework.EventWant{Reason: hookResourcesDeletedReason})
+	})
+
+	// With deleteHookResources the uninstall deletes every hook object
+	// without a delete policy (Jobs with their pods), the pre- and
+	// post-delete hooks it just ran included; the hook the chart keeps and
+	// the ConfigMap that only shares a hook's name stay.
+	t.Run("delete-hook-resources", func(t *testing.T) {
+		t.Parallel()
+		ns := uninstallHookLeftovers(t, func(hr *v2.HelmRelease) {
+			hr.Spec.Uninstall = &v2.Uninstall{DeleteHookResources: true}
+		})
+		wantLeftovers(t, ns, []leftover{
+			{kind: "ConfigMap", name: "app", stay: false},
+			{kind: "Job", name: "post-install", stay: false},
+			{kind: "Job", name: "pre-upgrade", stay: false},
+			{kind: "Job", name: "failed-policy", stay: false},
+			{kind: "Job", name: "pre-delete", stay: false},
+			{kind: "ConfigMap", name: "pre-install", stay: false},
+			{kind: "ConfigMap", name: "post-delete", stay: false},
+			{kind: "ConfigMap", name: "keep", stay: true},
+			{kind: "Job", name: "succeeded", stay: false},
+			{kind: "ConfigMap", name: "transient", stay: true},
+		})
+		env.WaitEvent(t, ns, hookRelease, framework.EventWant{
+			Reason:   hookResourcesDeletedReason,
+			Contains: "Deleted 6 object(s) left by the hooks of release " + hookRelease,
+		})
+		env.WantNoEvent(t, ns, hookRelease, framework.EventWant{Reason: hookCleanupFailedReason})
 	})
 }
+
+// The controller's event reasons for deleteHookResources.
+const (
+	hookResourcesDeletedReason = "HookResourcesDeleted"
+	hookCleanupFailedReason    = "HookCleanupFailed"
+)
 
 // uninstallHookLeftovers installs the hook-leftovers chart in a namespace
 // of its own, as configure (may be nil) changes it, upgrades it once
