@@ -68,16 +68,20 @@ func joinPath(parent, name string) string {
 
 // ourAdditions are the only differences our CRD may have from upstream's:
 // a waitStrategy property and a CEL rule rejecting afterHooks with
-// disableWait on each of install, upgrade and rollback, and one more
-// spec.waitStrategy name (ordered), which only widens its enum.
+// disableWait on each of install, upgrade and rollback, a
+// deleteHookResources property on uninstall, and one more
+// spec.waitStrategy name (ordered), which only widens its enum. Each is
+// optional, so every manifest upstream accepts is still accepted.
 var ourAdditions = map[string][]string{
-	"spec.waitStrategy.name":     {"description", "enum"},
-	"spec.install":               {"(properties)", "x-kubernetes-validations"},
-	"spec.upgrade":               {"(properties)", "x-kubernetes-validations"},
-	"spec.rollback":              {"(properties)", "x-kubernetes-validations"},
-	"spec.install.waitStrategy":  {"(new)"},
-	"spec.upgrade.waitStrategy":  {"(new)"},
-	"spec.rollback.waitStrategy": {"(new)"},
+	"spec.waitStrategy.name":             {"description", "enum"},
+	"spec.install":                       {"(properties)", "x-kubernetes-validations"},
+	"spec.upgrade":                       {"(properties)", "x-kubernetes-validations"},
+	"spec.rollback":                      {"(properties)", "x-kubernetes-validations"},
+	"spec.install.waitStrategy":          {"(new)"},
+	"spec.upgrade.waitStrategy":          {"(new)"},
+	"spec.rollback.waitStrategy":         {"(new)"},
+	"spec.uninstall":                     {"(properties)"},
+	"spec.uninstall.deleteHookResources": {"(new)"},
 }
 
 func allowed(path, keyword string) bool {

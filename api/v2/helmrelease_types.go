@@ -27,11 +27,12 @@ const (
 // HelmReleaseSpec defines the desired state of a Helm release.
 type HelmReleaseSpec struct {
 	// Upstream's spec, with Install, Upgrade and Rollback replaced by the
-	// versions below that carry waitStrategy, and WaitStrategy by one that
-	// also accepts ordered. The embedded spec still has
-	// its own Install, Upgrade and Rollback fields; they are shadowed (JSON,
-	// deepcopy and the CRD only see the fields declared here) and stay nil.
-	// Always use Spec.Install or GetInstall, never Spec.HelmReleaseSpec.Install.
+	// versions below that carry waitStrategy, Uninstall by one that carries
+	// deleteHookResources, and WaitStrategy by one that also accepts
+	// ordered. The embedded spec still has its own fields of those names;
+	// they are shadowed (JSON, deepcopy and the CRD only see the fields
+	// declared here) and stay nil. Always use Spec.Install or GetInstall,
+	// never Spec.HelmReleaseSpec.Install (and so on).
 	helmv2.HelmReleaseSpec `json:",inline"`
 
 	// Install holds the configuration for Helm install actions for this HelmRelease.
@@ -45,6 +46,10 @@ type HelmReleaseSpec struct {
 	// Rollback holds the configuration for Helm rollback actions for this HelmRelease.
 	// +optional
 	Rollback *Rollback `json:"rollback,omitempty"`
+
+	// Uninstall holds the configuration for Helm uninstall actions for this HelmRelease.
+	// +optional
+	Uninstall *Uninstall `json:"uninstall,omitempty"`
 
 	// WaitStrategy is upstream's wait strategy with one more name, ordered.
 	// +optional
@@ -143,6 +148,28 @@ type Rollback struct {
 	WaitStrategy HookWaitStrategy `json:"waitStrategy,omitempty"`
 }
 
+// Uninstall is upstream's uninstall configuration plus deleteHookResources.
+type Uninstall struct {
+	helmv2.Uninstall `json:",inline"`
+
+	// DeleteHookResources deletes, after a successful uninstall, the objects
+	// the release's hooks left in the cluster: hooks are not part of a Helm
+	// release, so Helm's uninstall leaves every hook object that no
+	// helm.sh/hook-delete-policy removed (Completed Jobs and their pods,
+	// ConfigMaps, ServiceAccounts...). The hooks are those recorded in any
+	// stored revision of the release, including the pre- and post-delete
+	// hooks the uninstall just ran. Only objects that still carry the
+	// helm.sh/hook annotation are deleted; those with
+	// helm.sh/resource-policy: keep and CustomResourceDefinitions are left.
+	// Jobs are deleted with background propagation, so their pods go too.
+	// The deletions are waited for as the uninstall waits for its own
+	// (not with disableWait), within the uninstall timeout. A failure is
+	// reported in a HookCleanupFailed warning event; the uninstall itself
+	// succeeded. Defaults to false: Helm's behaviour.
+	// +optional
+	DeleteHookResources bool `json:"deleteHookResources,omitempty"`
+}
+
 // GetWaitStrategy returns the strategy for the install, falling back to
 // defaultStrategy when unset. With the wait disabled there is no wait to
 // order, so the result is always BeforeHooks.
@@ -216,6 +243,14 @@ func (in *HelmRelease) GetRollback() Rollback {
 	return *in.Spec.Rollback
 }
 
+// GetUninstall returns the uninstall configuration, the zero value when unset.
+func (in *HelmRelease) GetUninstall() Uninstall {
+	if in.Spec.Uninstall == nil {
+		return Uninstall{}
+	}
+	return *in.Spec.Uninstall
+}
+
 // GetConditions returns the status conditions of the object.
 func (in *HelmRelease) GetConditions() []metav1.Condition {
 	return in.Status.Conditions
@@ -237,10 +272,10 @@ func (in *HelmRelease) GetLastHandledReconcileRequest() string {
 }
 
 // Upstream returns a deep copy of the object as upstream's type, with
-// Install, Upgrade and Rollback taken from this object (without
-// waitStrategy). It lets callers reuse upstream's read-only helpers, such as
-// GetReleaseName or GetActiveRemediation. Changes to the copy are not
-// reflected in this object.
+// Install, Upgrade, Rollback and Uninstall taken from this object (without
+// waitStrategy and deleteHookResources). It lets callers reuse upstream's
+// read-only helpers, such as GetReleaseName or GetActiveRemediation.
+// Changes to the copy are not reflected in this object.
 func (in *HelmRelease) Upstream() *helmv2.HelmRelease {
 	out := &helmv2.HelmRelease{
 		TypeMeta: metav1.TypeMeta{Kind: helmv2.HelmReleaseKind, APIVersion: GroupVersion.String()},
@@ -256,6 +291,9 @@ func (in *HelmRelease) Upstream() *helmv2.HelmRelease {
 	}
 	if in.Spec.Rollback != nil {
 		out.Spec.Rollback = in.Spec.Rollback.Rollback.DeepCopy()
+	}
+	if in.Spec.Uninstall != nil {
+		out.Spec.Uninstall = in.Spec.Uninstall.Uninstall.DeepCopy()
 	}
 	if in.Spec.WaitStrategy != nil {
 		out.Spec.WaitStrategy = &helmv2.WaitStrategy{Name: in.Spec.WaitStrategy.Name}

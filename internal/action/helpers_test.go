@@ -48,7 +48,7 @@ func withRollback(rb helmv2.Rollback) func(*v2.HelmRelease) {
 }
 
 func withUninstall(un helmv2.Uninstall) func(*v2.HelmRelease) {
-	return func(o *v2.HelmRelease) { o.Spec.Uninstall = &un }
+	return func(o *v2.HelmRelease) { o.Spec.Uninstall = &v2.Uninstall{Uninstall: un} }
 }
 
 func withTest(te helmv2.Test) func(*v2.HelmRelease) {

@@ -86,6 +86,11 @@ type Options struct {
 	// recreated; may be nil.
 	RecreateObserver func(recreate.Recreated)
 
+	// HookResourcesDeleted hears the objects ("Kind/namespace/name") an
+	// uninstall with spec.uninstall.deleteHookResources deleted, when
+	// there were any, even if others failed; may be nil.
+	HookResourcesDeleted func(deleted []string)
+
 	// StatusReaders judge the readiness of the kinds they support before
 	// kstatus' built-in rules do: spec.healthCheckExprs, compiled by
 	// internal/healthcheck. Helm's kstatus-based waiter uses them for the

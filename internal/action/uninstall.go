@@ -12,12 +12,18 @@ import (
 
 // Uninstall uninstalls the release of obj. Helm's uninstall cannot be
 // cancelled, only Options.WaitContext bounds its wait for deletion; ctx
-// only ends the waits between the batches of a release applied in order. The response's Release, when set, is a
-// *releasev1.Release.
+// only ends the waits between the batches of a release applied in order.
+// The response's Release, when set, is a *releasev1.Release. With
+// spec.uninstall.deleteHookResources the objects the release's hooks left
+// are deleted once Helm's uninstall succeeded (see hookcleanup.go); a
+// failure of that alone is a *HookCleanupError.
 func Uninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options) (*releasecommon.UninstallReleaseResponse, error) {
 	if obj == nil {
 		return nil, errNilObject
 	}
+	// Read before the uninstall deletes the records. The cleanup keeps
+	// cfg's own kube client: hooks belong to no resource group to order.
+	cleanup := newHookCleanup(cfg, ReleaseName(obj), obj.GetUninstall().DeleteHookResources)
 	// A release applied in order is deleted in reverse (see sequencing.go).
 	if last, err := LastRelease(cfg, ReleaseName(obj)); err == nil {
 		charts, sequenced, err := recordedOrdering(last)
@@ -40,6 +46,13 @@ func Uninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmR
 			return res, fmt.Errorf("uninstall: %w", convErr)
 		}
 		res.Release = rel
+	}
+	if err != nil || cleanup == nil {
+		return res, err
+	}
+	deleted, err := cleanup.run(uninstall)
+	if len(deleted) > 0 && o.HookResourcesDeleted != nil {
+		o.HookResourcesDeleted(deleted)
 	}
 	return res, err
 }

@@ -218,11 +218,12 @@ func (h *helmRunner) Uninstall(ctx context.Context) error {
 	opts := h.opts
 	groups := newSequenceObserver(h.obj, "uninstall", "", h.recorder, h.progress)
 	opts.SequenceObserver, opts.SequenceWarn = groups.observe, groups.warn
+	opts.HookResourcesDeleted = h.hookResourcesDeleted
 	_, err := action.Uninstall(ctx, h.cfg, h.obj, opts)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil
 	}
-	return err
+	return h.hookCleanupFailed(err)
 }
 
 // Unlock marks a pending release failed in storage.

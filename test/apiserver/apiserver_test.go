@@ -1,7 +1,8 @@
 // Package apiserver checks our HelmRelease CRD on a real kube-apiserver,
 // side by side with upstream's CRD on a second one: what upstream accepts we
 // accept and store identically, what upstream rejects we reject with the
-// same message, and our waitStrategy field is validated clearly.
+// same message, and our waitStrategy and deleteHookResources fields are
+// validated clearly.
 package apiserver
 
 import (
@@ -345,4 +346,51 @@ func TestUpstreamServerIgnoresWaitStrategy(t *testing.T) {
 	if timeout, _, _ := unstructured.NestedString(stored.Object, "spec", "install", "timeout"); timeout != "3m" {
 		t.Errorf("install.timeout = %q after pruning, want 3m", timeout)
 	}
+}
+
+// TestDeleteHookResources checks spec.uninstall.deleteHookResources on both
+// servers: ours stores it beside upstream's uninstall fields (and still
+// defaults deletionPropagation), rejects a value that is not a boolean, and
+// upstream's CRD prunes it like waitStrategy, keeping the rest.
+func TestDeleteHookResources(t *testing.T) {
+	ctx := context.Background()
+	uninstall := map[string]any{"deleteHookResources": true, "keepHistory": true}
+
+	t.Run("ours-stores-it", func(t *testing.T) {
+		stored, err := create(ctx, ours, helmRelease("delete-hooks", map[string]map[string]any{"uninstall": uninstall}))
+		cleanup(t, stored)
+		if err != nil {
+			t.Fatalf("rejected: %v", err)
+		}
+		got, _, _ := unstructured.NestedFieldNoCopy(stored.Object, "spec", "uninstall")
+		want := map[string]any{"deleteHookResources": true, "keepHistory": true, "deletionPropagation": "background"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("stored spec.uninstall (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("ours-rejects-a-string", func(t *testing.T) {
+		obj := helmRelease("delete-hooks-string", map[string]map[string]any{"uninstall": {"deleteHookResources": "yes"}})
+		stored, err := create(ctx, ours, obj)
+		cleanup(t, stored)
+		if err == nil {
+			t.Fatal("accepted, want a rejection")
+		}
+		if !strings.Contains(err.Error(), "spec.uninstall.deleteHookResources") {
+			t.Errorf("rejection %q does not name spec.uninstall.deleteHookResources", err)
+		}
+	})
+
+	t.Run("upstream-prunes-it", func(t *testing.T) {
+		stored, err := create(ctx, upstream, helmRelease("delete-hooks-pruned", map[string]map[string]any{"uninstall": uninstall}))
+		cleanup(t, stored)
+		if err != nil {
+			t.Fatalf("upstream rejected one of our manifests: %v", err)
+		}
+		got, _, _ := unstructured.NestedFieldNoCopy(stored.Object, "spec", "uninstall")
+		want := map[string]any{"keepHistory": true, "deletionPropagation": "background"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("spec.uninstall stored by upstream's CRD (-want +got):\n%s", diff)
+		}
+	})
 }

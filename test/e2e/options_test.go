@@ -34,7 +34,7 @@ func TestUninstallKeepHistory(t *testing.T) {
 	ns := env.Namespace(t)
 	repo := env.HelmRepository(t, ns)
 	hr := env.PodinfoRelease(ns, "podinfo", repo.Name, "")
-	hr.Spec.Uninstall = &helmv2.Uninstall{KeepHistory: true, Timeout: &metav1.Duration{Duration: 30 * time.Second}}
+	hr.Spec.Uninstall = &v2.Uninstall{Uninstall: helmv2.Uninstall{KeepHistory: true, Timeout: &metav1.Duration{Duration: 30 * time.Second}}}
 	env.Create(t, hr)
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
 

@@ -42,7 +42,7 @@ func TestUpstreamParity(t *testing.T) {
 				hr.Spec.Timeout = short
 				hr.Spec.Install = &v2.Install{Install: helmv2.Install{
 					Remediation: &helmv2.InstallRemediation{RemediateLastFailure: ptr.To(true)}}}
-				hr.Spec.Uninstall = &helmv2.Uninstall{KeepHistory: true}
+				hr.Spec.Uninstall = &v2.Uninstall{Uninstall: helmv2.Uninstall{KeepHistory: true}}
 				return hr
 			},
 			steps: []parityStep{{name: "stalled", settled: parityStalled, want: []string{

@@ -367,7 +367,7 @@ func (tr *trials) release(name, values string) *v2.HelmRelease {
 		Rollback:     helmv2.Rollback{Timeout: &metav1.Duration{Duration: tr.timeout()}},
 		WaitStrategy: tr.cell.strategy,
 	}
-	hr.Spec.Uninstall = &helmv2.Uninstall{Timeout: &metav1.Duration{Duration: tr.timeout()}}
+	hr.Spec.Uninstall = &v2.Uninstall{Uninstall: helmv2.Uninstall{Timeout: &metav1.Duration{Duration: tr.timeout()}}}
 	if tr.cell.action == "install" && tr.cell.phase == phaseRemediation {
 		// One failed install, remediated by uninstalling, then stop.
 		hr.Spec.Install.Remediation = &helmv2.InstallRemediation{Retries: 0, RemediateLastFailure: &yes}

@@ -1,0 +1,47 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/afterhooks/helm-controller/internal/action"
+)
+
+// Reasons of the events about spec.uninstall.deleteHookResources.
+const (
+	// HookResourcesDeletedReason: an uninstall deleted objects its
+	// release's hooks had left.
+	HookResourcesDeletedReason = "HookResourcesDeleted"
+	// HookCleanupFailedReason: the release was uninstalled, but some of
+	// the objects its hooks left could not be deleted.
+	HookCleanupFailedReason = "HookCleanupFailed"
+)
+
+// hookResourcesDeleted reports the hook objects an uninstall deleted.
+func (h *helmRunner) hookResourcesDeleted(deleted []string) {
+	h.event(corev1.EventTypeNormal, HookResourcesDeletedReason,
+		fmt.Sprintf("Deleted %d object(s) left by the hooks of release %s: %s", len(deleted), h.releaseName(), listed(deleted)))
+}
+
+// hookCleanupFailed turns a failed hook cleanup into a Warning event and
+// reports the uninstall as the success it was. Failing it would record a
+// failed uninstall (for a remediation, a failure that counts against its
+// retries) although the release is gone, and a retry would not clean up
+// again: without a release there are no records listing the hooks.
+func (h *helmRunner) hookCleanupFailed(err error) error {
+	var cleanup *action.HookCleanupError
+	if !errors.As(err, &cleanup) {
+		return err
+	}
+	h.event(corev1.EventTypeWarning, HookCleanupFailedReason, cleanup.Error())
+	return nil
+}
+
+func (h *helmRunner) event(eventType, reason, msg string) {
+	if h.recorder == nil {
+		return
+	}
+	h.recorder.AnnotatedEventf(h.obj, nil, eventType, reason, "%s", msg)
+}

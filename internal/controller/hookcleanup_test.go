@@ -1,0 +1,64 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/action"
+)
+
+// A failed hook cleanup is a Warning event, not a failed uninstall: the
+// release is gone. Any other error stays the uninstall's.
+func TestHookCleanupFailed(t *testing.T) {
+	helmErr := errors.New("failed to delete release: web")
+	cleanupErr := &action.HookCleanupError{Release: "web", Err: errors.New("deleting Job/apps/web-migrate: forbidden")}
+	cases := []struct {
+		name      string
+		err       error
+		wantErr   error
+		wantEvent *capturedEvent
+	}{
+		{name: "success", err: nil},
+		{name: "helm failure", err: helmErr, wantErr: helmErr},
+		{name: "cleanup failure", err: fmt.Errorf("wrapped: %w", cleanupErr), wantEvent: &capturedEvent{
+			corev1.EventTypeWarning, HookCleanupFailedReason,
+			"release web uninstalled, but deleting the objects its hooks left failed: deleting Job/apps/web-migrate: forbidden",
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &captureRecorder{}
+			h := &helmRunner{obj: &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}}, recorder: rec}
+			if err := h.hookCleanupFailed(tc.err); !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+				t.Errorf("error %v, want %v", err, tc.wantErr)
+			}
+			switch {
+			case tc.wantEvent == nil && len(rec.events) > 0:
+				t.Errorf("events %+v, want none", rec.events)
+			case tc.wantEvent != nil && (len(rec.events) != 1 || rec.events[0] != *tc.wantEvent):
+				t.Errorf("events %+v, want %+v", rec.events, *tc.wantEvent)
+			}
+		})
+	}
+}
+
+func TestHookResourcesDeletedEvent(t *testing.T) {
+	rec := &captureRecorder{}
+	h := &helmRunner{obj: &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}}, recorder: rec}
+	h.hookResourcesDeleted([]string{"Job/apps/a", "ConfigMap/apps/b", "ConfigMap/apps/c", "ConfigMap/apps/d", "ConfigMap/apps/e", "ConfigMap/apps/f"})
+	if len(rec.events) != 1 {
+		t.Fatalf("events %+v, want one", rec.events)
+	}
+	e := rec.events[0]
+	want := "Deleted 6 object(s) left by the hooks of release web: Job/apps/a, ConfigMap/apps/b, ConfigMap/apps/c, ConfigMap/apps/d, ConfigMap/apps/e and 1 more"
+	if e.eventtype != corev1.EventTypeNormal || e.reason != HookResourcesDeletedReason || e.message != want {
+		t.Errorf("event %+v, want Normal %s %q", e, HookResourcesDeletedReason, want)
+	}
+	// A runner without a recorder (tests, tools) reports nothing and goes on.
+	(&helmRunner{obj: h.obj}).hookResourcesDeleted([]string{"Job/apps/a"})
+}
