@@ -137,6 +137,7 @@ func TestAgainstAPIServerRecreate(t *testing.T) {
 				o.Name, o.Namespace = name, "recreate"
 				o.Spec.Install = &v2.Install{Install: helmv2.Install{DisableWait: true}}
 				o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{DisableWait: true, Force: tt.specForce}}
+				o.Spec.Rollback = &v2.Rollback{Rollback: helmv2.Rollback{DisableWait: true}}
 			})
 			cfg, err := factory.Build("recreate", "recreate", WithLogger(testr.New(t)))
 			if err != nil {
@@ -202,6 +203,20 @@ func TestAgainstAPIServerRecreate(t *testing.T) {
 			}
 			if _, err := cs.CoreV1().ConfigMaps("recreate").Get(ctx, name+"-dropped", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Errorf("the ConfigMap the upgrade drops: %v, want not found", err)
+			}
+			if tt.force == "enabled" || tt.gate {
+				// The rollback meets the same refusals the other way.
+				if err := Rollback(ctx, cfg, obj, 1, opts); err != nil {
+					t.Fatalf("rollback: %v", err)
+				}
+				j, err := cs.BatchV1().Jobs("recreate").Get(ctx, name+"-migrate", metav1.GetOptions{})
+				if err != nil || j.Spec.Template.Spec.Containers[0].Image != "migrate:1" || j.UID == job2 {
+					t.Errorf("Job after rollback: %v (recreated %v)", err, err == nil && j.UID != job2)
+				}
+				s, err := cs.CoreV1().Services("recreate").Get(ctx, name+"-svc", metav1.GetOptions{})
+				if err != nil || s.Spec.ClusterIP != "None" {
+					t.Errorf("Service after rollback: clusterIP %s (%v)", s.Spec.ClusterIP, err)
+				}
 			}
 			mu.Lock()
 			defer mu.Unlock()
