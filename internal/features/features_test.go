@@ -12,6 +12,7 @@ func TestDefaults(t *testing.T) {
 	// Upstream v1.6.x gates with their defaults, plus ours.
 	want := map[string]bool{
 		"DefaultToAfterHooks":            false,
+		"RecreateImmutableResources":     false,
 		"AdditiveCELDependencyCheck":     false,
 		"AdoptLegacyReleases":            false,
 		"AllowDNSLookups":                false,
