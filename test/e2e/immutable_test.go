@@ -92,8 +92,9 @@ func TestImmutableMigrationJob(t *testing.T) {
 
 		setValues(t, hr, `{"migrateVersion":"2"}`)
 		waitCondition(t, hr, 2*time.Minute, meta.ReadyCondition, metav1.ConditionFalse, helmv2.UpgradeFailedReason,
-			"Job/"+ns+"/imm-migrate", "spec.template", "field is immutable",
-			"helm.toolkit.fluxcd.io/force: enabled", "spec.upgrade.force")
+			"Job/"+ns+"/imm-migrate: spec.template: field is immutable; annotate it helm.toolkit.fluxcd.io/force: enabled (or set spec.upgrade.force) to let the controller recreate it")
+		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: helmv2.UpgradeFailedReason,
+			Contains: "Job/" + ns + "/imm-migrate: spec.template: field is immutable"})
 		if uidOf(t, named(&batchv1.Job{}, ns, "imm-migrate")) != job {
 			t.Error("the Job was recreated without the annotation")
 		}
