@@ -10,7 +10,8 @@ import (
 	"github.com/afterhooks/helm-controller/internal/sequencing"
 )
 
-// withRecreate returns a copy of cfg whose updates recreate the objects
+// withRecreate returns a copy of cfg whose updates (those of an upgrade,
+// a rollback, or an install adopting existing objects) recreate the objects
 // the API server refuses to change in place, as internal/recreate allows:
 // annotated ones, or all (but those opting out) when force is set or the
 // RecreateImmutableResources gate is on. forceField names the force

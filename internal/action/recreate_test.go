@@ -10,6 +10,8 @@ import (
 	"github.com/go-logr/logr/testr"
 	"helm.sh/helm/v4/pkg/chart/common"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -229,6 +231,72 @@ func TestAgainstAPIServerRecreate(t *testing.T) {
 				if !found {
 					t.Errorf("observer heard %v, want %q", heard, w)
 				}
+			}
+		})
+	}
+}
+
+// An install that takes over a Job left in the cluster (replace after a
+// failed install, an object kept by an earlier release) updates it, and
+// recreates it when annotated.
+func TestAgainstAPIServerInstallAdoptionRecreates(t *testing.T) {
+	restCfg := apiServer(t)
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(restCfg)
+	createNamespaces(t, cs, "adopt")
+	factory, err := NewConfigFactoryFromRESTConfig(restCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, force, wantErr string
+	}{
+		{name: "adopted", force: "enabled"},
+		{name: "refused", wantErr: "Job/adopt/refused-migrate: spec.template: field is immutable; annotate it helm.toolkit.fluxcd.io/force: enabled to let"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			left := &batchv1.Job{
+				ObjectMeta: metav1.ObjectMeta{Name: tt.name + "-migrate", Namespace: "adopt"},
+				Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever,
+					Containers:    []corev1.Container{{Name: "migrate", Image: "left:0"}},
+				}}},
+			}
+			left, err := cs.BatchV1().Jobs("adopt").Create(ctx, left, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj := newHR(func(o *v2.HelmRelease) {
+				o.Name, o.Namespace = tt.name, "adopt"
+				o.Spec.Install = &v2.Install{Install: helmv2.Install{DisableWait: true}}
+			})
+			cfg, err := factory.Build("adopt", "adopt", WithLogger(testr.New(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			values := map[string]any{"image": "migrate:1", "headless": true, "foo": "x"}
+			if tt.force != "" {
+				values["force"] = tt.force
+			}
+			_, err = Install(ctx, cfg, obj, immutableChart("1.0.0"), values, Options{})
+			job, getErr := cs.BatchV1().Jobs("adopt").Get(ctx, tt.name+"-migrate", metav1.GetOptions{})
+			if getErr != nil {
+				t.Fatal(getErr)
+			}
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("install = %v, want an error containing %q", err, tt.wantErr)
+				}
+				if job.UID != left.UID {
+					t.Error("the Job was recreated without the annotation")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("install: %v", err)
+			}
+			if job.UID == left.UID || job.Spec.Template.Spec.Containers[0].Image != "migrate:1" {
+				t.Errorf("Job: recreated %v, image %s; want the chart's Job", job.UID != left.UID, job.Spec.Template.Spec.Containers[0].Image)
 			}
 		})
 	}
