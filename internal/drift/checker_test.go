@@ -73,9 +73,15 @@ metadata:
 data:
   color: blue
 `, ns)
+	return deploy(t, c, ns, manifest)
+}
+
+// deploy server-side applies manifest as Helm would (helmManager, Helm's
+// ownership metadata) and returns it as revision 1 of release "app".
+func deploy(t *testing.T, c client.Client, ns, manifest string) *releasev1.Release {
+	t.Helper()
 	rel := &releasev1.Release{Name: "app", Namespace: ns, Version: 1, Manifest: manifest}
-	checker := newChecker(t, Options{})
-	objects, skipped, err := checker.desiredObjects(rel)
+	objects, skipped, err := newChecker(t, Options{}).desiredObjects(rel)
 	if err != nil || len(skipped) > 0 {
 		t.Fatal(err, skipped)
 	}

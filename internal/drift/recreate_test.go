@@ -38,17 +38,7 @@ spec:
       - name: migrate
         image: migrate:1
 `, ns, meta)
-	rel := &releasev1.Release{Name: "app", Namespace: ns, Version: 1, Manifest: manifest}
-	objects, skipped, err := newChecker(t, Options{}).desiredObjects(rel)
-	if err != nil || len(skipped) > 0 {
-		t.Fatal(err, skipped)
-	}
-	for _, obj := range objects {
-		if err := c.Patch(context.Background(), obj, client.Apply, client.FieldOwner(helmManager), client.ForceOwnership); err != nil {
-			t.Fatalf("deploying %s: %v", obj.GetName(), err)
-		}
-	}
-	return rel
+	return deploy(t, c, ns, manifest)
 }
 
 // replaceJob stands for `kubectl replace --force` with another image: the
