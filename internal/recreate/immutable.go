@@ -14,10 +14,20 @@ import (
 // --force) decide it: an Invalid or Conflict answer, or a message of an
 // admission webhook or CEL rule saying so. The answer is broad on purpose;
 // Replace only deletes an object after the API server accepted its new
-// version as a new object.
+// version as a new object. One Conflict is left out: a write that lost a
+// race with another writer (a replace while an autoscaler scales), which
+// a retry fixes and the dry run cannot tell apart.
 func IsImmutable(err error) bool {
-	return err != nil && ssaerrors.IsImmutableError(err)
+	if err == nil || apierrors.IsConflict(err) && strings.Contains(err.Error(), optimisticLock) {
+		return false
+	}
+	return ssaerrors.IsImmutableError(err)
 }
+
+// optimisticLock is how the API server words a write based on an old
+// resourceVersion (k8s.io/apiserver's registry.OptimisticLockErrorMsg).
+const optimisticLock = "the object has been modified; please apply your changes to the latest version"
+
 
 // ImmutableError is an update of Object the API server refused in place,
 // with why it was not recreated.

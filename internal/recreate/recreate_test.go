@@ -180,6 +180,9 @@ func TestIsImmutable(t *testing.T) {
 		{err: errors.New("admission webhook denied: spec.size is immutable"), want: true},
 		{err: apierrors.NewForbidden(schema.GroupResource{Resource: "jobs"}, "m", errors.New("rbac")), want: false},
 		{err: apierrors.NewNotFound(schema.GroupResource{Resource: "jobs"}, "m"), want: false},
+		{err: apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web",
+			errors.New("the object has been modified; please apply your changes to the latest version and try again")), want: false},
+		{err: apierrors.NewConflict(schema.GroupResource{Resource: "services"}, "web", errors.New("field is immutable")), want: true},
 	}
 	for _, tt := range tests {
 		if got := IsImmutable(tt.err); got != tt.want {
