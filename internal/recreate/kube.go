@@ -167,18 +167,9 @@ func refused(target kube.ResourceList, err error) *resource.Info {
 	if !IsImmutable(err) {
 		return nil
 	}
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) || status.Status().Details == nil {
-		return nil
-	}
-	d := status.Status().Details
 	var found []*resource.Info
 	for _, info := range target {
-		if info.Mapping == nil || info.Name != d.Name {
-			continue
-		}
-		gvk, res := info.Mapping.GroupVersionKind, info.Mapping.Resource.Resource
-		if gvk.Group == d.Group && (strings.EqualFold(gvk.Kind, d.Kind) || d.Kind == res) {
+		if info.Mapping != nil && names(err, info) {
 			found = append(found, info)
 		}
 	}
@@ -193,6 +184,24 @@ func refused(target kube.ResourceList, err error) *resource.Info {
 		return nil
 	}
 	return found[0]
+}
+
+// names tells whether err is about info: by the kind and name the API
+// server's answer details (Invalid answers give the kind, Conflict and
+// admission policy answers the resource), else, for an admission webhook
+// that gave no details, by how Helm's client names the object it failed
+// to apply (server-side: "namespace/name group/version, Kind=..."; client
+// side: "\"name\" with kind Kind").
+func names(err error, info *resource.Info) bool {
+	gvk, res := info.Mapping.GroupVersionKind, info.Mapping.Resource.Resource
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Details != nil && status.Status().Details.Name != "" {
+		d := status.Status().Details
+		return info.Name == d.Name && gvk.Group == d.Group && (strings.EqualFold(gvk.Kind, d.Kind) || d.Kind == res)
+	}
+	msg := err.Error()
+	return strings.Contains(msg, fmt.Sprintf("%s/%s %s", info.Namespace, info.Name, gvk.String())) ||
+		strings.Contains(msg, fmt.Sprintf("%q with kind %s", info.Name, gvk.Kind))
 }
 
 // describe names info as Kind/namespace/name.
