@@ -268,7 +268,7 @@ func (tr *trials) runCell(t *testing.T) row {
 	tr.proxy = env.StartProxy(t)
 	handover := tr.cell.fault == faultHandover
 	ctl, err := framework.StartController(framework.ControllerOptions{
-		Binary: env.Binary, Kubeconfig: tr.proxy.Kubeconfig, LogDir: t.TempDir(),
+		Binary: env.Binary, Kubeconfig: tr.proxy.Kubeconfig, LogDir: trialLogDir(t),
 		Shard:          "fault-" + tr.cell.id() + "-" + utilrand.String(4),
 		LeaderElection: handover,
 	})
@@ -1031,3 +1031,18 @@ type nopTB struct{ testing.TB }
 func (nopTB) Helper()                           {}
 func (nopTB) Fatal(args ...any)                 { panic(fmt.Sprint(args...)) }
 func (nopTB) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+
+// trialLogDir is where a trial's controllers log: a test directory, or
+// one under the kept cluster directory (TEST_CLUSTER_KEEP_DIR) so that a
+// broken run can be read afterwards.
+func trialLogDir(t *testing.T) string {
+	if os.Getenv("TEST_CLUSTER_KEEP_DIR") == "" {
+		return t.TempDir()
+	}
+	dir, err := os.MkdirTemp(env.WorkDir, "trial-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("trial logs kept in %s", dir)
+	return dir
+}
