@@ -2,7 +2,6 @@ package drift
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/fluxcd/pkg/ssa/jsondiff"
@@ -20,29 +19,24 @@ import (
 // again. Without permission the error names the object, the fields and
 // what would allow a recreate.
 func (c *Checker) recreateRefused(ctx context.Context, manager *ssa.ResourceManager, desired *unstructured.Unstructured, opts ssa.ApplyOptions, cause error) (*ssa.ChangeSetEntry, error) {
-	id := ssautil.FmtUnstructured(desired)
-	ierr := &recreate.ImmutableError{Object: id, Fields: recreate.Fields(cause), Err: cause}
-	gk := desired.GroupVersionKind().GroupKind()
-	ok, advice := c.opts.Recreate.Allows(gk, desired.GetAnnotations())
-	if !ok {
-		ierr.Advice = advice
-		return nil, ierr
-	}
 	if c.opts.RecreateTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.RecreateTimeout)
 		defer cancel()
 	}
-	if err := recreate.Replace(ctx, &clientObject{client: c.client, desired: desired}, gk); err != nil {
-		ierr.Advice = "recreating it failed: " + err.Error()
-		return nil, ierr
-	}
-	entry, err := manager.Apply(ctx, desired, opts)
+	refused := recreate.Refused{Object: ssautil.FmtUnstructured(desired), Kind: desired.GroupVersionKind().GroupKind(),
+		Annotations: desired.GetAnnotations(), Cause: cause, Cluster: &clientObject{client: c.client, desired: desired}}
+	var entry *ssa.ChangeSetEntry
+	done, err := c.opts.Recreate.Recreate(ctx, refused, func(ctx context.Context) error {
+		var err error
+		entry, err = manager.Apply(ctx, desired, opts)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("%s was deleted to be recreated, but creating it failed: %w", id, err)
+		return nil, err
 	}
 	if c.opts.OnRecreate != nil {
-		c.opts.OnRecreate(recreate.Recreated{Object: id, Fields: ierr.Fields, Propagation: recreate.Propagation(gk)})
+		c.opts.OnRecreate(done)
 	}
 	return entry, nil
 }

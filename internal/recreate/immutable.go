@@ -28,7 +28,6 @@ func IsImmutable(err error) bool {
 // resourceVersion (k8s.io/apiserver's registry.OptimisticLockErrorMsg).
 const optimisticLock = "the object has been modified; please apply your changes to the latest version"
 
-
 // ImmutableError is an update of Object the API server refused in place,
 // with why it was not recreated.
 type ImmutableError struct {

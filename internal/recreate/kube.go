@@ -99,34 +99,28 @@ func (c *Client) removeDropped(res *kube.Result, original, target kube.ResourceL
 	return res, err
 }
 
-// recreate recreates info, refused by cause, if the policy allows it.
+// recreate recreates info, refused by cause, if the policy allows it. The
+// inner client creates it again: it creates what does not exist, as it
+// applies it.
 func (c *Client) recreate(info *resource.Info, cause error, opts []kube.ClientUpdateOption) error {
-	id := describe(info)
-	ierr := &ImmutableError{Object: id, Fields: Fields(cause), Err: cause}
-	gk := info.Mapping.GroupVersionKind.GroupKind()
-	annotations, _ := meta.NewAccessor().Annotations(info.Object)
-	ok, advice := c.opts.Policy.Allows(gk, annotations)
-	if !ok {
-		ierr.Advice = advice
-		return ierr
-	}
 	timeout := c.opts.Timeout
 	if timeout <= 0 {
 		timeout = defaultTimeout
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if err := Replace(ctx, &restObject{info: info, prepare: c.opts.Prepare}, gk); err != nil {
-		ierr.Advice = "recreating it failed: " + err.Error()
-		return ierr
-	}
-	// The inner client creates what does not exist, as it applies it.
-	if _, err := c.Interface.Update(kube.ResourceList{}, kube.ResourceList{info}, opts...); err != nil {
-		ierr.Advice = "it was deleted to be recreated, but creating it failed: " + err.Error()
-		return ierr
+	annotations, _ := meta.NewAccessor().Annotations(info.Object)
+	refused := Refused{Object: describe(info), Kind: info.Mapping.GroupVersionKind.GroupKind(), Annotations: annotations,
+		Cause: cause, Cluster: &restObject{info: info, prepare: c.opts.Prepare}}
+	done, err := c.opts.Policy.Recreate(ctx, refused, func(context.Context) error {
+		_, err := c.Interface.Update(kube.ResourceList{}, kube.ResourceList{info}, opts...)
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	if c.opts.Observer != nil {
-		c.opts.Observer(Recreated{Object: id, Fields: ierr.Fields, Propagation: Propagation(gk)})
+		c.opts.Observer(done)
 	}
 	return nil
 }

@@ -238,3 +238,53 @@ func TestRefusedFindsTheObject(t *testing.T) {
 		})
 	}
 }
+
+func TestPolicyRecreate(t *testing.T) {
+	exists := apierrors.NewAlreadyExists(schema.GroupResource{Group: "batch", Resource: "jobs"}, "migrate")
+	cause := apierrors.NewInvalid(jobKind, "migrate", field.ErrorList{field.Invalid(field.NewPath("spec", "template"), "x", "field is immutable")})
+	tests := []struct {
+		name       string
+		annotation string
+		cluster    *fakeObject
+		createErr  error
+		wantErr    string
+		wantCreate bool
+	}{
+		{name: "recreated", annotation: Enabled, cluster: &fakeObject{uid: "a", dryRunErr: exists}, wantCreate: true},
+		{name: "not allowed: nothing deleted", cluster: &fakeObject{uid: "a", dryRunErr: exists},
+			wantErr: `Job/shop/migrate: spec.template: Invalid value: "x": field is immutable; annotate it`},
+		{name: "replace fails", annotation: Enabled, cluster: &fakeObject{uid: "a"}, wantErr: "; recreating it failed: "},
+		{name: "create fails", annotation: Enabled, cluster: &fakeObject{uid: "a", dryRunErr: exists}, createErr: errors.New("quota"),
+			wantErr: "; it was deleted to be recreated, but creating it failed: quota", wantCreate: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var ann map[string]string
+			if tt.annotation != "" {
+				ann = map[string]string{Annotation: tt.annotation}
+			}
+			created := false
+			r := Refused{Object: "Job/shop/migrate", Kind: jobKind, Annotations: ann, Cause: cause, Cluster: tt.cluster}
+			done, err := Policy{}.Recreate(context.Background(), r, func(context.Context) error { created = true; return tt.createErr })
+			if created != tt.wantCreate {
+				t.Errorf("created %v, want %v", created, tt.wantCreate)
+			}
+			if tt.wantErr != "" {
+				var ierr *ImmutableError
+				if !errors.As(err, &ierr) || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, cause) {
+					t.Fatalf("Recreate = %v, want an ImmutableError containing %q that wraps the refusal", err, tt.wantErr)
+				}
+				if tt.annotation == "" && len(tt.cluster.deleted) > 0 {
+					t.Error("deleted an object the policy does not allow to recreate")
+				}
+				return
+			}
+			if err != nil || done != (Recreated{Object: "Job/shop/migrate", Fields: `spec.template: Invalid value: "x": field is immutable`, Propagation: metav1.DeletePropagationBackground}) {
+				t.Errorf("Recreate = %+v, %v", done, err)
+			}
+			if len(tt.cluster.deleted) != 1 {
+				t.Errorf("deleted %d times, want once", len(tt.cluster.deleted))
+			}
+		})
+	}
+}

@@ -97,3 +97,40 @@ func waitGone(ctx context.Context, obj Object, uid types.UID) error {
 	}
 	return nil
 }
+
+// Refused is an object whose update the API server refused for an
+// immutable field.
+type Refused struct {
+	// Object is Kind/namespace/name; Kind and the manifest's Annotations
+	// decide whether it may be recreated.
+	Object      string
+	Kind        schema.GroupKind
+	Annotations map[string]string
+	// Cause is the refusal.
+	Cause error
+	// Cluster reaches the object.
+	Cluster Object
+}
+
+// Recreate recreates r when p allows it: Replace, then create, which
+// applies r's manifest again the way the refused update would have. It
+// returns what was recreated, or an *ImmutableError naming the object and
+// the refused fields with why nothing was recreated, or where recreating
+// it failed. Both Helm's updates (Client) and drift correction use it.
+func (p Policy) Recreate(ctx context.Context, r Refused, create func(context.Context) error) (Recreated, error) {
+	ierr := &ImmutableError{Object: r.Object, Fields: Fields(r.Cause), Err: r.Cause}
+	ok, advice := p.Allows(r.Kind, r.Annotations)
+	if !ok {
+		ierr.Advice = advice
+		return Recreated{}, ierr
+	}
+	if err := Replace(ctx, r.Cluster, r.Kind); err != nil {
+		ierr.Advice = "recreating it failed: " + err.Error()
+		return Recreated{}, ierr
+	}
+	if err := create(ctx); err != nil {
+		ierr.Advice = "it was deleted to be recreated, but creating it failed: " + err.Error()
+		return Recreated{}, ierr
+	}
+	return Recreated{Object: r.Object, Fields: ierr.Fields, Propagation: Propagation(r.Kind)}, nil
+}
