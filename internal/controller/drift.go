@@ -77,7 +77,7 @@ func (h *helmRunner) driftChecker() (*drift.Checker, error) {
 		// or every object under the RecreateImmutableResources gate.
 		Recreate:        recreate.Policy{All: h.opts.RecreateImmutable},
 		RecreateTimeout: action.UpgradeWait(h.obj, h.opts).Timeout,
-		OnRecreate:      recreatedEvents(h.obj, h.recorder),
+		OnRecreate:      h.recreated,
 	}
 	// Taking fields over writes managedFields; warn mode must only report.
 	if dd.GetMode() == helmv2.DriftDetectionEnabled {

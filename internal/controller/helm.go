@@ -149,7 +149,7 @@ func (h *helmRunner) actionOptions(verb string, strategy v2.HookWaitStrategy, re
 	opts.AfterHooksObserver = &afterHooksObserver{obj: h.obj, release: h.releaseName(), recorder: h.recorder, progress: h.progress}
 	groups := newSequenceObserver(h.obj, verb, strategy, h.recorder, h.progress)
 	opts.SequenceObserver, opts.SequenceWarn = groups.observe, groups.warn
-	opts.RecreateObserver = recreatedEvents(h.obj, h.recorder)
+	opts.RecreateObserver = h.recreated
 	if render {
 		pr, err := h.postRenderer()
 		if err != nil {
@@ -224,6 +224,15 @@ func (h *helmRunner) Uninstall(ctx context.Context) error {
 		return nil
 	}
 	return h.hookCleanupFailed(err)
+}
+
+// event emits an event on the HelmRelease, when the runner has a
+// recorder: recreated objects, hook cleanup.
+func (h *helmRunner) event(eventType, reason, msg string) {
+	if h.recorder == nil {
+		return
+	}
+	h.recorder.AnnotatedEventf(h.obj, nil, eventType, reason, "%s", msg)
 }
 
 // Unlock marks a pending release failed in storage.

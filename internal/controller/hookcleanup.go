@@ -38,10 +38,3 @@ func (h *helmRunner) hookCleanupFailed(err error) error {
 	h.event(corev1.EventTypeWarning, HookCleanupFailedReason, cleanup.Error())
 	return nil
 }
-
-func (h *helmRunner) event(eventType, reason, msg string) {
-	if h.recorder == nil {
-		return
-	}
-	h.recorder.AnnotatedEventf(h.obj, nil, eventType, reason, "%s", msg)
-}
