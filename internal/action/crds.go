@@ -133,13 +133,7 @@ func applyCRDs(cfg *helmaction.Configuration, chrt *chartv2.Chart, a crdApply) e
 		// whatever the action's own wait.
 		strategy = kube.StatusWatcherStrategy
 	}
-	var waiter kube.Waiter
-	var err error
-	if c, ok := cfg.KubeClient.(kube.InterfaceWaitOptions); ok {
-		waiter, err = c.GetWaiterWithOptions(strategy, a.waitOpts...)
-	} else {
-		waiter, err = cfg.KubeClient.GetWaiter(strategy)
-	}
+	waiter, err := waiterOf(cfg.KubeClient, strategy, a.waitOpts)
 	if err != nil {
 		return fmt.Errorf("waiting for CRDs: %w", err)
 	}
@@ -171,4 +165,13 @@ func refreshDiscovery(cfg *helmaction.Configuration) error {
 		r.Reset()
 	}
 	return nil
+}
+
+// waiterOf returns kc's waiter for strategy with opts, or without them
+// when kc takes no wait options.
+func waiterOf(kc kube.Interface, strategy kube.WaitStrategy, opts []kube.WaitOption) (kube.Waiter, error) {
+	if wo, ok := kc.(kube.InterfaceWaitOptions); ok {
+		return wo.GetWaiterWithOptions(strategy, opts...)
+	}
+	return kc.GetWaiter(strategy)
 }

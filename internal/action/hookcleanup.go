@@ -216,13 +216,7 @@ func keepRecorded(obj runtime.Object) bool {
 // waitForDelete waits for deleted to be gone with the uninstall's waiter:
 // none with disableWait (hookOnly), as for the release's own objects.
 func (c *hookCleanup) waitForDelete(deleted kube.ResourceList, strategy kube.WaitStrategy, opts []kube.WaitOption, timeout time.Duration) error {
-	var waiter kube.Waiter
-	var err error
-	if kc, ok := c.cfg.KubeClient.(kube.InterfaceWaitOptions); ok {
-		waiter, err = kc.GetWaiterWithOptions(strategy, opts...)
-	} else {
-		waiter, err = c.cfg.KubeClient.GetWaiter(strategy)
-	}
+	waiter, err := waiterOf(c.cfg.KubeClient, strategy, opts)
 	if err == nil {
 		err = waiter.WaitForDelete(deleted, timeout)
 	}
