@@ -37,7 +37,9 @@ type process struct {
 }
 
 // startProcess runs bin with args, its output going to dir/logs/<name>.log.
-// onExit runs (in its own goroutine) when the process ends, however it ends.
+// onExit runs (in its own goroutine) when the process ends, however it ends,
+// before the process counts as exited (stop returns); it must not wait for
+// the process itself.
 func startProcess(name, bin, logDir string, args, env []string, onExit func(*process)) (*process, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -58,10 +60,13 @@ func startProcess(name, bin, logDir string, args, env []string, onExit func(*pro
 	p := &process{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
-		close(p.done)
+		// onExit first: whoever stops the process on purpose (a restart)
+		// unmarks it once stop returns, so the exit must have been judged
+		// by then.
 		if onExit != nil {
 			onExit(p)
 		}
+		close(p.done)
 	}()
 	return p, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/pem"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -428,5 +429,31 @@ func TestNodeUsable(t *testing.T) {
 		if got != tt.want || (!got && why == nil) {
 			t.Errorf("%s: nodeUsable = %v, %v; want %v with a reason when false", tt.name, got, why, tt.want)
 		}
+	}
+}
+
+// A process counts as stopped only once its exit has been handled: the
+// cluster decides in onExit whether an exit was planned (a restart), and
+// the planner clears that mark as soon as stop returns.
+func TestStopReturnsAfterOnExit(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep binary")
+	}
+	handled := make(chan struct{})
+	p, err := startProcess("sleep", sleep, t.TempDir(), []string{"60"}, os.Environ(), func(*process) {
+		time.Sleep(200 * time.Millisecond)
+		close(handled)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.stop(0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-handled:
+	default:
+		t.Fatal("stop returned before the exit was handled")
 	}
 }
