@@ -54,6 +54,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/features"
 	"github.com/afterhooks/helm-controller/internal/kube"
 	"github.com/afterhooks/helm-controller/internal/oomwatch"
+	"github.com/afterhooks/helm-controller/internal/recreate"
 )
 
 // version is stamped at build time (-ldflags "-X main.version=…", see
@@ -493,9 +494,10 @@ func newReconciler(opts *options) *controller.HelmReleaseReconciler {
 		ActionOptions: action.Options{
 			UseHelm3Defaults: features.Enabled(features.UseHelm3Defaults),
 			AllowDNSLookups:  features.Enabled(features.AllowDNSLookups),
-			// The gate makes every chart object recreatable on immutable
-			// field refusals (see internal/recreate).
+			// The gate lets the built-in kinds it covers be recreated on
+			// immutable-field refusals (see internal/recreate).
 			RecreateImmutable: features.Enabled(features.RecreateImmutableResources),
+			RecreateMemory:    recreate.NewMemory(),
 		},
 		OverrideManagers: opts.overrideManagers,
 	}

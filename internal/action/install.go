@@ -23,7 +23,7 @@ func Install(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 	// a failed install, taking over what was kept) updates them, and may
 	// be refused as an upgrade may; install has no force setting.
 	spec := obj.GetInstall()
-	cfg = withRecreate(cfg, false, "", actionTimeout(spec.Timeout, obj.Upstream()), o)
+	cfg = withRecreate(ctx, cfg, obj, actionTimeout(spec.Timeout, obj.Upstream()), o)
 	if afterHooks(obj, verbInstall, o) {
 		return runAfterHooks(ctx, cfg, obj, verbInstall, o, func(c *helmaction.Configuration, o Options) (*releasev1.Release, error) {
 			return install(ctx, c, obj, chrt, values, o)

@@ -75,12 +75,17 @@ type Options struct {
 	SequenceObserver func(sequencing.Progress)
 	SequenceWarn     func(string)
 
-	// RecreateImmutable makes every object of an upgrade or rollback
-	// recreatable when the API server refuses to update it in place (the
-	// RecreateImmutableResources feature gate); objects annotated
-	// helm.toolkit.fluxcd.io/force: disabled opt out. Without it only
-	// objects annotated enabled are, or all when the action sets force.
+	// RecreateImmutable is the RecreateImmutableResources feature gate:
+	// objects of the built-in kinds it covers may be recreated when the
+	// API server refuses to update them in place, without the
+	// helm.toolkit.fluxcd.io/force: enabled annotation (see
+	// internal/recreate). An action's force setting plays no part.
 	RecreateImmutable bool
+
+	// RecreateMemory keeps what drift corrections recreated, so an object
+	// refused again right after its recreate is reported, not recreated
+	// in a loop; shared by every reconcile. Nil remembers nothing.
+	RecreateMemory *recreate.Memory
 
 	// RecreateObserver hears each object an upgrade or rollback
 	// recreated; may be nil.

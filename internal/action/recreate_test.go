@@ -122,14 +122,15 @@ func TestAgainstAPIServerRecreate(t *testing.T) {
 		wantErr []string
 	}{
 		{name: "no annotation", wantErr: []string{"Job/recreate/noann-migrate", "spec.template", "field is immutable",
-			"helm.toolkit.fluxcd.io/force: enabled", "spec.upgrade.force", "Service/recreate/noann-svc"}},
+			"annotate it helm.toolkit.fluxcd.io/force: enabled (or turn on the RecreateImmutableResources feature gate)", "Service/recreate/noann-svc"}},
 		{name: "annotated", force: "enabled"},
 		{name: "annotated client-side", force: "enabled", helm3: true},
 		{name: "no annotation client-side", helm3: true, wantErr: []string{"Job/recreate/csa-migrate", "spec.template", "field is immutable"}},
 		{name: "gate", gate: true},
 		{name: "gate opted out", gate: true, force: "disabled", wantErr: []string{"Job/recreate/optout-migrate", "opts out"}},
-		{name: "upgrade.force", specForce: true},
-		{name: "upgrade.force client-side", specForce: true, helm3: true},
+		// force is Helm's force, as upstream: it recreates nothing.
+		{name: "upgrade.force", specForce: true, wantErr: []string{"Job/recreate/force-migrate", "spec.template", "field is immutable"}},
+		{name: "upgrade.force client-side", specForce: true, helm3: true, wantErr: []string{"Job/recreate/forcecsa-migrate", "field is immutable"}},
 	}
 	names := []string{"noann", "ann", "anncsa", "csa", "gate", "optout", "force", "forcecsa"}
 	for i, tt := range tests {
@@ -252,7 +253,7 @@ func TestAgainstAPIServerInstallAdoptionRecreates(t *testing.T) {
 		name, force, wantErr string
 	}{
 		{name: "adopted", force: "enabled"},
-		{name: "refused", wantErr: "Job/adopt/refused-migrate: spec.template: field is immutable; annotate it helm.toolkit.fluxcd.io/force: enabled to let"},
+		{name: "refused", wantErr: "Job/adopt/refused-migrate: spec.template: field is immutable; annotate it helm.toolkit.fluxcd.io/force: enabled (or turn on the RecreateImmutableResources feature gate) to let"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			left := &batchv1.Job{

@@ -26,7 +26,7 @@ func Rollback(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRe
 		return errors.New("rollback: negative target revision")
 	}
 	spec := obj.GetRollback()
-	cfg = withRecreate(cfg, spec.Force, "spec.rollback.force", actionTimeout(spec.Timeout, obj.Upstream()), o)
+	cfg = withRecreate(ctx, cfg, obj, actionTimeout(spec.Timeout, obj.Upstream()), o)
 	if afterHooks(obj, verbRollback, o) {
 		_, err := runAfterHooks(ctx, cfg, obj, verbRollback, o, func(c *helmaction.Configuration, o Options) (*releasev1.Release, error) {
 			return nil, rollback(ctx, c, obj, toVersion, o)

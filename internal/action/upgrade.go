@@ -21,7 +21,7 @@ func Upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 		return nil, errNilObject
 	}
 	spec := obj.GetUpgrade()
-	cfg = withRecreate(cfg, spec.Force, "spec.upgrade.force", actionTimeout(spec.Timeout, obj.Upstream()), o)
+	cfg = withRecreate(ctx, cfg, obj, actionTimeout(spec.Timeout, obj.Upstream()), o)
 	if afterHooks(obj, verbUpgrade, o) {
 		return runAfterHooks(ctx, cfg, obj, verbUpgrade, o, func(c *helmaction.Configuration, o Options) (*releasev1.Release, error) {
 			return upgrade(ctx, c, obj, chrt, values, o)

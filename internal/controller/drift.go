@@ -74,9 +74,16 @@ func (h *helmRunner) driftChecker() (*drift.Checker, error) {
 	}
 	opts := drift.Options{FieldManager: h.fieldManager, Ignore: h.driftIgnore,
 		// A correction recreates what an upgrade would: annotated objects,
-		// or every object under the RecreateImmutableResources gate.
-		Recreate:        recreate.Policy{All: h.opts.RecreateImmutable},
+		// or the kinds the RecreateImmutableResources gate covers; it
+		// remembers them, so an object refused again is not recreated
+		// again and again.
+		Recreate: recreate.Policy{
+			Gate:    h.opts.RecreateImmutable,
+			Release: recreate.Release{Name: h.releaseName(), Namespace: h.obj.Upstream().GetReleaseNamespace()},
+			Memory:  h.opts.RecreateMemory,
+		},
 		RecreateTimeout: action.UpgradeWait(h.obj, h.opts).Timeout,
+		Dependents:      recreate.NewDependents(h.cfg.RESTClientGetter),
 		OnRecreate:      h.recreated,
 	}
 	// Taking fields over writes managedFields; warn mode must only report.

@@ -51,9 +51,11 @@ type Options struct {
 	OverrideManagers []string
 	// Recreate decides which objects a correction refused for an
 	// immutable field may be recreated (see internal/recreate), within
-	// RecreateTimeout each; OnRecreate, when set, hears each one.
+	// RecreateTimeout each; Dependents finds what such an object owns (nil
+	// refuses every recreate); OnRecreate, when set, hears each one.
 	Recreate        recreate.Policy
 	RecreateTimeout time.Duration
+	Dependents      recreate.Dependents
 	OnRecreate      func(recreate.Recreated)
 }
 

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/afterhooks/helm-controller/internal/action"
+	"github.com/afterhooks/helm-controller/internal/recreate"
 	"github.com/afterhooks/helm-controller/test/envtestserver"
 )
 
@@ -103,7 +104,11 @@ func newChecker(t *testing.T, opts Options) *Checker {
 	if opts.FieldManager == "" {
 		opts.FieldManager = helmManager
 	}
-	checker, err := NewChecker(action.NewRESTClientGetter(apiServer(t)), opts)
+	getter := action.NewRESTClientGetter(apiServer(t))
+	if opts.Dependents == nil {
+		opts.Dependents = recreate.NewDependents(getter)
+	}
+	checker, err := NewChecker(getter, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func (c *Checker) recreateRefused(ctx context.Context, manager *ssa.ResourceMana
 		defer cancel()
 	}
 	refused := recreate.Refused{Object: ssautil.FmtUnstructured(desired), Kind: desired.GroupVersionKind().GroupKind(),
-		Annotations: desired.GetAnnotations(), Cause: cause, Cluster: &clientObject{client: c.client, desired: desired}}
+		Desired: desired, Cause: cause, Cluster: &clientObject{client: c.client, desired: desired}, Dependents: c.opts.Dependents}
 	var entry *ssa.ChangeSetEntry
 	done, err := c.opts.Recreate.Recreate(ctx, refused, func(ctx context.Context) error {
 		var err error
@@ -88,13 +88,13 @@ type clientObject struct {
 	desired *unstructured.Unstructured
 }
 
-func (o *clientObject) UID(ctx context.Context) (types.UID, error) {
+func (o *clientObject) Live(ctx context.Context) (*unstructured.Unstructured, error) {
 	current := &unstructured.Unstructured{}
 	current.SetGroupVersionKind(o.desired.GroupVersionKind())
 	if err := o.client.Get(ctx, client.ObjectKeyFromObject(o.desired), current); err != nil {
-		return "", err
+		return nil, err
 	}
-	return current.GetUID(), nil
+	return current, nil
 }
 
 func (o *clientObject) DryRunCreate(ctx context.Context) error {

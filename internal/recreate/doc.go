@@ -4,17 +4,28 @@
 // server-side apply) can only update such an object, so the whole upgrade,
 // rollback or drift correction fails on it.
 //
-// An object may be recreated when its manifest says
-// helm.toolkit.fluxcd.io/force: enabled, or when the controller-wide
-// feature gate or the action's force setting makes every object
-// recreatable (an object saying helm.toolkit.fluxcd.io/force: disabled
-// still opts out). Recreating deletes that one object, waits until it is
-// gone and creates it again; every other object is updated as usual.
-// Deletion keeps data: a StatefulSet's pods are orphaned (the new
-// StatefulSet adopts them, and their PersistentVolumeClaims stay), and
-// PersistentVolumeClaims, PersistentVolumes, Namespaces and
-// CustomResourceDefinitions are never recreated.
+// Recreating deletes what upstream helm-controller would keep, so it needs
+// consent per object and passes guards no consent lifts:
+//
+//   - consent: helm.toolkit.fluxcd.io/force: enabled on the object's
+//     manifest, or the RecreateImmutableResources gate for the built-in
+//     kinds and fields of gateKinds (none of which holds data). An action's
+//     force setting is Helm's and gives none. disabled opts out.
+//   - guards (guard): never a PersistentVolumeClaim, PersistentVolume,
+//     Namespace or CRD; never an object marked helm.sh/resource-policy:
+//     keep (manifest or cluster), annotated disabled in the cluster, owned
+//     by another Helm release, holding a finalizer another party removes,
+//     owning a PersistentVolumeClaim or PersistentVolume (a custom
+//     resource: owning anything), or a StatefulSet whose selector changes;
+//   - the API server must accept the new version as a new object (a dry
+//     run), so an invalid manifest deletes nothing.
+//
+// Then that one object is deleted on condition of its UID, waited for
+// within the action's deadline (a shutdown ends the wait) and created
+// again; every other object is updated as usual. A StatefulSet's pods are
+// orphaned for the new one to adopt.
 //
 // Helm actions get it through Wrap (a kube client), drift correction
-// through Replace.
+// through Policy.Recreate with Memory, so an object refused again after
+// its recreate is not recreated in a loop.
 package recreate

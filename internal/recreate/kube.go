@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/resource"
@@ -20,9 +21,16 @@ import (
 // Options configures the client Wrap returns.
 type Options struct {
 	Policy Policy
-	// Timeout bounds each recreate (the wait for the deletion); the
-	// action's timeout.
-	Timeout time.Duration
+	// Context bounds every recreate: the action's context, which a
+	// shutdown cancels. Nil means context.Background().
+	Context context.Context
+	// Deadline is when the action's timeout ends; every recreate (its
+	// wait for the deletion above all) ends by then. Zero means
+	// defaultTimeout from the start of each recreate.
+	Deadline time.Time
+	// Dependents finds what a refused object owns; nil refuses every
+	// recreate, since nothing could show it safe.
+	Dependents Dependents
 	// Observer hears each recreated object; may be nil.
 	Observer func(Recreated)
 	// Prepare, when set, edits a copy of a manifest object before the dry
@@ -30,7 +38,7 @@ type Options struct {
 	Prepare func(runtime.Object)
 }
 
-// defaultTimeout bounds a recreate when Options.Timeout is unset: Helm's
+// defaultTimeout bounds a recreate when Options.Deadline is unset: Helm's
 // own default action timeout.
 const defaultTimeout = 5 * time.Minute
 
@@ -60,7 +68,7 @@ func (c *Client) GetWaiterWithOptions(ws kube.WaitStrategy, opts ...kube.WaitOpt
 // immutable fields, those the policy allows are recreated (and what
 // target drops is then deleted, which the inner client skips after a
 // failure); the others fail with an ImmutableError naming the object,
-// the fields and what would allow a recreate.
+// the fields and what stopped the recreate.
 func (c *Client) Update(original, target kube.ResourceList, opts ...kube.ClientUpdateOption) (*kube.Result, error) {
 	res, err := c.Interface.Update(original, target, opts...)
 	if err == nil {
@@ -99,19 +107,32 @@ func (c *Client) removeDropped(res *kube.Result, original, target kube.ResourceL
 	return res, err
 }
 
+// context returns the context of one recreate: the action's, ending at
+// the action's deadline.
+func (c *Client) context() (context.Context, context.CancelFunc) {
+	ctx := c.opts.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	deadline := c.opts.Deadline
+	if deadline.IsZero() {
+		deadline = time.Now().Add(defaultTimeout)
+	}
+	return context.WithDeadline(ctx, deadline)
+}
+
 // recreate recreates info, refused by cause, if the policy allows it. The
 // inner client creates it again: it creates what does not exist, as it
 // applies it.
 func (c *Client) recreate(info *resource.Info, cause error, opts []kube.ClientUpdateOption) error {
-	timeout := c.opts.Timeout
-	if timeout <= 0 {
-		timeout = defaultTimeout
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := c.context()
 	defer cancel()
-	annotations, _ := meta.NewAccessor().Annotations(info.Object)
-	refused := Refused{Object: describe(info), Kind: info.Mapping.GroupVersionKind.GroupKind(), Annotations: annotations,
-		Cause: cause, Cluster: &restObject{info: info, prepare: c.opts.Prepare}}
+	desired, err := toUnstructured(info.Object)
+	if err != nil {
+		return &ImmutableError{Object: describe(info), Fields: Fields(cause), Advice: "not recreated: reading its manifest: " + err.Error(), Err: cause}
+	}
+	refused := Refused{Object: describe(info), Kind: info.Mapping.GroupVersionKind.GroupKind(), Desired: desired,
+		Cause: cause, Cluster: &restObject{info: info, prepare: c.opts.Prepare}, Dependents: c.opts.Dependents}
 	done, err := c.opts.Policy.Recreate(ctx, refused, func(context.Context) error {
 		_, err := c.Interface.Update(kube.ResourceList{}, kube.ResourceList{info}, opts...)
 		return err
@@ -123,6 +144,19 @@ func (c *Client) recreate(info *resource.Info, cause error, opts []kube.ClientUp
 		c.opts.Observer(done)
 	}
 	return nil
+}
+
+// toUnstructured returns obj as an Unstructured (Helm builds its objects
+// so; a typed one is converted).
+func toUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u, nil
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	return &unstructured.Unstructured{Object: m}, nil
 }
 
 // joinedErrors lists the errors of several objects on one line, as
@@ -208,42 +242,40 @@ func describe(info *resource.Info) string {
 }
 
 // restObject is an object of a Helm manifest, reached through the REST
-// client Helm built it with.
+// client Helm built it with, with requests that end with their context
+// (Helm's resource.Helper cannot take one).
 type restObject struct {
 	info    *resource.Info
 	prepare func(runtime.Object)
 }
 
-func (o *restObject) helper() *resource.Helper {
-	return resource.NewHelper(o.info.Client, o.info.Mapping)
+func (o *restObject) namespaced() bool {
+	return o.info.Mapping.Scope.Name() == meta.RESTScopeNameNamespace
 }
 
-func (o *restObject) UID(context.Context) (types.UID, error) {
-	obj, err := o.helper().Get(o.info.Namespace, o.info.Name)
+func (o *restObject) Live(ctx context.Context) (*unstructured.Unstructured, error) {
+	obj, err := o.info.Client.Get().NamespaceIfScoped(o.info.Namespace, o.namespaced()).
+		Resource(o.info.Mapping.Resource.Resource).Name(o.info.Name).Do(ctx).Get()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	accessor, err := meta.Accessor(obj)
-	if err != nil {
-		return "", err
-	}
-	return accessor.GetUID(), nil
+	return toUnstructured(obj)
 }
 
-func (o *restObject) DryRunCreate(context.Context) error {
+func (o *restObject) DryRunCreate(ctx context.Context) error {
 	obj := o.info.Object.DeepCopyObject()
 	if o.prepare != nil {
 		o.prepare(obj)
 	}
 	// Unknown fields are not what is asked here; Helm validates them.
-	_, err := o.helper().DryRun(true).WithFieldValidation(metav1.FieldValidationIgnore).Create(o.info.Namespace, true, obj)
-	return err
+	opts := &metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: metav1.FieldValidationIgnore}
+	return o.info.Client.Post().NamespaceIfScoped(o.info.Namespace, o.namespaced()).
+		Resource(o.info.Mapping.Resource.Resource).VersionedParams(opts, metav1.ParameterCodec).
+		Body(obj).Do(ctx).Error()
 }
 
-func (o *restObject) Delete(_ context.Context, uid types.UID, propagation metav1.DeletionPropagation) error {
-	_, err := o.helper().DeleteWithOptions(o.info.Namespace, o.info.Name, &metav1.DeleteOptions{
-		PropagationPolicy: &propagation,
-		Preconditions:     &metav1.Preconditions{UID: &uid},
-	})
-	return err
+func (o *restObject) Delete(ctx context.Context, uid types.UID, propagation metav1.DeletionPropagation) error {
+	opts := &metav1.DeleteOptions{PropagationPolicy: &propagation, Preconditions: &metav1.Preconditions{UID: &uid}}
+	return o.info.Client.Delete().NamespaceIfScoped(o.info.Namespace, o.namespaced()).
+		Resource(o.info.Mapping.Resource.Resource).Name(o.info.Name).Body(opts).Do(ctx).Error()
 }

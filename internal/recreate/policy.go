@@ -8,52 +8,75 @@ import (
 
 // Annotation lets one object be recreated (Enabled) or never be recreated
 // (Disabled) when an update of it is refused for an immutable field. It
-// is read from the object's manifest: the chart, a post renderer or
-// spec.commonMetadata set it.
+// is read from the object's manifest (the chart, a post renderer or
+// spec.commonMetadata set it); Disabled on the object in the cluster is
+// honoured too, as kustomize-controller reads it there.
 const (
 	Annotation = "helm.toolkit.fluxcd.io/force"
 	Enabled    = "enabled"
 	Disabled   = "disabled"
 )
 
-// Policy decides which objects may be recreated.
-type Policy struct {
-	// All makes every object recreatable unless it says Disabled: the
-	// RecreateImmutableResources feature gate, or an action's force.
-	All bool
-	// Setting names what else would allow a recreate (e.g.
-	// "spec.upgrade.force"), for the advice in ImmutableError; empty when
-	// nothing but the annotation would.
-	Setting string
+// GateName is the feature gate that lets the kinds of gateKinds be
+// recreated without the annotation.
+const GateName = "RecreateImmutableResources"
+
+// Release is the Helm release whose objects are recreated. An object the
+// cluster says belongs to another release is never deleted.
+type Release struct {
+	Name, Namespace string
 }
 
-// kept are the kinds a recreate never deletes: each holds data (or, for a
+// Policy decides which refused objects may be recreated. An object needs
+// consent (the annotation, or the gate for the kinds it covers) and must
+// pass every guard (see guard), which no consent lifts.
+type Policy struct {
+	// Gate is the RecreateImmutableResources feature gate: it consents
+	// for the built-in kinds of gateKinds, when the API server refused
+	// only the fields listed for the kind.
+	Gate bool
+	// Release is the release the objects belong to; empty skips the
+	// check of ownership (a caller that cannot know it).
+	Release Release
+	// Memory, when set, keeps the objects this policy recreated, so an
+	// object refused again after its recreate is not recreated again.
+	Memory *Memory
+}
+
+// never are the kinds a recreate never deletes: each holds data (or, for a
 // Namespace or a CRD, every object inside or of it) that deleting would
 // lose.
-var kept = map[schema.GroupKind]bool{
+var never = map[schema.GroupKind]bool{
 	{Kind: "PersistentVolumeClaim"}: true,
 	{Kind: "PersistentVolume"}:      true,
 	{Kind: "Namespace"}:             true,
 	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}: true,
 }
 
-// Allows tells whether an object of kind gk whose manifest has annotations
-// may be recreated and, when not, what the user could do about it.
-func (p Policy) Allows(gk schema.GroupKind, annotations map[string]string) (bool, string) {
-	if kept[gk] {
-		return false, fmt.Sprintf("a %s is never recreated, since deleting it could lose data: change it by hand", gk.Kind)
+// neverRecreated says why an object of kind gk is never recreated, or "".
+func neverRecreated(gk schema.GroupKind) string {
+	if !never[gk] {
+		return ""
 	}
-	switch annotations[Annotation] {
+	return fmt.Sprintf("a %s is never recreated, since deleting it could lose data: change it by hand", gk.Kind)
+}
+
+// consent tells whether the object r refers to may be recreated as far as
+// its owner's wishes go: its manifest's annotation, else the gate. When
+// not, advice says what would give consent, or why nothing can.
+func (p Policy) consent(r Refused) (ok bool, optedOut bool, advice string) {
+	switch r.annotation() {
 	case Enabled:
-		return true, ""
+		return true, false, ""
 	case Disabled:
-		return false, fmt.Sprintf("it opts out of recreation (%s: %s)", Annotation, Disabled)
+		return false, true, fmt.Sprintf("it opts out of recreation (%s: %s)", Annotation, Disabled)
 	}
-	if p.All {
-		return true, ""
+	covered := gateCovers(r.Kind, r.Cause)
+	if p.Gate && covered {
+		return true, false, ""
 	}
-	if p.Setting != "" {
-		return false, fmt.Sprintf("annotate it %s: %s (or set %s) to let the controller recreate it", Annotation, Enabled, p.Setting)
+	if covered {
+		return false, false, fmt.Sprintf("annotate it %s: %s (or turn on the %s feature gate) to let the controller recreate it", Annotation, Enabled, GateName)
 	}
-	return false, fmt.Sprintf("annotate it %s: %s to let the controller recreate it", Annotation, Enabled)
+	return false, false, fmt.Sprintf("annotate it %s: %s to let the controller recreate it", Annotation, Enabled)
 }

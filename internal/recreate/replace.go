@@ -8,17 +8,18 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// Object is one object of the cluster as Replace works on it, through
-// whatever client the caller applies with.
+// Object is one object of the cluster as a recreate works on it, through
+// whatever client the caller applies with. Every call ends when ctx ends.
 type Object interface {
-	// UID reads the object in the cluster; a NotFound error when it is
+	// Live reads the object in the cluster; a NotFound error when it is
 	// gone.
-	UID(ctx context.Context) (types.UID, error)
+	Live(ctx context.Context) (*unstructured.Unstructured, error)
 	// DryRunCreate asks the API server to create the desired object
 	// without persisting it.
 	DryRunCreate(ctx context.Context) error
@@ -26,8 +27,30 @@ type Object interface {
 	Delete(ctx context.Context, uid types.UID, propagation metav1.DeletionPropagation) error
 }
 
-// Recreated reports one object Replace deleted so that its new version
-// can be created.
+// Refused is an object whose update the API server refused for an
+// immutable field.
+type Refused struct {
+	// Object is Kind/namespace/name.
+	Object string
+	Kind   schema.GroupKind
+	// Desired is the manifest the update applied: its annotations give
+	// or refuse consent, its selector is compared with the cluster's.
+	Desired *unstructured.Unstructured
+	// Cause is the refusal.
+	Cause error
+	// Cluster reaches the object, Dependents what it owns.
+	Cluster    Object
+	Dependents Dependents
+}
+
+func (r Refused) annotation() string {
+	if r.Desired == nil {
+		return ""
+	}
+	return r.Desired.GetAnnotations()[Annotation]
+}
+
+// Recreated reports one object deleted and created again.
 type Recreated struct {
 	// Object is Kind/namespace/name.
 	Object string
@@ -38,99 +61,128 @@ type Recreated struct {
 }
 
 // Propagation is how a recreate deletes an object of kind gk. A
-// StatefulSet's pods are orphaned: the new StatefulSet adopts them (their
-// PersistentVolumeClaims were never its dependents to delete), so no pod
-// restarts for a volumeClaimTemplates change. Everything else takes its
-// dependents with it, as the new object makes its own (a Job's pods, a
-// Deployment's ReplicaSets, whose selector may be what changed).
+// StatefulSet's pods are orphaned: the new StatefulSet (same selector, the
+// guard sees to that) adopts them, so no pod restarts for a
+// volumeClaimTemplates change. Everything else takes its dependents with
+// it, as the new object makes its own (a Job's pods, a Deployment's
+// ReplicaSets, whose selector may be what changed); dependents that hold
+// data stop a recreate before it deletes anything.
 func Propagation(gk schema.GroupKind) metav1.DeletionPropagation {
-	if gk == (schema.GroupKind{Group: "apps", Kind: "StatefulSet"}) {
+	if gk == statefulSetKind {
 		return metav1.DeletePropagationOrphan
 	}
 	return metav1.DeletePropagationBackground
 }
 
-// pollInterval is how often Replace looks whether the object is gone.
+// pollInterval is how often a recreate looks whether the object is gone.
 const pollInterval = 250 * time.Millisecond
 
-// Replace deletes obj, of kind gk, and waits until it is gone, so its new
-// version can be created. It first dry-runs creating the new version: only
-// an answer that the object already exists shows the API server would
-// accept it as a new object, so a manifest that is simply invalid is
-// refused without deleting anything. Nothing to delete is not an error.
-// The wait ends at ctx's deadline.
-func Replace(ctx context.Context, obj Object, gk schema.GroupKind) error {
-	uid, err := obj.UID(ctx)
-	if apierrors.IsNotFound(err) {
-		return nil
+// Recreate recreates r when p allows it, and otherwise deletes nothing. In
+// order: kinds never recreated; the manifest's opt-out; the object in the
+// cluster against the guards (which no consent lifts); a dry run showing
+// the API server would accept the new version as a new object (so a
+// manifest that is simply invalid deletes nothing); consent; then delete
+// (on condition of the UID read), wait until gone and create, which
+// applies r's manifest again the way the refused update would have.
+//
+// It returns what was recreated, or an *ImmutableError naming the object
+// and the refused fields with what stopped it, what would let it go
+// ahead, or where recreating it failed. Every wait ends with ctx: its
+// deadline is the action's, and a shutdown cancels it. Both Helm's
+// updates (Client) and drift correction use it.
+func (p Policy) Recreate(ctx context.Context, r Refused, create func(context.Context) error) (Recreated, error) {
+	ierr := &ImmutableError{Object: r.Object, Fields: Fields(r.Cause), Err: r.Cause}
+	fail := func(advice string) (Recreated, error) {
+		ierr.Advice = advice
+		return Recreated{}, ierr
 	}
-	if err != nil {
-		return fmt.Errorf("reading it: %w", err)
+	if why := neverRecreated(r.Kind); why != "" {
+		return fail(why)
 	}
-	if err := obj.DryRunCreate(ctx); !apierrors.IsAlreadyExists(err) {
+	consent, optedOut, advice := p.consent(r)
+	if optedOut {
+		return fail(advice)
+	}
+	live, err := r.Cluster.Live(ctx)
+	switch {
+	case apierrors.IsNotFound(err):
+		// Gone since the refusal: creating it deletes nothing.
+		return p.created(ctx, r, ierr, create, false)
+	case err != nil:
+		return fail("not recreated: reading it failed: " + err.Error())
+	}
+	if at := p.Memory.recreated(live.GetUID(), r.Desired); !at.IsZero() {
+		return fail(fmt.Sprintf("not recreated again: it was recreated at %s from the same manifest and is refused again, "+
+			"so something changes it after it is created (a mutating webhook or another controller)", at.UTC().Format(time.RFC3339)))
+	}
+	why, err := p.guard(ctx, r, live)
+	switch {
+	case err != nil:
+		return fail("not recreated: " + err.Error())
+	case why != "":
+		return fail("not recreated: " + why)
+	}
+	if err := r.Cluster.DryRunCreate(ctx); !apierrors.IsAlreadyExists(err) {
 		if err == nil {
 			err = errors.New("the API server did not see the existing object")
 		}
-		return fmt.Errorf("its new version would not be accepted either: %w", err)
+		return fail("not recreated: its new version would not be accepted as a new object either: " + err.Error())
 	}
-	if err := obj.Delete(ctx, uid, Propagation(gk)); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting it: %w", err)
+	if !consent {
+		return fail(advice)
 	}
-	return waitGone(ctx, obj, uid)
+	if err := ctx.Err(); err != nil {
+		return fail("not recreated: " + context.Cause(ctx).Error())
+	}
+	err = r.Cluster.Delete(ctx, live.GetUID(), Propagation(r.Kind))
+	switch {
+	case apierrors.IsNotFound(err):
+		return p.created(ctx, r, ierr, create, false)
+	case apierrors.IsConflict(err):
+		return fail("not recreated: it was replaced while the controller looked at it; the next attempt sees the new one")
+	case err != nil:
+		return fail("not recreated: deleting it failed: " + err.Error())
+	}
+	if err := waitGone(ctx, r.Cluster, live.GetUID()); err != nil {
+		return fail("it was deleted to be recreated, but it was not gone in time to create it again (the next attempt creates it): " + err.Error())
+	}
+	return p.created(ctx, r, ierr, create, true)
+}
+
+// created creates r's object after it was deleted (deleted) or found
+// gone, and remembers the new object.
+func (p Policy) created(ctx context.Context, r Refused, ierr *ImmutableError, create func(context.Context) error, deleted bool) (Recreated, error) {
+	if err := create(ctx); err != nil {
+		if deleted {
+			ierr.Advice = "it was deleted to be recreated, but creating it failed: " + err.Error()
+		} else {
+			ierr.Advice = "it was gone before it could be recreated, and creating it failed: " + err.Error()
+		}
+		return Recreated{}, ierr
+	}
+	if p.Memory != nil {
+		if live, err := r.Cluster.Live(ctx); err == nil {
+			p.Memory.remember(live.GetUID(), r.Desired)
+		}
+	}
+	return Recreated{Object: r.Object, Fields: ierr.Fields, Propagation: Propagation(r.Kind)}, nil
 }
 
 // waitGone waits until the object with uid no longer exists: deleted, or
 // already replaced by one with another UID.
 func waitGone(ctx context.Context, obj Object, uid types.UID) error {
 	err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
-		current, err := obj.UID(ctx)
+		live, err := obj.Live(ctx)
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
 		if err != nil {
 			return false, nil // transient: look again
 		}
-		return current != uid, nil
+		return live.GetUID() != uid, nil
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for it to be deleted: %w", err)
 	}
 	return nil
-}
-
-// Refused is an object whose update the API server refused for an
-// immutable field.
-type Refused struct {
-	// Object is Kind/namespace/name; Kind and the manifest's Annotations
-	// decide whether it may be recreated.
-	Object      string
-	Kind        schema.GroupKind
-	Annotations map[string]string
-	// Cause is the refusal.
-	Cause error
-	// Cluster reaches the object.
-	Cluster Object
-}
-
-// Recreate recreates r when p allows it: Replace, then create, which
-// applies r's manifest again the way the refused update would have. It
-// returns what was recreated, or an *ImmutableError naming the object and
-// the refused fields with why nothing was recreated, or where recreating
-// it failed. Both Helm's updates (Client) and drift correction use it.
-func (p Policy) Recreate(ctx context.Context, r Refused, create func(context.Context) error) (Recreated, error) {
-	ierr := &ImmutableError{Object: r.Object, Fields: Fields(r.Cause), Err: r.Cause}
-	ok, advice := p.Allows(r.Kind, r.Annotations)
-	if !ok {
-		ierr.Advice = advice
-		return Recreated{}, ierr
-	}
-	if err := Replace(ctx, r.Cluster, r.Kind); err != nil {
-		ierr.Advice = "recreating it failed: " + err.Error()
-		return Recreated{}, ierr
-	}
-	if err := create(ctx); err != nil {
-		ierr.Advice = "it was deleted to be recreated, but creating it failed: " + err.Error()
-		return Recreated{}, ierr
-	}
-	return Recreated{Object: r.Object, Fields: ierr.Fields, Propagation: Propagation(r.Kind)}, nil
 }
