@@ -92,7 +92,7 @@ func TestImmutableMigrationJob(t *testing.T) {
 
 		setValues(t, hr, `{"migrateVersion":"2"}`)
 		waitCondition(t, hr, 2*time.Minute, meta.ReadyCondition, metav1.ConditionFalse, helmv2.UpgradeFailedReason,
-			"Job/"+ns+"/imm-migrate: spec.template: field is immutable; annotate it helm.toolkit.fluxcd.io/force: enabled (or set spec.upgrade.force) to let the controller recreate it")
+			"Job/"+ns+"/imm-migrate: spec.template: field is immutable; annotate it helm.toolkit.fluxcd.io/force: enabled (or turn on the RecreateImmutableResources feature gate) to let the controller recreate it")
 		env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: helmv2.UpgradeFailedReason,
 			Contains: "Job/" + ns + "/imm-migrate: spec.template: field is immutable"})
 		if uidOf(t, named(&batchv1.Job{}, ns, "imm-migrate")) != job {
@@ -333,75 +333,5 @@ func TestRecreateImmutableResourcesGate(t *testing.T) {
 		"Job/"+ns+"/optout-migrate", "spec.template", "opts out of recreation (helm.toolkit.fluxcd.io/force: disabled)")
 	if uidOf(t, named(&batchv1.Job{}, ns, "optout-migrate")) != optOutJob {
 		t.Error("the Job that opted out was recreated")
-	}
-}
-
-// holdFinalizer keeps a deleted Job terminating until the test lets go.
-const holdFinalizer = "e2e.afterhooks.io/hold"
-
-// TestImmutableRecreateCrashSafety kills the controller while a recreate
-// waits for the old Job to go (a finalizer holds it): the next controller
-// finishes the upgrade, the Job is recreated once it is gone, and no
-// revision is left pending.
-func TestImmutableRecreateCrashSafety(t *testing.T) {
-	t.Parallel()
-	ns := env.Namespace(t)
-	repo := env.HelmRepository(t, ns)
-	ref := env.PublishChart(t, immutableChart, "0.1.0", ns)
-	ctl := env.StartShard(t, ns, framework.ControllerOptions{Shard: "recreate-crash-" + rand.String(8)})
-	const force = `"force":{"migrate":"enabled"}`
-	hr := framework.Sharded(framework.WithWaitStrategy(
-		framework.Release(ns, "imm", repo.Name, ref.Name, ref.Version, `{"migrateVersion":"1",`+force+`}`), v2.BeforeHooks, 90*time.Second), ctl)
-	env.Create(t, hr)
-	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
-	wantMigrated(t, ns, "1")
-
-	ctx := context.Background()
-	old := named(&batchv1.Job{}, ns, "imm-migrate")
-	hold := func(add bool) {
-		t.Helper()
-		patch := `{"metadata":{"finalizers":["` + holdFinalizer + `"]}}`
-		if !add {
-			patch = `{"metadata":{"finalizers":null}}`
-		}
-		if err := env.Client.Patch(ctx, old, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-			t.Fatalf("finalizer: %v", err)
-		}
-	}
-	hold(true)
-	t.Cleanup(func() { _ = env.Client.Patch(ctx, old, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))) })
-
-	setValues(t, hr, `{"migrateVersion":"2",`+force+`}`)
-	env.Eventually(t, time.Minute, "the old Job terminating, held by the finalizer", func(ctx context.Context) error {
-		j := &batchv1.Job{}
-		if err := env.Get(ctx, j, ns, "imm-migrate"); err != nil {
-			return err
-		}
-		if j.UID != old.UID || j.DeletionTimestamp == nil {
-			return fmt.Errorf("uid %s (old %s), deletionTimestamp %v", j.UID, old.UID, j.DeletionTimestamp)
-		}
-		return nil
-	})
-	framework.Kill(t, ctl)
-	framework.Restart(t, ctl)
-	// The new controller meets the old Job still terminating, then gone.
-	time.Sleep(3 * time.Second)
-	hold(false)
-
-	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Timeout: 3 * time.Minute})
-	wantMigrated(t, ns, "2")
-	if uidOf(t, named(&batchv1.Job{}, ns, "imm-migrate")) == old.UID {
-		t.Error("the old Job is still there")
-	}
-	env.WantNotPending(t, ns, "imm")
-	stored := env.Storage(t, ns, "imm")
-	t.Logf("Helm storage after the restart: %s", framework.Describe(stored))
-	if len(stored) == 0 || stored[len(stored)-1].Release.Info.Status.String() != "deployed" {
-		t.Errorf("Helm storage %s, want the latest revision deployed", framework.Describe(stored))
-	}
-	for _, s := range stored {
-		if s.Release.Version == 1 && s.Release.Info.Status.String() != "superseded" {
-			t.Errorf("v1 is %s, want superseded", s.Release.Info.Status)
-		}
 	}
 }

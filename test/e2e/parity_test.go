@@ -11,8 +11,10 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 
@@ -119,6 +121,36 @@ func TestUpstreamParity(t *testing.T) {
 			},
 			steps: []parityStep{{name: "ready", settled: parityReady, want: []string{"Ready: True/InstallSucceeded"}}},
 		},
+		{
+			// Helm's force on an upgrade the API server refuses: a custom
+			// resource whose CRD makes spec.size immutable, with a
+			// PersistentVolumeClaim its operator made under it. Upstream
+			// fails the upgrade and keeps both; so must we.
+			name: "upgrade-force-immutable-custom-resource",
+			release: func(t *testing.T, ns, repo string) *v2.HelmRelease {
+				env.DatabaseCRD(t)
+				chart := env.PublishChart(t, crChart, "0.1.0", ns)
+				hr := framework.Release(ns, "cr", repo, chart.Name, chart.Version, `{"size":"1Gi"}`)
+				hr.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{Force: true}}
+				return hr
+			},
+			steps: []parityStep{
+				{name: "installed", settled: parityReady},
+				{name: "refused", settled: parityNotReady, backoff: true, want: []string{"Ready: False/UpgradeFailed"},
+					act: func(t *testing.T, hr *v2.HelmRelease) {
+						env.OwnedClaim(t, env.Database(t, hr.Namespace, "cr-db"), "cr-data")
+					},
+					change: func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSON(`{"size":"2Gi"}`) },
+					verify: func(t *testing.T, hr *v2.HelmRelease) {
+						db := env.Database(t, hr.Namespace, "cr-db")
+						pvc := named(&corev1.PersistentVolumeClaim{}, hr.Namespace, "cr-data")
+						uidOf(t, pvc)
+						if db.GetDeletionTimestamp() != nil || pvc.DeletionTimestamp != nil || !ownedBy(pvc, db.GetUID()) {
+							t.Errorf("%s: the Database or its claim was deleted or replaced", hr.Namespace)
+						}
+					}},
+			},
+		},
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
@@ -151,6 +183,9 @@ func TestUpstreamParity(t *testing.T) {
 						snap = snap.failuresCounted()
 					}
 					got[side.name] = snap
+					if step.verify != nil {
+						step.verify(t, side.hr)
+					}
 				}
 				if diff := got["upstream"].diff(got["ours"]); diff != "" {
 					t.Errorf("after %q, ours differs from upstream (field: upstream | ours):\n%s", step.name, diff)
@@ -191,6 +226,9 @@ type parityStep struct {
 	backoff bool
 	// want: lines the snapshot must hold, whatever upstream reads.
 	want []string
+	// verify, when set, checks the cluster of each side once the step
+	// settled.
+	verify func(t *testing.T, hr *v2.HelmRelease)
 }
 
 // paritySide is one controller running the scenario in a namespace of
@@ -336,4 +374,14 @@ func parityNotReady(hr *v2.HelmRelease) error {
 		return fmt.Errorf("not failed yet: %s", framework.Conditions(hr))
 	}
 	return nil
+}
+
+// ownedBy tells whether obj names uid among its owners.
+func ownedBy(obj metav1.Object, uid types.UID) bool {
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.UID == uid {
+			return true
+		}
+	}
+	return false
 }

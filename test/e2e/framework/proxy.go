@@ -108,3 +108,53 @@ func HelmStorageRequest(ns, release, method string) func(*http.Request) bool {
 			strings.Contains(r.URL.Query().Get("labelSelector"), "name="+release)
 	}
 }
+
+// ObjectRequest matches a request of method for the object name of
+// resource (a path such as "/apis/batch/v1/namespaces/ns/jobs"): by name
+// (GET, DELETE, a server-side apply PATCH) or, for a client-side create,
+// a POST to the collection. Never a watch.
+func ObjectRequest(method, resource, name string) func(*http.Request) bool {
+	return func(r *http.Request) bool {
+		if r.Method != method || r.URL.Query().Get("watch") == "true" {
+			return false
+		}
+		return r.URL.Path == resource+"/"+name || method == http.MethodPost && r.URL.Path == resource
+	}
+}
+
+// HoldAfter holds the first request matching hold that comes after a
+// request matching after went through: a point between two steps of the
+// controller (the delete and the create of a recreate). With after and
+// hold the same, the second such request is held. Only that one request
+// is held: held is closed when it is, release lets it go. A held request
+// whose client went away (a killed controller) is dropped.
+func (p *Proxy) HoldAfter(after, hold func(*http.Request) bool) (held <-chan struct{}, release func()) {
+	var mu sync.Mutex
+	seen, taken := false, false
+	heldCh, releaseCh := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	stop := p.Observe(func(r *http.Request) {
+		mu.Lock()
+		holding := seen && !taken && hold(r)
+		if holding {
+			taken = true
+			close(heldCh)
+		} else if after(r) {
+			seen = true
+		}
+		mu.Unlock()
+		if !holding {
+			return
+		}
+		select {
+		case <-releaseCh:
+		case <-r.Context().Done():
+		}
+	})
+	return heldCh, func() {
+		releaseOnce.Do(func() {
+			stop()
+			close(releaseCh)
+		})
+	}
+}
