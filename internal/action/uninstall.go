@@ -2,30 +2,45 @@ package action
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	helmaction "helm.sh/helm/v4/pkg/action"
 	releasecommon "helm.sh/helm/v4/pkg/release"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/hookcleanup"
 )
 
 // Uninstall uninstalls the release of obj. Helm's uninstall cannot be
 // cancelled, only Options.WaitContext bounds its wait for deletion; ctx
 // only ends the waits between the batches of a release applied in order.
-// The response's Release, when set, is a *releasev1.Release. With
-// spec.uninstall.deleteHookResources the objects the release's hooks left
-// are deleted once Helm's uninstall succeeded (see hookcleanup.go); a
-// failure of that alone is a *HookCleanupError.
+// The response's Release, when set, is a *releasev1.Release.
+//
+// With spec.uninstall.deleteHookResources the objects the release's hooks
+// left are deleted once Helm's uninstall is through, within what is left
+// of the uninstall timeout (see hookcleanup.go); a failure of that alone
+// is a *HookCleanupError. The release records, the only list of the
+// hooks, are kept until then (see internal/hookcleanup), and a release
+// left uninstalled with its cleanup pending by a stopped controller gets
+// only the cleanup.
 func Uninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options) (*releasecommon.UninstallReleaseResponse, error) {
 	if obj == nil {
 		return nil, errNilObject
 	}
-	// Read before the uninstall deletes the records. The cleanup keeps
-	// cfg's own kube client: hooks belong to no resource group to order.
-	cleanup := newHookCleanup(cfg, ReleaseName(obj), obj.GetUninstall().DeleteHookResources)
+	began := time.Now()
+	// Read before the uninstall. The cleanup keeps cfg's own kube client:
+	// hooks belong to no resource group to order.
+	cleanup := newHookCleanup(cfg, obj)
+	last, lastErr := LastRelease(cfg, ReleaseName(obj))
+	if lastErr == nil && hookcleanup.Pending(last) {
+		uninstall := newUninstall(cfg, obj, o)
+		res := &releasecommon.UninstallReleaseResponse{Release: last}
+		return res, finishHookCleanup(cfg, obj, uninstall, cleanup, began, o)
+	}
 	// A release applied in order is deleted in reverse (see sequencing.go).
-	if last, err := LastRelease(cfg, ReleaseName(obj)); err == nil {
+	if lastErr == nil {
 		charts, sequenced, err := recordedOrdering(last)
 		if err != nil {
 			return nil, fmt.Errorf("uninstall: %w", err)
@@ -39,22 +54,88 @@ func Uninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmR
 		}
 	}
 	uninstall := newUninstall(cfg, obj, o)
+	if cleanup != nil {
+		// Helm's uninstall would delete the records before the cleanup
+		// could finish; finishHookCleanup deletes them after it.
+		uninstall.KeepHistory = true
+		uninstall.Description = hookcleanup.PendingDescription
+	}
 	res, err := uninstall.Run(ReleaseName(obj))
 	if res != nil && res.Release != nil {
 		rel, convErr := toV1(res.Release, nil)
 		if convErr != nil {
-			return res, fmt.Errorf("uninstall: %w", convErr)
+			return res, errors.Join(err, fmt.Errorf("uninstall: %w", convErr))
 		}
 		res.Release = rel
 	}
-	if err != nil || cleanup == nil {
+	if cleanup == nil {
 		return res, err
 	}
-	deleted, err := cleanup.run(uninstall)
-	if len(deleted) > 0 && o.HookResourcesDeleted != nil {
-		o.HookResourcesDeleted(deleted)
+	// Helm's uninstall may fail after it recorded the release uninstalled
+	// (the wait for the deletions, a post-delete hook); Helm would have
+	// deleted the records then too.
+	if last, lastErr := LastRelease(cfg, ReleaseName(obj)); lastErr != nil || !hookcleanup.Pending(last) {
+		return res, err
 	}
-	return res, err
+	cleanupErr := finishHookCleanup(cfg, obj, uninstall, cleanup, began, o)
+	if err != nil {
+		if cleanupErr != nil {
+			return res, fmt.Errorf("%w; %s", err, cleanupErr)
+		}
+		return res, err
+	}
+	return res, cleanupErr
+}
+
+// finishHookCleanup runs the cleanup of a release Helm recorded as
+// uninstalled, within uninstall's timeout counted from began, tells o
+// what it did, and then ends the records as Helm's uninstall would have.
+// cleanup is nil when obj no longer asks for it: only the records are
+// ended then.
+func finishHookCleanup(cfg *helmaction.Configuration, obj *v2.HelmRelease, uninstall *helmaction.Uninstall, cleanup *hookCleanup, began time.Time, o Options) error {
+	var cleanupErr error
+	if cleanup != nil {
+		var report hookCleanupReport
+		report, cleanupErr = cleanup.run(began.Add(uninstall.Timeout), uninstall.WaitStrategy, uninstall.WaitOptions)
+		if len(report.deleted) > 0 && o.HookResourcesDeleted != nil {
+			o.HookResourcesDeleted(report.deleted)
+		}
+		if len(report.left) > 0 && o.HookResourcesLeft != nil {
+			o.HookResourcesLeft(report.left)
+		}
+	}
+	if err := endRecords(cfg, ReleaseName(obj), obj.GetUninstall().KeepHistory); err != nil {
+		return errors.Join(fmt.Errorf("uninstall: %w", err), cleanupErr)
+	}
+	return cleanupErr
+}
+
+// endRecords leaves the records of an uninstalled release as Helm's
+// uninstall leaves them: all deleted, or with keepHistory the newest
+// described as Helm describes it.
+func endRecords(cfg *helmaction.Configuration, name string, keepHistory bool) error {
+	rels, err := History(cfg, name)
+	if err != nil {
+		return err
+	}
+	if keepHistory {
+		if len(rels) == 0 {
+			return nil
+		}
+		newest := rels[0]
+		newest.Info.Description = hookcleanup.CompletedDescription
+		if err := cfg.Releases.Update(newest); err != nil {
+			return fmt.Errorf("recording release %s uninstalled: %w", name, err)
+		}
+		return nil
+	}
+	var errs []error
+	for _, rel := range rels {
+		if _, err := cfg.Releases.Delete(rel.Name, rel.Version); err != nil {
+			errs = append(errs, fmt.Errorf("deleting record v%d of release %s: %w", rel.Version, name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // newUninstall maps the HelmRelease to Helm's uninstall action.
