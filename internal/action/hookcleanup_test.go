@@ -758,6 +758,41 @@ func TestAgainstAPIServerHookCleanupWithinTheUninstallTimeout(t *testing.T) {
 	wantRecordsEnded(t, cfg, "hooks", false, 1)
 }
 
+// Helm's uninstall can fail after it recorded the release uninstalled:
+// here its wait for the release's ConfigMap (a finalizer no one removes)
+// outlasts the timeout. Helm would still have deleted the records; so
+// does the cleanup, after its own turn, for which no time is left. The
+// error stays Helm's, with the cleanup's said beside it, so that the
+// controller reports a failed uninstall, not a failed cleanup.
+func TestAgainstAPIServerHookCleanupAfterAFailedHelmUninstall(t *testing.T) {
+	restCfg := apiServer(t)
+	dyn := dynamic.NewForConfigOrDie(restCfg)
+	const ns = "cleanup-helm-failed"
+	obj, cfg := installHooks(t, restCfg, ns, []string{"hooks-setup"}, withTimeout(2*time.Second))
+	configMaps := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	_, err := dyn.Resource(configMaps).Namespace(ns).Patch(context.Background(), "hooks-cm", types.MergePatchType,
+		[]byte(`{"metadata":{"finalizers":["cleanup.example.com/hold"]}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer removeFinalizers(t, dyn, configMaps, ns, "hooks-cm")
+
+	_, err = Uninstall(context.Background(), cfg, obj, Options{})
+
+	if err == nil {
+		t.Fatal("the uninstall succeeded, want Helm's failure")
+	}
+	if errors.As(err, new(*HookCleanupError)) {
+		t.Errorf("error %q passes for a failed cleanup only", err)
+	}
+	for _, want := range []string{"uninstallation completed with 1 error(s)", "no time left of the uninstall timeout to delete ConfigMap/" + ns + "/hooks-setup"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+	wantRecordsEnded(t, cfg, "hooks", false, 1)
+}
+
 // checkCleanupError checks that err is nil when want is, else a
 // *HookCleanupError whose message contains each of want (%s is ns).
 func checkCleanupError(t *testing.T, err error, want []string, ns string) {

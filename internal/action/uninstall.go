@@ -8,6 +8,7 @@ import (
 
 	helmaction "helm.sh/helm/v4/pkg/action"
 	releasecommon "helm.sh/helm/v4/pkg/release"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/hookcleanup"
@@ -35,28 +36,57 @@ func Uninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmR
 	cleanup := newHookCleanup(cfg, obj)
 	last, lastErr := LastRelease(cfg, ReleaseName(obj))
 	if lastErr == nil && hookcleanup.Pending(last) {
-		uninstall := newUninstall(cfg, obj, o)
 		res := &releasecommon.UninstallReleaseResponse{Release: last}
-		return res, finishHookCleanup(cfg, obj, uninstall, cleanup, began, o)
+		return res, finishHookCleanup(cfg, obj, newUninstall(cfg, obj, o), cleanup, began, o)
 	}
-	// A release applied in order is deleted in reverse (see sequencing.go).
-	if lastErr == nil {
+	if lastErr != nil {
+		last = nil
+	}
+	res, uninstall, err := runHelmUninstall(ctx, cfg, obj, last, cleanup != nil, o)
+	if cleanup == nil || uninstall == nil {
+		return res, err
+	}
+	// Helm's uninstall may fail after it recorded the release uninstalled
+	// (the wait for the deletions, a post-delete hook); Helm would have
+	// deleted the records then too.
+	if after, readErr := LastRelease(cfg, ReleaseName(obj)); readErr != nil || !hookcleanup.Pending(after) {
+		return res, err
+	}
+	cleanupErr := finishHookCleanup(cfg, obj, uninstall, cleanup, began, o)
+	switch {
+	case err == nil:
+		return res, cleanupErr
+	case cleanupErr != nil:
+		// Helm's error is the uninstall's; the cleanup's is said, not
+		// passed off as the only one (see HookCleanupError).
+		return res, fmt.Errorf("%w; %s", err, cleanupErr)
+	default:
+		return res, err
+	}
+}
+
+// runHelmUninstall runs Helm's uninstall of obj's release, last its
+// newest record (nil for none), in reverse order when it was applied in
+// order (see sequencing.go). With keepRecords, Helm keeps the records and
+// describes the release with hookcleanup.PendingDescription: the caller
+// deletes them after the hook cleanup. It returns the action it ran, nil
+// when it could not set it up.
+func runHelmUninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, last *releasev1.Release, keepRecords bool, o Options) (*releasecommon.UninstallReleaseResponse, *helmaction.Uninstall, error) {
+	if last != nil {
 		charts, sequenced, err := recordedOrdering(last)
 		if err != nil {
-			return nil, fmt.Errorf("uninstall: %w", err)
+			return nil, nil, fmt.Errorf("uninstall: %w", err)
 		}
 		if sequenced {
 			up := obj.Upstream()
 			ord := ordering{charts: charts, timeout: actionTimeout(up.GetUninstall().Timeout, up), learn: last.Manifest}
 			if cfg, err = withOrdering(ctx, cfg, up, ord, o); err != nil {
-				return nil, fmt.Errorf("uninstall: %w", err)
+				return nil, nil, fmt.Errorf("uninstall: %w", err)
 			}
 		}
 	}
 	uninstall := newUninstall(cfg, obj, o)
-	if cleanup != nil {
-		// Helm's uninstall would delete the records before the cleanup
-		// could finish; finishHookCleanup deletes them after it.
+	if keepRecords {
 		uninstall.KeepHistory = true
 		uninstall.Description = hookcleanup.PendingDescription
 	}
@@ -64,27 +94,11 @@ func Uninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmR
 	if res != nil && res.Release != nil {
 		rel, convErr := toV1(res.Release, nil)
 		if convErr != nil {
-			return res, errors.Join(err, fmt.Errorf("uninstall: %w", convErr))
+			return res, uninstall, errors.Join(err, fmt.Errorf("uninstall: %w", convErr))
 		}
 		res.Release = rel
 	}
-	if cleanup == nil {
-		return res, err
-	}
-	// Helm's uninstall may fail after it recorded the release uninstalled
-	// (the wait for the deletions, a post-delete hook); Helm would have
-	// deleted the records then too.
-	if last, lastErr := LastRelease(cfg, ReleaseName(obj)); lastErr != nil || !hookcleanup.Pending(last) {
-		return res, err
-	}
-	cleanupErr := finishHookCleanup(cfg, obj, uninstall, cleanup, began, o)
-	if err != nil {
-		if cleanupErr != nil {
-			return res, fmt.Errorf("%w; %s", err, cleanupErr)
-		}
-		return res, err
-	}
-	return res, cleanupErr
+	return res, uninstall, err
 }
 
 // finishHookCleanup runs the cleanup of a release Helm recorded as
