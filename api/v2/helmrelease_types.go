@@ -152,18 +152,24 @@ type Rollback struct {
 type Uninstall struct {
 	helmv2.Uninstall `json:",inline"`
 
-	// DeleteHookResources deletes, after a successful uninstall, the objects
-	// the release's hooks left in the cluster: hooks are not part of a Helm
-	// release, so Helm's uninstall leaves every hook object that no
-	// helm.sh/hook-delete-policy removed (Completed Jobs and their pods,
-	// ConfigMaps, ServiceAccounts...). The hooks are those recorded in any
-	// stored revision of the release, including the pre- and post-delete
-	// hooks the uninstall just ran. Only objects that still carry the
-	// helm.sh/hook annotation are deleted; those with
-	// helm.sh/resource-policy: keep and CustomResourceDefinitions are left.
-	// Jobs are deleted with background propagation, so their pods go too.
-	// The deletions are waited for as the uninstall waits for its own
-	// (not with disableWait), within the uninstall timeout. A failure is
+	// DeleteHookResources deletes, after the uninstall, the objects the
+	// release's hooks created and left in the cluster: hooks are not part
+	// of a Helm release, so Helm's uninstall leaves every hook object that
+	// no helm.sh/hook-delete-policy removed (Completed Jobs and their pods,
+	// ConfigMaps, ServiceAccounts...). With it, the controller marks each
+	// hook object it creates with the annotation
+	// helm.toolkit.fluxcd.io/hook-release (storage namespace/release name),
+	// and on uninstall deletes, among the objects named by the hooks of any
+	// stored revision (the pre- and post-delete hooks the uninstall just ran
+	// included), only hook objects with this release's mark. Never deleted:
+	// Namespaces, PersistentVolumeClaims, PersistentVolumes,
+	// CustomResourceDefinitions and objects with
+	// helm.sh/resource-policy: keep; objects left are named in a
+	// HookResourcesLeft event. Jobs are deleted with background
+	// propagation, so their pods go too. The deletions are waited for as the
+	// uninstall waits for its own (not with disableWait), within what is
+	// left of the uninstall timeout. The release records are kept until the
+	// cleanup is over, so a restarted controller finishes it. A failure is
 	// reported in a HookCleanupFailed warning event; the uninstall itself
 	// succeeded. Defaults to false: Helm's behaviour.
 	// +optional

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/kube"
 	"github.com/afterhooks/helm-controller/internal/kubeclient"
 	"github.com/afterhooks/helm-controller/internal/storagedriver"
@@ -126,6 +127,20 @@ type ConfigOption func(*configOptions)
 type configOptions struct {
 	handler    slog.Handler
 	wrapDriver func(driver.Driver) driver.Driver
+	hookOrigin string
+}
+
+// WithHookMarks makes the kube client mark the hook objects it creates as
+// created by the hooks of obj's release, when obj asks for them to be
+// deleted on uninstall (spec.uninstall.deleteHookResources): that cleanup
+// deletes only objects with the mark (see internal/hookcleanup). Without
+// the option, hook objects are created exactly as Helm creates them.
+func WithHookMarks(obj *v2.HelmRelease) ConfigOption {
+	return func(o *configOptions) {
+		if obj != nil && obj.GetUninstall().DeleteHookResources {
+			o.hookOrigin = hookOrigin(obj)
+		}
+	}
 }
 
 // WithLogger sends Helm's logs (actions, kube client, storage) to logger.
@@ -174,6 +189,7 @@ func (f *ConfigFactory) Build(storageNamespace, releaseNamespace string, opts ..
 
 	kc := kubeclient.NewClient(f.getter, f.fieldValidation)
 	kc.Namespace = releaseNamespace
+	kc.HookOrigin = o.hookOrigin
 	kc.SetLogger(o.handler)
 
 	secrets := storagedriver.NewSecrets(f.clientSet.CoreV1().Secrets(storageNamespace))

@@ -12,16 +12,19 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/resource"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/hookcleanup"
 )
 
 // spec.uninstall.deleteHookResources: hooks are not part of a Helm
 // release, so Helm's uninstall deletes none of the objects they created.
 // Those without a delete policy that removed them (Completed Jobs and
 // their pods, ConfigMaps, ServiceAccounts) stay in the cluster. With the
-// option, the uninstall deletes them afterwards.
+// option, the uninstall deletes afterwards those that this release's hooks
+// created, as internal/hookcleanup judges them.
 
 // HookCleanupError is a failure of deleteHookResources after Helm's
 // uninstall succeeded: the release itself is uninstalled, only objects its
@@ -39,31 +42,44 @@ func (e *HookCleanupError) Error() string {
 
 func (e *HookCleanupError) Unwrap() error { return e.Err }
 
-// crdGroupKind is never deleted: as in Helm's own hook deletion, deleting a
-// CRD would delete every custom resource of it.
-var crdGroupKind = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
+// hookOrigin is the mark (hookcleanup.Origin) of the hook objects of obj's
+// release.
+func hookOrigin(obj *v2.HelmRelease) string {
+	return hookcleanup.Origin(obj.Upstream().GetStorageNamespace(), ReleaseName(obj))
+}
 
 // hookCleanup deletes the objects left by the hooks of one release.
 type hookCleanup struct {
 	cfg     *helmaction.Configuration
 	release string
-	// hooks are those of every stored revision, read before the uninstall
-	// (which deletes the records unless keepHistory), each manifest once.
+	// origin is the mark the release's hook objects carry.
+	origin string
+	// hooks are those of every stored revision, read before the uninstall,
+	// each manifest once.
 	hooks []*releasev1.Hook
 	// readErr is why the hooks could not be read; reported after the
 	// uninstall, which must not depend on the cleanup.
 	readErr error
 }
 
-// newHookCleanup reads the hooks recorded for the release. It returns nil
-// when obj does not ask for the cleanup, so that Helm's uninstall stays
+// hookCleanupReport is what one cleanup did.
+type hookCleanupReport struct {
+	// deleted are the objects deleted, "Kind/namespace/name".
+	deleted []string
+	// left are the objects found under a hook's name and not deleted,
+	// each with the reason in parentheses.
+	left []string
+}
+
+// newHookCleanup reads the hooks recorded for obj's release. It returns
+// nil when obj does not ask for the cleanup, so that Helm's uninstall stays
 // exactly as it is.
-func newHookCleanup(cfg *helmaction.Configuration, release string, enabled bool) *hookCleanup {
-	if !enabled {
+func newHookCleanup(cfg *helmaction.Configuration, obj *v2.HelmRelease) *hookCleanup {
+	if !obj.GetUninstall().DeleteHookResources {
 		return nil
 	}
-	c := &hookCleanup{cfg: cfg, release: release}
-	c.hooks, c.readErr = recordedHooks(cfg, release)
+	c := &hookCleanup{cfg: cfg, release: ReleaseName(obj), origin: hookOrigin(obj)}
+	c.hooks, c.readErr = recordedHooks(cfg, c.release)
 	return c
 }
 
@@ -89,43 +105,61 @@ func recordedHooks(cfg *helmaction.Configuration, release string) ([]*releasev1.
 	return hooks, nil
 }
 
-// run deletes the hook objects still in the cluster and waits for them to
-// be gone as u waits for the release's objects, within u's timeout. It
-// returns the deleted objects ("Kind/namespace/name") and a
-// *HookCleanupError naming those it could not handle; it goes on past a
-// failed object, so one failure leaves as little behind as possible.
-func (c *hookCleanup) run(u *helmaction.Uninstall) ([]string, error) {
+// run deletes the hook objects still in the cluster that Judge lets go and
+// waits for them to be gone with strategy (not at all under hookOnly), all
+// before deadline: what is left of the uninstall's timeout. It goes on past
+// a failed object, so one failure leaves as little behind as possible, and
+// returns a *HookCleanupError naming what failed.
+func (c *hookCleanup) run(deadline time.Time, strategy kube.WaitStrategy, opts []kube.WaitOption) (hookCleanupReport, error) {
+	var report hookCleanupReport
 	if c.readErr != nil {
-		return nil, &HookCleanupError{Release: c.release, Err: fmt.Errorf("reading the release's hooks: %w", c.readErr)}
+		return report, &HookCleanupError{Release: c.release, Err: fmt.Errorf("reading the release's hooks: %w", c.readErr)}
 	}
 	infos, errs := c.build()
 	var deleted kube.ResourceList
+	var late []string
 	for _, info := range infos {
-		ok, err := deleteHookObject(info)
-		if err != nil {
+		uid, reason, err := c.inspect(info)
+		switch {
+		case err != nil:
 			errs = append(errs, err)
 			continue
+		case reason != "":
+			report.left = append(report.left, objectName(info)+" ("+reason+")")
+			continue
+		case uid == "":
+			continue // gone already
+		case !time.Now().Before(deadline):
+			late = append(late, objectName(info))
+			continue
+		}
+		ok, err := deleteObject(info, uid)
+		if err != nil {
+			errs = append(errs, err)
 		}
 		if ok {
 			deleted = append(deleted, info)
 		}
 	}
-	if len(deleted) > 0 {
-		if err := c.waitForDelete(deleted, u.WaitStrategy, u.WaitOptions, u.Timeout); err != nil {
+	if len(late) > 0 {
+		errs = append(errs, fmt.Errorf("no time left of the uninstall timeout to delete %s", strings.Join(late, ", ")))
+	}
+	if len(deleted) > 0 && strategy != kube.HookOnlyStrategy {
+		if err := c.waitForDelete(deleted, strategy, opts, time.Until(deadline)); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	names := objectNames(deleted)
+	report.deleted = objectNames(deleted)
 	if len(errs) > 0 {
-		return names, &HookCleanupError{Release: c.release, Err: errors.Join(errs...)}
+		return report, &HookCleanupError{Release: c.release, Err: errors.Join(errs...)}
 	}
-	return names, nil
+	return report, nil
 }
 
 // build turns the hook manifests into objects of the configuration's kube
 // client, so that they are read and deleted on the release's cluster as
 // its identity (remote cluster, impersonation). Each object comes once,
-// whichever revisions recorded it; CRDs are left out.
+// whichever revisions recorded it.
 func (c *hookCleanup) build() ([]*resource.Info, []error) {
 	seen := map[string]bool{}
 	var infos []*resource.Info
@@ -146,9 +180,8 @@ func (c *hookCleanup) build() ([]*resource.Info, []error) {
 				errs = append(errs, fmt.Errorf("%s %s of hook %s: no REST client to reach it", h.Kind, info.Name, h.Path))
 				continue
 			}
-			gk := info.Mapping.GroupVersionKind.GroupKind()
-			id := gk.String() + "/" + info.Namespace + "/" + info.Name
-			if seen[id] || gk == crdGroupKind {
+			id := info.Mapping.GroupVersionKind.GroupKind().String() + "/" + info.Namespace + "/" + info.Name
+			if seen[id] {
 				continue
 			}
 			seen[id] = true
@@ -158,32 +191,35 @@ func (c *hookCleanup) build() ([]*resource.Info, []error) {
 	return infos, errs
 }
 
-// deleteHookObject deletes the live object of info when it is still a
-// hook (it carries helm.sh/hook: an object of the same name that is not a
-// hook was not made by the release's hooks) and nothing asks to keep it.
-// The deletion is conditional on the UID read, so an object replaced in
-// between is left alone; Helm's kube client cannot pass that condition,
-// so the object's own REST client (the configuration's) deletes it. Jobs'
-// pods go with them: background propagation, as Helm deletes hooks.
-func deleteHookObject(info *resource.Info) (bool, error) {
-	helper := resource.NewHelper(info.Client, info.Mapping)
-	live, err := helper.Get(info.Namespace, info.Name)
+// inspect reads the live object of info and returns its UID when
+// hookcleanup.Judge lets it go, Judge's reason when not, and neither when
+// there is no such object.
+func (c *hookCleanup) inspect(info *resource.Info) (uid types.UID, reason string, err error) {
+	live, err := resource.NewHelper(info.Client, info.Mapping).Get(info.Namespace, info.Name)
 	if apierrors.IsNotFound(err) {
-		return false, nil
+		return "", "", nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("reading %s: %w", objectName(info), err)
+		return "", "", fmt.Errorf("reading %s: %w", objectName(info), err)
 	}
 	obj, err := meta.Accessor(live)
 	if err != nil {
-		return false, fmt.Errorf("reading %s: %w", objectName(info), err)
+		return "", "", fmt.Errorf("reading %s: %w", objectName(info), err)
 	}
-	if _, hook := obj.GetAnnotations()[releasev1.HookAnnotation]; !hook || keep(obj.GetAnnotations()) || keepRecorded(info.Object) {
-		return false, nil
+	if reason := hookcleanup.Judge(info.Mapping.GroupVersionKind.GroupKind(), obj, recordedMeta(info), c.origin); reason != "" {
+		return "", reason, nil
 	}
-	uid := obj.GetUID()
+	return obj.GetUID(), "", nil
+}
+
+// deleteObject deletes the object of info if its UID is still uid, so that
+// an object replaced since it was judged is left alone; Helm's kube client
+// cannot pass that condition, so the object's own REST client (the
+// configuration's) deletes it. Jobs' pods go with them: background
+// propagation, as Helm deletes hooks.
+func deleteObject(info *resource.Info, uid types.UID) (bool, error) {
 	background := metav1.DeletePropagationBackground
-	_, err = helper.DeleteWithOptions(info.Namespace, info.Name, &metav1.DeleteOptions{
+	_, err := resource.NewHelper(info.Client, info.Mapping).DeleteWithOptions(info.Namespace, info.Name, &metav1.DeleteOptions{
 		PropagationPolicy: &background,
 		Preconditions:     &metav1.Preconditions{UID: &uid},
 	})
@@ -197,31 +233,31 @@ func deleteHookObject(info *resource.Info) (bool, error) {
 	return true, nil
 }
 
-// keep tells whether annotations carry helm.sh/resource-policy: keep,
-// spelled as Helm accepts it.
-func keep(annotations map[string]string) bool {
-	return strings.ToLower(strings.TrimSpace(annotations[kube.ResourcePolicyAnno])) == kube.KeepPolicy
-}
-
-// keepRecorded is keep for the hook's manifest: the chart's word counts
-// even when the live object lost the annotation.
-func keepRecorded(obj runtime.Object) bool {
-	if obj == nil {
-		return false
+// recordedMeta is the metadata of the hook's manifest, or nil.
+func recordedMeta(info *resource.Info) metav1.Object {
+	if info.Object == nil {
+		return nil
 	}
-	m, err := meta.Accessor(obj)
-	return err == nil && keep(m.GetAnnotations())
+	m, err := meta.Accessor(info.Object)
+	if err != nil {
+		return nil
+	}
+	return m
 }
 
-// waitForDelete waits for deleted to be gone with the uninstall's waiter:
-// none with disableWait (hookOnly), as for the release's own objects.
+// waitForDelete waits up to timeout for deleted to be gone with the
+// uninstall's waiter.
 func (c *hookCleanup) waitForDelete(deleted kube.ResourceList, strategy kube.WaitStrategy, opts []kube.WaitOption, timeout time.Duration) error {
+	names := strings.Join(objectNames(deleted), ", ")
+	if timeout <= 0 {
+		return fmt.Errorf("no time left of the uninstall timeout to wait for the deletion of %s", names)
+	}
 	waiter, err := waiterOf(c.cfg.KubeClient, strategy, opts)
 	if err == nil {
 		err = waiter.WaitForDelete(deleted, timeout)
 	}
 	if err != nil {
-		return fmt.Errorf("waiting for the deletion of %s: %w", strings.Join(objectNames(deleted), ", "), err)
+		return fmt.Errorf("waiting for the deletion of %s: %w", names, err)
 	}
 	return nil
 }

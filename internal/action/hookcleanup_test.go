@@ -15,6 +15,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/common"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/kube"
+	releasecommon "helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -28,6 +29,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/hookcleanup"
 )
 
 // hookManifest is a manifest of kind (ConfigMap, ServiceAccount, Job...)
@@ -47,6 +49,14 @@ func hookManifest(kind, namespace, name string, annotations map[string]string) s
 		}}}
 	case "CustomResourceDefinition":
 		obj["apiVersion"] = "apiextensions.k8s.io/v1"
+	case "PersistentVolumeClaim":
+		obj["apiVersion"] = "v1"
+		obj["spec"] = map[string]any{
+			"accessModes": []any{"ReadWriteOnce"},
+			"resources":   map[string]any{"requests": map[string]any{"storage": "1Mi"}},
+		}
+	case "ClusterRole":
+		obj["apiVersion"] = "rbac.authorization.k8s.io/v1"
 	default:
 		obj["apiVersion"] = "v1"
 	}
@@ -62,7 +72,9 @@ func hookManifest(kind, namespace, name string, annotations map[string]string) s
 
 // hookLeftoversChart has a ConfigMap of its own and hooks of every kind an
 // uninstall leaves behind; other is the namespace of one of them. A hook
-// named after the value rev is a different object in each revision.
+// named after the value rev is a different object in each revision. Its
+// hook Namespace and PersistentVolumeClaim must outlive any cleanup, and
+// its hook shared-hook has the name of rivalChart's.
 func hookLeftoversChart(other string) *chartv2.Chart {
 	hook := func(event string, extra ...string) map[string]string {
 		a := map[string]string{"helm.sh/hook": event}
@@ -82,6 +94,9 @@ func hookLeftoversChart(other string) *chartv2.Chart {
 		"pre-delete.yaml":   hookManifest("ConfigMap", "", "{{ .Release.Name }}-pre-delete", hook("pre-delete")),
 		"post-delete.yaml":  hookManifest("ServiceAccount", "", "{{ .Release.Name }}-post-delete", hook("post-delete")),
 		"elsewhere.yaml":    hookManifest("ConfigMap", other, "{{ .Release.Name }}-elsewhere", hook("post-install")),
+		"namespace.yaml":    hookManifest("Namespace", "", "{{ .Release.Namespace }}-hookns", hook("pre-install")),
+		"pvc.yaml":          hookManifest("PersistentVolumeClaim", "", "{{ .Release.Name }}-data", hook("pre-install")),
+		"shared.yaml":       hookManifest("ConfigMap", "", "shared-hook", hook("post-install")),
 	}
 	c := &chartv2.Chart{
 		Metadata: &chartv2.Metadata{APIVersion: chartv2.APIVersionV2, Name: "leftovers", Version: "1.0.0"},
@@ -93,13 +108,48 @@ func hookLeftoversChart(other string) *chartv2.Chart {
 	return c
 }
 
+// rivalChart has one hook, shared-hook, of the same name as one of
+// hookLeftoversChart's.
+func rivalChart() *chartv2.Chart {
+	return &chartv2.Chart{
+		Metadata: &chartv2.Metadata{APIVersion: chartv2.APIVersionV2, Name: "rival", Version: "1.0.0"},
+		Templates: []*common.File{{Name: "templates/shared.yaml", Data: []byte(
+			hookManifest("ConfigMap", "", "shared-hook", map[string]string{"helm.sh/hook": "post-install"}))}},
+	}
+}
+
+// installRival installs rivalChart as another release of the same name,
+// "hooks", into target, with its records in storage: another HelmRelease
+// with releaseName hooks and targetNamespace target. Its hook runs after
+// those of the release under test, so Helm's before-hook-creation replaces
+// that release's shared-hook with its own.
+func installRival(t *testing.T, factory *ConfigFactory, target, storage string) {
+	t.Helper()
+	rival := newHR(func(o *v2.HelmRelease) {
+		o.Name, o.Namespace = "rival", storage
+		o.Spec.ReleaseName, o.Spec.TargetNamespace, o.Spec.StorageNamespace = "hooks", target, storage
+		o.Spec.Uninstall = &v2.Uninstall{DeleteHookResources: true}
+	})
+	cfg, err := factory.Build(storage, target, WithLogger(testr.New(t)), WithHookMarks(rival))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Install(context.Background(), cfg, rival, rivalChart(), nil, Options{}); err != nil {
+		t.Fatalf("installing the rival release: %v", err)
+	}
+}
+
 // TestAgainstAPIServerUninstallDeleteHookResources installs the leftovers
-// chart, upgrades it and uninstalls it with and without
-// deleteHookResources and keepHistory. Without the option Helm's behaviour
-// is unchanged: every hook object without a delete policy stays, the pre-
-// and post-delete hooks of the uninstall too. With it they are gone, from
-// both revisions and from another namespace, while the hook the chart
-// keeps and an object that only shares a hook's name stay.
+// chart, upgrades it, lets another release of the same name (records in
+// another namespace) replace one of its hook objects with its own, and
+// uninstalls it with and without deleteHookResources and keepHistory.
+// Without the option Helm's behaviour is unchanged: every hook object
+// without a delete policy stays, the pre- and post-delete hooks of the
+// uninstall too, and none is marked. With it the release's own hook
+// objects are gone, from both revisions and from another namespace, while
+// these stay, each reported with the reason: the hook Namespace and
+// PersistentVolumeClaim, the hook the chart keeps, the other release's
+// hook of the same name and an object that only shares a hook's name.
 func TestAgainstAPIServerUninstallDeleteHookResources(t *testing.T) {
 	restCfg := apiServer(t)
 	ctx := context.Background()
@@ -127,7 +177,7 @@ func TestAgainstAPIServerUninstallDeleteHookResources(t *testing.T) {
 				o.Name, o.Namespace = "hooks", ns
 				o.Spec.Uninstall = &v2.Uninstall{Uninstall: helmv2.Uninstall{KeepHistory: tt.keepHistory}, DeleteHookResources: tt.deleteHooks}
 			})
-			cfg, err := factory.Build(ns, ns, WithLogger(testr.New(t)))
+			cfg, err := factory.Build(ns, ns, WithLogger(testr.New(t)), WithHookMarks(obj))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -138,12 +188,19 @@ func TestAgainstAPIServerUninstallDeleteHookResources(t *testing.T) {
 			if _, err := Upgrade(ctx, cfg, obj, chart, map[string]any{"rev": "2"}, Options{}); err != nil {
 				t.Fatalf("upgrade: %v", err)
 			}
+			if !tt.deleteHooks {
+				wantNoMarks(t, cs, ns, other)
+			}
 			// Helm deleted the hook-succeeded ConfigMap; one of the same
 			// name that is no hook must survive any cleanup.
 			mustCreateConfigMap(t, cs, ns, "hooks-succeeded", nil)
+			installRival(t, factory, ns, other)
 
-			var heard []string
-			opts := Options{HookResourcesDeleted: func(d []string) { heard = append(heard, d...) }}
+			var deleted, left []string
+			opts := Options{
+				HookResourcesDeleted: func(d []string) { deleted = append(deleted, d...) },
+				HookResourcesLeft:    func(l []string) { left = append(left, l...) },
+			}
 			if _, err := Uninstall(ctx, cfg, obj, opts); err != nil {
 				t.Fatalf("uninstall: %v", err)
 			}
@@ -158,41 +215,100 @@ func TestAgainstAPIServerUninstallDeleteHookResources(t *testing.T) {
 				"ServiceAccount/" + ns + "/hooks-post-delete",
 				"ConfigMap/" + other + "/hooks-elsewhere",
 			}
-			always := []string{"ConfigMap/" + ns + "/hooks-keep", "ConfigMap/" + ns + "/hooks-succeeded"}
+			// always stay, with the reason reported.
+			always := map[string]string{
+				"ConfigMap/" + ns + "/hooks-keep":             "helm.sh/resource-policy: keep",
+				"ConfigMap/" + ns + "/hooks-succeeded":        "not a hook object",
+				"Namespace/" + ns + "-hookns":                 "a Namespace is never deleted",
+				"PersistentVolumeClaim/" + ns + "/hooks-data": "a PersistentVolumeClaim is never deleted",
+				"ConfigMap/" + ns + "/shared-hook":            "created by the hooks of release " + other + "/hooks",
+			}
 			for _, id := range leftovers {
 				wantExists(t, cs, id, !tt.deleteHooks)
 			}
-			for _, id := range always {
+			for id := range always {
 				wantExists(t, cs, id, true)
 			}
 			wantExists(t, cs, "ConfigMap/"+ns+"/hooks-cm", false)
 
-			var want []string
+			var wantDeleted, wantLeft []string
 			if tt.deleteHooks {
-				want = leftovers
+				wantDeleted = leftovers
+				for id, reason := range always {
+					wantLeft = append(wantLeft, id+" ("+reason+")")
+				}
 			}
-			slices.Sort(want)
-			slices.Sort(heard)
-			if !slices.Equal(heard, want) {
-				t.Errorf("deleted objects reported:\n%v\nwant:\n%v", heard, want)
+			slices.Sort(wantDeleted)
+			slices.Sort(deleted)
+			if !slices.Equal(deleted, wantDeleted) {
+				t.Errorf("deleted objects reported:\n%v\nwant:\n%v", deleted, wantDeleted)
 			}
-			rels, err := History(cfg, "hooks")
-			if err != nil {
-				t.Fatal(err)
+			slices.Sort(wantLeft)
+			slices.Sort(left)
+			if !slices.Equal(left, wantLeft) {
+				t.Errorf("objects left reported:\n%v\nwant:\n%v", left, wantLeft)
 			}
-			wantRecords := 0
-			if tt.keepHistory {
-				wantRecords = 2
-			}
-			if len(rels) != wantRecords {
-				t.Errorf("%d release records after the uninstall, want %d", len(rels), wantRecords)
-			}
+			wantRecordsEnded(t, cfg, "hooks", tt.keepHistory, 2)
 		})
 	}
 }
 
-// TestAgainstAPIServerHookCleanupObjects runs the cleanup on single hook
-// records and the objects found under their names.
+// wantRecordsEnded checks that the records of release are as Helm's
+// uninstall leaves them: none, or with keepHistory the revisions kept, the
+// newest uninstalled with Helm's description.
+func wantRecordsEnded(t *testing.T, cfg *helmaction.Configuration, release string, keepHistory bool, revisions int) {
+	t.Helper()
+	rels, err := History(cfg, release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !keepHistory {
+		if len(rels) != 0 {
+			t.Errorf("%d release records after the uninstall, want none", len(rels))
+		}
+		return
+	}
+	if len(rels) != revisions {
+		t.Fatalf("%d release records after the uninstall, want %d", len(rels), revisions)
+	}
+	if info := rels[0].Info; info.Status != releasecommon.StatusUninstalled || info.Description != "Uninstallation complete" {
+		t.Errorf("newest record %s %q, want uninstalled %q", info.Status, info.Description, "Uninstallation complete")
+	}
+}
+
+// wantNoMarks checks that no ConfigMap or ServiceAccount in namespaces
+// carries the mark: without deleteHookResources hooks are created as Helm
+// creates them.
+func wantNoMarks(t *testing.T, cs kubernetes.Interface, namespaces ...string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, ns := range namespaces {
+		cms, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sas, err := cs.CoreV1().ServiceAccounts(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var metas []metav1.ObjectMeta
+		for _, cm := range cms.Items {
+			metas = append(metas, cm.ObjectMeta)
+		}
+		for _, sa := range sas.Items {
+			metas = append(metas, sa.ObjectMeta)
+		}
+		for _, m := range metas {
+			if mark, ok := m.Annotations[hookcleanup.OriginAnnotation]; ok {
+				t.Errorf("%s/%s marked %q without deleteHookResources", ns, m.Name, mark)
+			}
+		}
+	}
+}
+
+// TestAgainstAPIServerHookCleanupObjects runs the cleanup of the release
+// "cleanup" (records in the test's namespace) on single hook records and
+// the objects found under their names.
 func TestAgainstAPIServerHookCleanupObjects(t *testing.T) {
 	restCfg := apiServer(t)
 	ctx := context.Background()
@@ -205,31 +321,49 @@ func TestAgainstAPIServerHookCleanupObjects(t *testing.T) {
 	hookOnly := map[string]string{"helm.sh/hook": "post-install"}
 	keepHook := map[string]string{"helm.sh/hook": "post-install", "helm.sh/resource-policy": " Keep "}
 	crdName := "gadgets.cleanup.example.com"
+	// ours marks an object as made by the hooks of the release under test,
+	// in namespace ns; theirs as made by those of a release of the same
+	// name whose records live elsewhere.
+	ours := func(a map[string]string) map[string]string {
+		return withAnnotation(a, hookcleanup.OriginAnnotation, "%s/cleanup")
+	}
+	theirs := withAnnotation(hookOnly, hookcleanup.OriginAnnotation, "elsewhere/cleanup")
 
 	tests := []struct {
 		name string
 		// recorded are the hook manifests of the release records.
 		recorded []string
 		// live is the object in the cluster under the hook's name, as a
-		// manifest; empty for none.
+		// manifest (%s is the namespace); empty for none.
 		live string
 		// finalizer keeps the live object from going away.
-		finalizer   bool
+		finalizer bool
+		// late runs the cleanup with its deadline passed.
+		late        bool
 		wantDeleted []string
+		// wantLeft are the reasons reported for the object left; nil
+		// when it is not reported.
+		wantLeft []string
 		// wantErr are substrings of the error; nil means none.
 		wantErr []string
 	}{
 		{
-			name:        "hook left without policy",
+			name:        "this release's hook",
 			recorded:    []string{hookManifest("ConfigMap", "", "left", hookOnly)},
-			live:        hookManifest("ConfigMap", "", "left", hookOnly),
+			live:        hookManifest("ConfigMap", "", "left", ours(hookOnly)),
 			wantDeleted: []string{"ConfigMap/%s/left"},
 		},
 		{
 			name:        "job deleted in the background",
 			recorded:    []string{hookManifest("Job", "", "migrate", hookOnly)},
-			live:        hookManifest("Job", "", "migrate", hookOnly),
+			live:        hookManifest("Job", "", "migrate", ours(hookOnly)),
 			wantDeleted: []string{"Job/%s/migrate"},
+		},
+		{
+			name:        "cluster-scoped, marked by this release",
+			recorded:    []string{hookManifest("ClusterRole", "", "cleanup-%s-reader", hookOnly)},
+			live:        hookManifest("ClusterRole", "", "cleanup-%s-reader", ours(hookOnly)),
+			wantDeleted: []string{"ClusterRole/cleanup-%s-reader"},
 		},
 		{
 			name: "recorded by two revisions",
@@ -237,23 +371,56 @@ func TestAgainstAPIServerHookCleanupObjects(t *testing.T) {
 				hookManifest("ConfigMap", "", "twice", hookOnly),
 				hookManifest("ConfigMap", "", "twice", map[string]string{"helm.sh/hook": "post-install,post-upgrade"}),
 			},
-			live:        hookManifest("ConfigMap", "", "twice", hookOnly),
+			live:        hookManifest("ConfigMap", "", "twice", ours(hookOnly)),
 			wantDeleted: []string{"ConfigMap/%s/twice"},
+		},
+		{
+			name:     "another release's hook of the same name",
+			recorded: []string{hookManifest("ConfigMap", "", "same-name", hookOnly)},
+			live:     hookManifest("ConfigMap", "", "same-name", theirs),
+			wantLeft: []string{"ConfigMap/%s/same-name (created by the hooks of release elsewhere/cleanup)"},
+		},
+		{
+			name:     "a hook without the mark",
+			recorded: []string{hookManifest("ConfigMap", "", "unmarked", hookOnly)},
+			live:     hookManifest("ConfigMap", "", "unmarked", hookOnly),
+			wantLeft: []string{"ConfigMap/%s/unmarked (no " + hookcleanup.OriginAnnotation + " mark to prove this release's hooks created it)"},
+		},
+		{
+			name:     "cluster-scoped without the mark",
+			recorded: []string{hookManifest("ClusterRole", "", "cleanup-%s-unmarked", hookOnly)},
+			live:     hookManifest("ClusterRole", "", "cleanup-%s-unmarked", hookOnly),
+			wantLeft: []string{"ClusterRole/cleanup-%s-unmarked (no " + hookcleanup.OriginAnnotation + " mark to prove this release's hooks created it)"},
 		},
 		{
 			name:     "same name but not a hook",
 			recorded: []string{hookManifest("ConfigMap", "", "plain", hookOnly)},
-			live:     hookManifest("ConfigMap", "", "plain", nil),
+			live:     hookManifest("ConfigMap", "", "plain", ours(nil)),
+			wantLeft: []string{"ConfigMap/%s/plain (not a hook object)"},
 		},
 		{
 			name:     "kept by the live object",
 			recorded: []string{hookManifest("ConfigMap", "", "kept-live", hookOnly)},
-			live:     hookManifest("ConfigMap", "", "kept-live", keepHook),
+			live:     hookManifest("ConfigMap", "", "kept-live", ours(keepHook)),
+			wantLeft: []string{"ConfigMap/%s/kept-live (helm.sh/resource-policy: keep)"},
 		},
 		{
 			name:     "kept by the chart",
 			recorded: []string{hookManifest("ConfigMap", "", "kept-chart", keepHook)},
-			live:     hookManifest("ConfigMap", "", "kept-chart", hookOnly),
+			live:     hookManifest("ConfigMap", "", "kept-chart", ours(hookOnly)),
+			wantLeft: []string{"ConfigMap/%s/kept-chart (helm.sh/resource-policy: keep)"},
+		},
+		{
+			name:     "a PersistentVolumeClaim, even marked",
+			recorded: []string{hookManifest("PersistentVolumeClaim", "", "data", hookOnly)},
+			live:     hookManifest("PersistentVolumeClaim", "", "data", ours(hookOnly)),
+			wantLeft: []string{"PersistentVolumeClaim/%s/data (a PersistentVolumeClaim is never deleted)"},
+		},
+		{
+			name:     "a Namespace, even marked",
+			recorded: []string{hookManifest("Namespace", "", "cleanup-%s-ns", hookOnly)},
+			live:     hookManifest("Namespace", "", "cleanup-%s-ns", ours(hookOnly)),
+			wantLeft: []string{"Namespace/cleanup-%s-ns (a Namespace is never deleted)"},
 		},
 		{
 			name:     "already gone",
@@ -263,7 +430,8 @@ func TestAgainstAPIServerHookCleanupObjects(t *testing.T) {
 			name:     "CRDs are never deleted",
 			recorded: []string{hookManifest("CustomResourceDefinition", "", crdName, hookOnly)},
 			live: strings.Replace(crdYAML("gadgets", "Gadget", "cleanup.example.com", "1"),
-				"metadata:\n", "metadata:\n  annotations:\n    helm.sh/hook: post-install\n", 1),
+				"metadata:\n", "metadata:\n  annotations:\n    helm.sh/hook: post-install\n    "+hookcleanup.OriginAnnotation+": '%s/cleanup'\n", 1),
+			wantLeft: []string{"CustomResourceDefinition/" + crdName + " (a CustomResourceDefinition is never deleted)"},
 		},
 		{
 			name:     "kind no longer served",
@@ -272,10 +440,17 @@ func TestAgainstAPIServerHookCleanupObjects(t *testing.T) {
 		{
 			name:        "deletion not over within the timeout",
 			recorded:    []string{hookManifest("ConfigMap", "", "stuck", hookOnly)},
-			live:        hookManifest("ConfigMap", "", "stuck", hookOnly),
+			live:        hookManifest("ConfigMap", "", "stuck", ours(hookOnly)),
 			finalizer:   true,
 			wantDeleted: []string{"ConfigMap/%s/stuck"},
 			wantErr:     []string{"release cleanup uninstalled", "waiting for the deletion of ConfigMap/%s/stuck"},
+		},
+		{
+			name:     "no time left of the uninstall timeout",
+			recorded: []string{hookManifest("ConfigMap", "", "late", hookOnly)},
+			live:     hookManifest("ConfigMap", "", "late", ours(hookOnly)),
+			late:     true,
+			wantErr:  []string{"no time left of the uninstall timeout to delete ConfigMap/%s/late"},
 		},
 	}
 	for i, tt := range tests {
@@ -288,30 +463,31 @@ func TestAgainstAPIServerHookCleanupObjects(t *testing.T) {
 			}
 			var live *kube.ResourceList
 			if tt.live != "" {
-				live = createLive(t, cfg, tt.live, tt.finalizer)
+				live = createLive(t, cfg, strings.ReplaceAll(tt.live, "%s", ns), tt.finalizer)
 			}
-			c := &hookCleanup{cfg: cfg, release: "cleanup"}
+			c := &hookCleanup{cfg: cfg, release: "cleanup", origin: hookcleanup.Origin(ns, "cleanup")}
 			for _, m := range tt.recorded {
-				c.hooks = append(c.hooks, &releasev1.Hook{Manifest: m, Path: "templates/hook.yaml"})
+				c.hooks = append(c.hooks, &releasev1.Hook{Manifest: strings.ReplaceAll(m, "%s", ns), Path: "templates/hook.yaml"})
 			}
-			u := helmaction.NewUninstall(cfg)
-			u.WaitStrategy, u.Timeout = kube.StatusWatcherStrategy, 2*time.Second
-
-			deleted, err := c.run(u)
-
-			want := make([]string, len(tt.wantDeleted))
-			for i, d := range tt.wantDeleted {
-				want[i] = fmt.Sprintf(d, ns)
+			deadline := time.Now().Add(2 * time.Second)
+			if tt.late {
+				deadline = time.Now().Add(-time.Second)
 			}
-			if !slices.Equal(deleted, want) {
-				t.Errorf("deleted %v, want %v", deleted, want)
+
+			report, err := c.run(deadline, kube.StatusWatcherStrategy, nil)
+
+			if want := inNamespace(tt.wantDeleted, ns); !slices.Equal(report.deleted, want) {
+				t.Errorf("deleted %v, want %v", report.deleted, want)
+			}
+			if want := inNamespace(tt.wantLeft, ns); !slices.Equal(report.left, want) {
+				t.Errorf("left %v, want %v", report.left, want)
 			}
 			checkCleanupError(t, err, tt.wantErr, ns)
 			if live == nil {
 				return
 			}
 			for _, info := range *live {
-				gone := len(want) > 0
+				gone := len(tt.wantDeleted) > 0
 				if tt.finalizer {
 					removeFinalizers(t, dyn, info.Mapping.Resource, info.Namespace, info.Name)
 					continue
@@ -326,6 +502,27 @@ func TestAgainstAPIServerHookCleanupObjects(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withAnnotation returns a copy of a with k set to v.
+func withAnnotation(a map[string]string, k, v string) map[string]string {
+	out := map[string]string{k: v}
+	for key, val := range a {
+		out[key] = val
+	}
+	return out
+}
+
+// inNamespace fills %s in each of names with ns; nil stays nil.
+func inNamespace(names []string, ns string) []string {
+	if names == nil {
+		return nil
+	}
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strings.ReplaceAll(n, "%s", ns)
+	}
+	return out
 }
 
 // TestAgainstAPIServerHookCleanupIdentity uninstalls as an identity that
@@ -368,7 +565,7 @@ func TestAgainstAPIServerHookCleanupIdentity(t *testing.T) {
 	}
 	// Helm's install deletes a hook object before creating it
 	// (before-hook-creation), which the identity may not do either.
-	adminCfg, err := admin.Build(ns, ns, WithLogger(testr.New(t)))
+	adminCfg, err := admin.Build(ns, ns, WithLogger(testr.New(t)), WithHookMarks(obj))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,6 +590,207 @@ func TestAgainstAPIServerHookCleanupIdentity(t *testing.T) {
 	if rels, err := History(cfg, "hooks"); err != nil || len(rels) != 0 {
 		t.Errorf("release records after the uninstall: %d (%v), want none", len(rels), err)
 	}
+}
+
+// hooksChart is a chart with a ConfigMap of its own and the hook
+// ConfigMaps named; each runs post-install unless its name ends in
+// pre-delete.
+func hooksChart(hooks ...string) *chartv2.Chart {
+	c := &chartv2.Chart{
+		Metadata:  &chartv2.Metadata{APIVersion: chartv2.APIVersionV2, Name: "hooks", Version: "1.0.0"},
+		Values:    map[string]any{"foo": "x"},
+		Templates: []*common.File{{Name: "templates/cm.yaml", Data: []byte(configMapTemplate)}},
+	}
+	for _, name := range hooks {
+		event := "post-install"
+		if strings.HasSuffix(name, "pre-delete") {
+			event = "pre-delete"
+		}
+		c.Templates = append(c.Templates, &common.File{Name: "templates/" + name + ".yaml",
+			Data: []byte(hookManifest("ConfigMap", "", name, map[string]string{"helm.sh/hook": event}))})
+	}
+	return c
+}
+
+// installHooks installs hooksChart(hooks...) as release "hooks" in a new
+// namespace ns, with deleteHookResources and the mutators, and returns the
+// HelmRelease and its configuration.
+func installHooks(t *testing.T, restCfg *rest.Config, ns string, hooks []string, mutators ...func(*v2.HelmRelease)) (*v2.HelmRelease, *helmaction.Configuration) {
+	t.Helper()
+	createNamespaces(t, kubernetes.NewForConfigOrDie(restCfg), ns)
+	factory, err := NewConfigFactoryFromRESTConfig(restCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := newHR(withTimeout(30*time.Second), func(o *v2.HelmRelease) {
+		o.Name, o.Namespace = "hooks", ns
+		o.Spec.Uninstall = &v2.Uninstall{DeleteHookResources: true}
+	})
+	for _, m := range mutators {
+		m(obj)
+	}
+	cfg, err := factory.Build(ns, ns, WithLogger(testr.New(t)), WithHookMarks(obj))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Install(context.Background(), cfg, obj, hooksChart(hooks...), nil, Options{}); err != nil {
+		t.Fatalf("install: %v", err)
+	}
+	return obj, cfg
+}
+
+// The release records are the only list of a release's hooks. While the
+// cleanup deletes the hook objects, they are still there, marked as an
+// uninstall whose cleanup is pending, so that a controller stopped at this
+// moment finds them again; they are deleted after it.
+func TestAgainstAPIServerHookCleanupKeepsTheRecordsUntilItIsOver(t *testing.T) {
+	restCfg := apiServer(t)
+	const ns = "cleanup-records"
+	obj, cfg := installHooks(t, restCfg, ns, []string{"hooks-setup"})
+	var during []*releasev1.Release
+	var readErr error
+	opts := Options{HookResourcesDeleted: func([]string) { during, readErr = History(cfg, "hooks") }}
+
+	if _, err := Uninstall(context.Background(), cfg, obj, opts); err != nil {
+		t.Fatalf("uninstall: %v", err)
+	}
+
+	if readErr != nil {
+		t.Fatal(readErr)
+	}
+	if len(during) != 1 || !hookcleanup.Pending(during[0]) {
+		t.Errorf("records while the hook objects were deleted: %s, want the one revision, uninstalled with the cleanup pending", describeRecords(during))
+	}
+	wantExists(t, kubernetes.NewForConfigOrDie(restCfg), "ConfigMap/"+ns+"/hooks-setup", false)
+	wantRecordsEnded(t, cfg, "hooks", false, 1)
+}
+
+func describeRecords(rels []*releasev1.Release) string {
+	var parts []string
+	for _, r := range rels {
+		parts = append(parts, fmt.Sprintf("v%d %s %q", r.Version, r.Info.Status, r.Info.Description))
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// A controller stopped between Helm's part of the uninstall and the end of
+// the cleanup left the release uninstalled with its records marked. The
+// next Uninstall does not run Helm's uninstall again (on an uninstalled
+// release it would fail, or with keepHistory off delete the records and
+// with them the list of the hooks): it deletes the hook objects, the
+// pre-delete hook the first run made included, and ends the records as
+// Helm would have.
+func TestAgainstAPIServerHookCleanupResumed(t *testing.T) {
+	restCfg := apiServer(t)
+	cs := kubernetes.NewForConfigOrDie(restCfg)
+	for _, keepHistory := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keepHistory %t", keepHistory), func(t *testing.T) {
+			ns := fmt.Sprintf("cleanup-resumed-%t", keepHistory)
+			obj, cfg := installHooks(t, restCfg, ns, []string{"hooks-setup", "hooks-pre-delete"}, func(o *v2.HelmRelease) {
+				o.Spec.Uninstall.KeepHistory = keepHistory
+			})
+			// What the stopped controller's Helm uninstall left.
+			stopped := helmaction.NewUninstall(cfg)
+			stopped.KeepHistory, stopped.Description = true, hookcleanup.PendingDescription
+			stopped.WaitStrategy, stopped.Timeout = kube.StatusWatcherStrategy, 30*time.Second
+			if _, err := stopped.Run("hooks"); err != nil {
+				t.Fatal(err)
+			}
+			wantExists(t, cs, "ConfigMap/"+ns+"/hooks-cm", false)
+			wantExists(t, cs, "ConfigMap/"+ns+"/hooks-pre-delete", true)
+
+			var deleted []string
+			_, err := Uninstall(context.Background(), cfg, obj, Options{HookResourcesDeleted: func(d []string) { deleted = d }})
+			if err != nil {
+				t.Fatalf("uninstall: %v", err)
+			}
+
+			slices.Sort(deleted)
+			if want := []string{"ConfigMap/" + ns + "/hooks-pre-delete", "ConfigMap/" + ns + "/hooks-setup"}; !slices.Equal(deleted, want) {
+				t.Errorf("deleted %v, want %v", deleted, want)
+			}
+			wantExists(t, cs, "ConfigMap/"+ns+"/hooks-setup", false)
+			wantExists(t, cs, "ConfigMap/"+ns+"/hooks-pre-delete", false)
+			wantRecordsEnded(t, cfg, "hooks", keepHistory, 1)
+		})
+	}
+}
+
+// Helm's part of the uninstall takes a while here (the release's ConfigMap
+// has a finalizer, removed after helmPart), and the deletion of a hook
+// object never ends (a finalizer no one removes). Uninstall returns within
+// the uninstall timeout all the same: the cleanup waits only for what is
+// left of it.
+func TestAgainstAPIServerHookCleanupWithinTheUninstallTimeout(t *testing.T) {
+	restCfg := apiServer(t)
+	dyn := dynamic.NewForConfigOrDie(restCfg)
+	const ns = "cleanup-timeout"
+	const timeout, helmPart = 6 * time.Second, 3 * time.Second
+	obj, cfg := installHooks(t, restCfg, ns, []string{"hooks-stuck"}, withTimeout(timeout))
+	configMaps := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	for _, name := range []string{"hooks-cm", "hooks-stuck"} {
+		_, err := dyn.Resource(configMaps).Namespace(ns).Patch(context.Background(), name, types.MergePatchType,
+			[]byte(`{"metadata":{"finalizers":["cleanup.example.com/hold"]}}`), metav1.PatchOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer removeFinalizers(t, dyn, configMaps, ns, "hooks-stuck")
+	released := make(chan error, 1)
+	go func() {
+		time.Sleep(helmPart)
+		_, err := dyn.Resource(configMaps).Namespace(ns).Patch(context.Background(), "hooks-cm", types.MergePatchType,
+			[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		released <- err
+	}()
+
+	began := time.Now()
+	_, err := Uninstall(context.Background(), cfg, obj, Options{})
+	took := time.Since(began)
+
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	checkCleanupError(t, err, []string{"waiting for the deletion of ConfigMap/%s/hooks-stuck"}, ns)
+	if took < helmPart || took > timeout+1500*time.Millisecond {
+		t.Errorf("the uninstall took %s, want the timeout %s at most (Helm's part alone took %s)", took.Round(100*time.Millisecond), timeout, helmPart)
+	}
+	wantRecordsEnded(t, cfg, "hooks", false, 1)
+}
+
+// Helm's uninstall can fail after it recorded the release uninstalled:
+// here its wait for the release's ConfigMap (a finalizer no one removes)
+// outlasts the timeout. Helm would still have deleted the records; so
+// does the cleanup, after its own turn, for which no time is left. The
+// error stays Helm's, with the cleanup's said beside it, so that the
+// controller reports a failed uninstall, not a failed cleanup.
+func TestAgainstAPIServerHookCleanupAfterAFailedHelmUninstall(t *testing.T) {
+	restCfg := apiServer(t)
+	dyn := dynamic.NewForConfigOrDie(restCfg)
+	const ns = "cleanup-helm-failed"
+	obj, cfg := installHooks(t, restCfg, ns, []string{"hooks-setup"}, withTimeout(2*time.Second))
+	configMaps := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	_, err := dyn.Resource(configMaps).Namespace(ns).Patch(context.Background(), "hooks-cm", types.MergePatchType,
+		[]byte(`{"metadata":{"finalizers":["cleanup.example.com/hold"]}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer removeFinalizers(t, dyn, configMaps, ns, "hooks-cm")
+
+	_, err = Uninstall(context.Background(), cfg, obj, Options{})
+
+	if err == nil {
+		t.Fatal("the uninstall succeeded, want Helm's failure")
+	}
+	if errors.As(err, new(*HookCleanupError)) {
+		t.Errorf("error %q passes for a failed cleanup only", err)
+	}
+	for _, want := range []string{"uninstallation completed with 1 error(s)", "no time left of the uninstall timeout to delete ConfigMap/" + ns + "/hooks-setup"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+	wantRecordsEnded(t, cfg, "hooks", false, 1)
 }
 
 // checkCleanupError checks that err is nil when want is, else a
@@ -450,18 +848,25 @@ func mustCreateConfigMap(t *testing.T, cs kubernetes.Interface, ns, name string,
 	}
 }
 
-// wantExists checks whether the ConfigMap or ServiceAccount
-// "Kind/namespace/name" exists.
+// wantExists checks whether the ConfigMap, ServiceAccount or
+// PersistentVolumeClaim "Kind/namespace/name", or the Namespace
+// "Namespace/name", exists.
 func wantExists(t *testing.T, cs kubernetes.Interface, id string, exists bool) {
 	t.Helper()
 	parts := strings.SplitN(id, "/", 3)
 	ctx := context.Background()
 	var err error
-	switch parts[0] {
-	case "ConfigMap":
+	switch {
+	case parts[0] == "Namespace" && len(parts) == 2:
+		_, err = cs.CoreV1().Namespaces().Get(ctx, parts[1], metav1.GetOptions{})
+	case len(parts) != 3:
+		t.Fatalf("wantExists: %s is not Kind/namespace/name", id)
+	case parts[0] == "ConfigMap":
 		_, err = cs.CoreV1().ConfigMaps(parts[1]).Get(ctx, parts[2], metav1.GetOptions{})
-	case "ServiceAccount":
+	case parts[0] == "ServiceAccount":
 		_, err = cs.CoreV1().ServiceAccounts(parts[1]).Get(ctx, parts[2], metav1.GetOptions{})
+	case parts[0] == "PersistentVolumeClaim":
+		_, err = cs.CoreV1().PersistentVolumeClaims(parts[1]).Get(ctx, parts[2], metav1.GetOptions{})
 	default:
 		t.Fatalf("wantExists: unsupported kind in %s", id)
 	}

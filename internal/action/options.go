@@ -96,6 +96,11 @@ type Options struct {
 	// there were any, even if others failed; may be nil.
 	HookResourcesDeleted func(deleted []string)
 
+	// HookResourcesLeft hears the objects that same cleanup found under
+	// the names of the release's hooks and did not delete, each followed
+	// by the reason in parentheses, when there were any; may be nil.
+	HookResourcesLeft func(left []string)
+
 	// StatusReaders judge the readiness of the kinds they support before
 	// kstatus' built-in rules do: spec.healthCheckExprs, compiled by
 	// internal/healthcheck. Helm's kstatus-based waiter uses them for the

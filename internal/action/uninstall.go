@@ -2,59 +2,154 @@ package action
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	helmaction "helm.sh/helm/v4/pkg/action"
 	releasecommon "helm.sh/helm/v4/pkg/release"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/hookcleanup"
 )
 
 // Uninstall uninstalls the release of obj. Helm's uninstall cannot be
 // cancelled, only Options.WaitContext bounds its wait for deletion; ctx
 // only ends the waits between the batches of a release applied in order.
-// The response's Release, when set, is a *releasev1.Release. With
-// spec.uninstall.deleteHookResources the objects the release's hooks left
-// are deleted once Helm's uninstall succeeded (see hookcleanup.go); a
-// failure of that alone is a *HookCleanupError.
+// The response's Release, when set, is a *releasev1.Release.
+//
+// With spec.uninstall.deleteHookResources the objects the release's hooks
+// left are deleted once Helm's uninstall is through, within what is left
+// of the uninstall timeout (see hookcleanup.go); a failure of that alone
+// is a *HookCleanupError. The release records, the only list of the
+// hooks, are kept until then (see internal/hookcleanup), and a release
+// left uninstalled with its cleanup pending by a stopped controller gets
+// only the cleanup.
 func Uninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options) (*releasecommon.UninstallReleaseResponse, error) {
 	if obj == nil {
 		return nil, errNilObject
 	}
-	// Read before the uninstall deletes the records. The cleanup keeps
-	// cfg's own kube client: hooks belong to no resource group to order.
-	cleanup := newHookCleanup(cfg, ReleaseName(obj), obj.GetUninstall().DeleteHookResources)
-	// A release applied in order is deleted in reverse (see sequencing.go).
-	if last, err := LastRelease(cfg, ReleaseName(obj)); err == nil {
+	began := time.Now()
+	// Read before the uninstall. The cleanup keeps cfg's own kube client:
+	// hooks belong to no resource group to order.
+	cleanup := newHookCleanup(cfg, obj)
+	last, lastErr := LastRelease(cfg, ReleaseName(obj))
+	if lastErr == nil && hookcleanup.Pending(last) {
+		res := &releasecommon.UninstallReleaseResponse{Release: last}
+		return res, finishHookCleanup(cfg, obj, newUninstall(cfg, obj, o), cleanup, began, o)
+	}
+	if lastErr != nil {
+		last = nil
+	}
+	res, uninstall, err := runHelmUninstall(ctx, cfg, obj, last, cleanup != nil, o)
+	if cleanup == nil || uninstall == nil {
+		return res, err
+	}
+	// Helm's uninstall may fail after it recorded the release uninstalled
+	// (the wait for the deletions, a post-delete hook); Helm would have
+	// deleted the records then too.
+	if after, readErr := LastRelease(cfg, ReleaseName(obj)); readErr != nil || !hookcleanup.Pending(after) {
+		return res, err
+	}
+	cleanupErr := finishHookCleanup(cfg, obj, uninstall, cleanup, began, o)
+	switch {
+	case err == nil:
+		return res, cleanupErr
+	case cleanupErr != nil:
+		// Helm's error is the uninstall's; the cleanup's is said, not
+		// passed off as the only one (see HookCleanupError).
+		return res, fmt.Errorf("%w; %s", err, cleanupErr)
+	default:
+		return res, err
+	}
+}
+
+// runHelmUninstall runs Helm's uninstall of obj's release, last its
+// newest record (nil for none), in reverse order when it was applied in
+// order (see sequencing.go). With keepRecords, Helm keeps the records and
+// describes the release with hookcleanup.PendingDescription: the caller
+// deletes them after the hook cleanup. It returns the action it ran, nil
+// when it could not set it up.
+func runHelmUninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, last *releasev1.Release, keepRecords bool, o Options) (*releasecommon.UninstallReleaseResponse, *helmaction.Uninstall, error) {
+	if last != nil {
 		charts, sequenced, err := recordedOrdering(last)
 		if err != nil {
-			return nil, fmt.Errorf("uninstall: %w", err)
+			return nil, nil, fmt.Errorf("uninstall: %w", err)
 		}
 		if sequenced {
 			up := obj.Upstream()
 			ord := ordering{charts: charts, timeout: actionTimeout(up.GetUninstall().Timeout, up), learn: last.Manifest}
 			if cfg, err = withOrdering(ctx, cfg, up, ord, o); err != nil {
-				return nil, fmt.Errorf("uninstall: %w", err)
+				return nil, nil, fmt.Errorf("uninstall: %w", err)
 			}
 		}
 	}
 	uninstall := newUninstall(cfg, obj, o)
+	if keepRecords {
+		uninstall.KeepHistory = true
+		uninstall.Description = hookcleanup.PendingDescription
+	}
 	res, err := uninstall.Run(ReleaseName(obj))
 	if res != nil && res.Release != nil {
 		rel, convErr := toV1(res.Release, nil)
 		if convErr != nil {
-			return res, fmt.Errorf("uninstall: %w", convErr)
+			return res, uninstall, errors.Join(err, fmt.Errorf("uninstall: %w", convErr))
 		}
 		res.Release = rel
 	}
-	if err != nil || cleanup == nil {
-		return res, err
+	return res, uninstall, err
+}
+
+// finishHookCleanup runs the cleanup of a release Helm recorded as
+// uninstalled, within uninstall's timeout counted from began, tells o
+// what it did, and then ends the records as Helm's uninstall would have.
+// cleanup is nil when obj no longer asks for it: only the records are
+// ended then.
+func finishHookCleanup(cfg *helmaction.Configuration, obj *v2.HelmRelease, uninstall *helmaction.Uninstall, cleanup *hookCleanup, began time.Time, o Options) error {
+	var cleanupErr error
+	if cleanup != nil {
+		var report hookCleanupReport
+		report, cleanupErr = cleanup.run(began.Add(uninstall.Timeout), uninstall.WaitStrategy, uninstall.WaitOptions)
+		if len(report.deleted) > 0 && o.HookResourcesDeleted != nil {
+			o.HookResourcesDeleted(report.deleted)
+		}
+		if len(report.left) > 0 && o.HookResourcesLeft != nil {
+			o.HookResourcesLeft(report.left)
+		}
 	}
-	deleted, err := cleanup.run(uninstall)
-	if len(deleted) > 0 && o.HookResourcesDeleted != nil {
-		o.HookResourcesDeleted(deleted)
+	if err := endRecords(cfg, ReleaseName(obj), obj.GetUninstall().KeepHistory); err != nil {
+		return errors.Join(fmt.Errorf("uninstall: %w", err), cleanupErr)
 	}
-	return res, err
+	return cleanupErr
+}
+
+// endRecords leaves the records of an uninstalled release as Helm's
+// uninstall leaves them: all deleted, or with keepHistory the newest
+// described as Helm describes it.
+func endRecords(cfg *helmaction.Configuration, name string, keepHistory bool) error {
+	rels, err := History(cfg, name)
+	if err != nil {
+		return err
+	}
+	if keepHistory {
+		if len(rels) == 0 {
+			return nil
+		}
+		newest := rels[0]
+		newest.Info.Description = hookcleanup.CompletedDescription
+		if err := cfg.Releases.Update(newest); err != nil {
+			return fmt.Errorf("recording release %s uninstalled: %w", name, err)
+		}
+		return nil
+	}
+	var errs []error
+	for _, rel := range rels {
+		if _, err := cfg.Releases.Delete(rel.Name, rel.Version); err != nil {
+			errs = append(errs, fmt.Errorf("deleting record v%d of release %s: %w", rel.Version, name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // newUninstall maps the HelmRelease to Helm's uninstall action.

@@ -219,6 +219,7 @@ func (h *helmRunner) Uninstall(ctx context.Context) error {
 	groups := newSequenceObserver(h.obj, "uninstall", "", h.recorder, h.progress)
 	opts.SequenceObserver, opts.SequenceWarn = groups.observe, groups.warn
 	opts.HookResourcesDeleted = h.hookResourcesDeleted
+	opts.HookResourcesLeft = h.hookResourcesLeft
 	_, err := action.Uninstall(ctx, h.cfg, h.obj, opts)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil

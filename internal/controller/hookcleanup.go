@@ -14,6 +14,10 @@ const (
 	// HookResourcesDeletedReason: an uninstall deleted objects its
 	// release's hooks had left.
 	HookResourcesDeletedReason = "HookResourcesDeleted"
+	// HookResourcesLeftReason: an uninstall found objects under the names
+	// of its release's hooks that it may not delete (kept, never deleted
+	// kinds, no proof that this release's hooks created them).
+	HookResourcesLeftReason = "HookResourcesLeft"
 	// HookCleanupFailedReason: the release was uninstalled, but some of
 	// the objects its hooks left could not be deleted.
 	HookCleanupFailedReason = "HookCleanupFailed"
@@ -23,6 +27,14 @@ const (
 func (h *helmRunner) hookResourcesDeleted(deleted []string) {
 	h.event(corev1.EventTypeNormal, HookResourcesDeletedReason,
 		fmt.Sprintf("Deleted %d object(s) left by the hooks of release %s: %s", len(deleted), h.releaseName(), listed(deleted)))
+}
+
+// hookResourcesLeft reports the objects an uninstall found under the
+// names of its release's hooks and did not delete, each with the reason,
+// so that nothing is left behind unsaid.
+func (h *helmRunner) hookResourcesLeft(left []string) {
+	h.event(corev1.EventTypeNormal, HookResourcesLeftReason,
+		fmt.Sprintf("Left %d object(s) found under the names of the hooks of release %s: %s", len(left), h.releaseName(), listed(left)))
 }
 
 // hookCleanupFailed turns a failed hook cleanup into a Warning event and

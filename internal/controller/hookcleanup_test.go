@@ -62,3 +62,17 @@ func TestHookResourcesDeletedEvent(t *testing.T) {
 	// A runner without a recorder (tests, tools) reports nothing and goes on.
 	(&helmRunner{obj: h.obj}).hookResourcesDeleted([]string{"Job/apps/a"})
 }
+
+func TestHookResourcesLeftEvent(t *testing.T) {
+	rec := &captureRecorder{}
+	h := &helmRunner{obj: &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}}, recorder: rec}
+	h.hookResourcesLeft([]string{"ConfigMap/apps/web-keep (helm.sh/resource-policy: keep)", "Namespace/web-data (a Namespace is never deleted)"})
+	if len(rec.events) != 1 {
+		t.Fatalf("events %+v, want one", rec.events)
+	}
+	e := rec.events[0]
+	want := "Left 2 object(s) found under the names of the hooks of release web: ConfigMap/apps/web-keep (helm.sh/resource-policy: keep), Namespace/web-data (a Namespace is never deleted)"
+	if e.eventtype != corev1.EventTypeNormal || e.reason != HookResourcesLeftReason || e.message != want {
+		t.Errorf("event %+v, want Normal %s %q", e, HookResourcesLeftReason, want)
+	}
+}

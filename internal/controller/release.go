@@ -188,7 +188,8 @@ func (r *HelmReleaseReconciler) newHelmRunner(ctx context.Context, obj *v2.HelmR
 	logs, writes := newHelmLogTail(), &action.WriteLog{}
 	cfg, err := factory.Build(up.GetStorageNamespace(), up.GetReleaseNamespace(),
 		action.WithSlogHandler(logs.handler(logr.ToSlogHandler(ctrl.LoggerFrom(ctx)))),
-		action.WithStorageDriver(writes.Wrap))
+		action.WithStorageDriver(writes.Wrap),
+		action.WithHookMarks(obj))
 	if err != nil {
 		return nil, fmt.Errorf("could not build the Helm configuration: %w", err)
 	}

@@ -2,16 +2,58 @@ package kubeclient
 
 import (
 	helmkube "helm.sh/helm/v4/pkg/kube"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/cli-runtime/pkg/resource"
 
+	"github.com/afterhooks/helm-controller/internal/hookcleanup"
 	"github.com/afterhooks/helm-controller/internal/sequencing"
 )
 
 // Create creates resources as Helm's client does, without the annotations
-// the API server would refuse (see sequencing.StripUnappliable).
+// the API server would refuse (see sequencing.StripUnappliable), and with
+// HookOrigin's mark on the hook objects it creates.
 func (c *Client) Create(resources helmkube.ResourceList, opts ...helmkube.ClientCreateOption) (*helmkube.Result, error) {
 	stripUnappliable(resources)
+	if c.HookOrigin != "" {
+		for _, info := range resources {
+			c.stampHook(info)
+		}
+	}
 	return c.Client.Create(resources, opts...)
+}
+
+// stampHook marks info, when it is a hook object a cleanup may ever
+// delete, as created by HookOrigin's hooks. Helm creates hook objects
+// through Create only, with server-side apply by default, which changes an
+// object that exists already in place instead of failing: such an object
+// was created by someone else (another release's hook of the same name, a
+// hook of this release from before the option was enabled) and is not
+// claimed. An object that carries this release's mark already is its own
+// hook object run again. An object that cannot be read is not claimed
+// either: no mark leaves it alone, which is always safe. A create racing
+// this read is not seen; it would have to happen within the instant
+// between the read and Helm's write.
+func (c *Client) stampHook(info *resource.Info) {
+	if info == nil || info.Object == nil || info.Mapping == nil || info.Client == nil {
+		return
+	}
+	obj, err := meta.Accessor(info.Object)
+	if err != nil || !hookcleanup.IsHook(obj) || hookcleanup.NeverDeleted(info.Mapping.GroupVersionKind.GroupKind()) {
+		return
+	}
+	live, err := resource.NewHelper(info.Client, info.Mapping).Get(info.Namespace, info.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return
+	default:
+		liveMeta, err := meta.Accessor(live)
+		if err != nil || liveMeta.GetAnnotations()[hookcleanup.OriginAnnotation] != c.HookOrigin {
+			return
+		}
+	}
+	hookcleanup.Stamp(obj, c.HookOrigin)
 }
 
 // Update applies target as Helm's client does, without the annotations the

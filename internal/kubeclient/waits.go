@@ -20,6 +20,9 @@ import (
 // client that narrows those informers to the waited-for objects by name.
 type Client struct {
 	*helmkube.Client
+	// HookOrigin, when set, is the release (hookcleanup.Origin) whose
+	// hooks Create marks as their creator; see stampHooks.
+	HookOrigin string
 }
 
 var _ helmkube.InterfaceWaitOptions = (*Client)(nil)

@@ -16,9 +16,11 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/opencontainers/go-digest"
 	"helm.sh/helm/v4/pkg/release/common"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/hookcleanup"
 	"github.com/afterhooks/helm-controller/internal/sequencing"
 )
 
@@ -342,6 +344,7 @@ func TestObserve(t *testing.T) {
 		{"locked", func(h *harness) { deployed(h); h.helm.last().Info.Status = "pending-upgrade" }, StateLocked},
 		{"failed", func(h *harness) { deployed(h); h.helm.last().Info.Status = "failed" }, StateFailed},
 		{"uninstalled with history kept", func(h *harness) { deployed(h); h.helm.last().Info.Status = "uninstalled" }, StateAbsent},
+		{"uninstalled, hook cleanup not done", func(h *harness) { deployed(h); cleanupPending(h.helm.last()) }, StateUninstalling},
 		{"not in history", func(h *harness) { deployed(h); h.obj.Status.History = nil }, StateUnmanaged},
 		{"newer release made elsewhere", func(h *harness) {
 			deployed(h)
@@ -406,6 +409,73 @@ func TestUninstallOnDeletion(t *testing.T) {
 	last := h.recorder.events[len(h.recorder.events)-1]
 	if last.Reason != helmv2.UninstallSucceededReason || !strings.Contains(last.Message, "default/app.v1") {
 		t.Errorf("event %+v", last)
+	}
+}
+
+// cleanupPending leaves rel as Helm's part of an uninstall with
+// deleteHookResources leaves it before the hook cleanup is over.
+func cleanupPending(rel *releasev1.Release) {
+	rel.Info.Status = common.StatusUninstalled
+	rel.Info.Description = hookcleanup.PendingDescription
+}
+
+// A controller stopped after Helm uninstalled the release of a deleted
+// HelmRelease but before the objects its hooks left were deleted: the
+// records are still there, marked. The next controller uninstalls again
+// (the action then only finishes the cleanup) instead of taking the
+// release for uninstalled and dropping the cleanup. An uninstalled
+// release without the mark (keepHistory) is left alone, as before.
+func TestUninstallOnDeletionFinishesAnInterruptedHookCleanup(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		description string
+		want        []string
+	}{
+		{name: "cleanup pending", description: hookcleanup.PendingDescription, want: []string{"uninstall"}},
+		{name: "uninstalled, history kept", description: hookcleanup.CompletedDescription},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness()
+			h.mustRun(t)
+			h.calls()
+			h.helm.last().Info.Status = common.StatusUninstalled
+			h.helm.last().Info.Description = tc.description
+			m := &Machine{Helm: h.helm, Recorder: h.recorder}
+			if err := m.Uninstall(context.Background(), h.request()); err != nil {
+				t.Fatal(err)
+			}
+			wantCalls(t, h, tc.want...)
+		})
+	}
+}
+
+// The same stop during an uninstall remediation: the next reconcile
+// finishes the uninstall as it finishes one Helm left "uninstalling",
+// instead of installing over the marked records.
+func TestInterruptedHookCleanupOfARemediationIsFinished(t *testing.T) {
+	h := newHarness(func(o *v2.HelmRelease) {
+		o.Spec.Install = &v2.Install{Install: helmv2.Install{
+			Remediation: &helmv2.InstallRemediation{Retries: 0, RemediateLastFailure: ptrTo(true)},
+		}}
+	})
+	h.helm.fail["install"] = errors.New("readiness wait failed")
+	ctx, cancel := context.WithCancel(context.Background())
+	h.helm.onUninstall = func() {
+		cleanupPending(h.helm.last())
+		cancel()
+	}
+	h.helm.fail["uninstall"] = context.Canceled
+	m := &Machine{Helm: h.helm, Recorder: h.recorder}
+	_ = m.Run(ctx, h.request())
+	h.calls()
+
+	h.helm.onUninstall, h.helm.fail = nil, map[string]error{}
+	_ = h.run(t)
+	if got := h.calls(); !slices.Equal(got, []string{"uninstall"}) {
+		t.Fatalf("calls %v, want the interrupted uninstall finished, and nothing else", got)
+	}
+	if len(h.helm.releases) != 0 {
+		t.Errorf("Helm storage still holds %d revision(s)", len(h.helm.releases))
 	}
 }
 

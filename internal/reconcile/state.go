@@ -9,6 +9,7 @@ import (
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
 	"github.com/afterhooks/helm-controller/internal/afterhooks"
+	"github.com/afterhooks/helm-controller/internal/hookcleanup"
 )
 
 // State is what a reconcile observes about a release before it acts.
@@ -25,7 +26,9 @@ const (
 	StateLocked State = "Locked"
 	// StateUninstalling: an uninstall (a remediation: a deleted
 	// HelmRelease takes another path) was cut short by a stop of the
-	// controller; Helm left the release "uninstalling".
+	// controller; Helm left the release "uninstalling", or Helm's part
+	// was over and the deletion of what the hooks left was not
+	// (spec.uninstall.deleteHookResources, see internal/hookcleanup).
 	StateUninstalling State = "Uninstalling"
 	// StateAwaitingReadiness: an afterHooks action ran its hooks and left
 	// the revision pending for its readiness wait, which an earlier run of
@@ -71,6 +74,11 @@ func Observe(req *Request, cur *releasev1.Release) Observation {
 	}
 	if status == common.StatusUninstalling {
 		return Observation{StateUninstalling, fmt.Sprintf("release %s is still being uninstalled", releaseID(cur))}
+	}
+	if hookcleanup.Pending(cur) {
+		// An uninstall that stopped between Helm's part and the deletion
+		// of what the hooks left: it is not over until that is done.
+		return Observation{StateUninstalling, fmt.Sprintf("release %s is uninstalled, but the objects its hooks left are still to be deleted", releaseID(cur))}
 	}
 	if status == common.StatusUninstalled {
 		return Observation{StateAbsent, fmt.Sprintf("release %s is uninstalled", releaseID(cur))}

@@ -8,6 +8,8 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/afterhooks/helm-controller/internal/hookcleanup"
 )
 
 // uninstallRemediation removes a failed release so that the next install
@@ -36,7 +38,10 @@ func (m *Machine) Uninstall(ctx context.Context, req *Request) error {
 	if err != nil {
 		return err
 	}
-	if cur == nil || cur.Info == nil || cur.Info.Status == "uninstalled" {
+	// A release uninstalled by a run of the controller that stopped
+	// before deleting what its hooks left is uninstalled again: only that
+	// deletion and the end of its records remain.
+	if cur == nil || cur.Info == nil || (cur.Info.Status == "uninstalled" && !hookcleanup.Pending(cur)) {
 		return nil
 	}
 	if err := m.uninstall(ctx, req); err != nil {

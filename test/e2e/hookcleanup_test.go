@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,8 +28,8 @@ const hookRelease = "hooks"
 // leftover is one object of the chart (or the test) and whether it must
 // still exist after the uninstall.
 type leftover struct {
-	kind string // Job or ConfigMap
-	name string // without the release prefix
+	kind string // Job, ConfigMap, PersistentVolumeClaim or Namespace
+	name string // without the release prefix (a Namespace's: without "<namespace>-<release>-")
 	stay bool
 }
 
@@ -60,14 +61,21 @@ func TestHookCleanup(t *testing.T) {
 			{kind: "ConfigMap", name: "keep", stay: true},
 			{kind: "Job", name: "succeeded", stay: false},
 			{kind: "ConfigMap", name: "transient", stay: true}, // the test's own, see uninstallHookLeftovers
+			{kind: "PersistentVolumeClaim", name: "data", stay: true},
+			{kind: "Namespace", name: "ns", stay: true},
 		})
+		wantRivalHook(t, ns)
 		env.WantNoEvent(t, ns, hookRelease, framework.EventWant{Reason: hookResourcesDeletedReason})
+		env.WantNoEvent(t, ns, hookRelease, framework.EventWant{Reason: hookResourcesLeftReason})
 	})
 
 	// With deleteHookResources the uninstall deletes every hook object
-	// without a delete policy (Jobs with their pods), the pre- and
-	// post-delete hooks it just ran included; the hook the chart keeps and
-	// the ConfigMap that only shares a hook's name stay.
+	// without a delete policy that this release's hooks created (Jobs with
+	// their pods), the pre- and post-delete hooks it just ran included.
+	// These stay, and are reported: the hook the chart keeps, the hook
+	// Namespace and PersistentVolumeClaim, the ConfigMap that only shares
+	// a hook's name, and another release's hook of the same name as one
+	// of this release's.
 	t.Run("delete-hook-resources", func(t *testing.T) {
 		t.Parallel()
 		ns := uninstallHookLeftovers(t, func(hr *v2.HelmRelease) {
@@ -84,11 +92,29 @@ func TestHookCleanup(t *testing.T) {
 			{kind: "ConfigMap", name: "keep", stay: true},
 			{kind: "Job", name: "succeeded", stay: false},
 			{kind: "ConfigMap", name: "transient", stay: true},
+			{kind: "PersistentVolumeClaim", name: "data", stay: true},
+			{kind: "Namespace", name: "ns", stay: true},
 		})
+		wantRivalHook(t, ns)
 		env.WaitEvent(t, ns, hookRelease, framework.EventWant{
 			Reason:   hookResourcesDeletedReason,
 			Contains: "Deleted 6 object(s) left by the hooks of release " + hookRelease,
 		})
+		left := env.WaitEvent(t, ns, hookRelease, framework.EventWant{
+			Reason:   hookResourcesLeftReason,
+			Contains: "Left 5 object(s) found under the names of the hooks of release " + hookRelease,
+		})
+		for _, want := range []string{
+			"ConfigMap/" + ns + "/hooks-keep (helm.sh/resource-policy: keep)",
+			"ConfigMap/" + ns + "/hooks-transient (not a hook object)",
+			"PersistentVolumeClaim/" + ns + "/hooks-data (a PersistentVolumeClaim is never deleted)",
+			"Namespace/" + hookNamespace(ns) + " (a Namespace is never deleted)",
+			"ConfigMap/" + ns + "/" + sharedHook + " (created by the hooks of release " + ns + "/" + rivalRelease + ")",
+		} {
+			if !strings.Contains(left.Message, want) {
+				t.Errorf("%s event %q does not name %q", hookResourcesLeftReason, left.Message, want)
+			}
+		}
 		env.WantNoEvent(t, ns, hookRelease, framework.EventWant{Reason: hookCleanupFailedReason})
 	})
 }
@@ -96,14 +122,40 @@ func TestHookCleanup(t *testing.T) {
 // The controller's event reasons for deleteHookResources.
 const (
 	hookResourcesDeletedReason = "HookResourcesDeleted"
+	hookResourcesLeftReason    = "HookResourcesLeft"
 	hookCleanupFailedReason    = "HookCleanupFailed"
 )
 
+// The rival: another release, of the hook-rival chart, whose one hook has
+// the name of one of the release under test's hooks, sharedHook.
+const (
+	hookRivalChart = "hook-rival"
+	rivalRelease   = "rival"
+	sharedHook     = "shared-hook"
+)
+
+// hookNamespace is the name of the chart's hook Namespace.
+func hookNamespace(ns string) string { return ns + "-" + hookRelease + "-ns" }
+
+// wantRivalHook checks that sharedHook is the rival release's object.
+func wantRivalHook(t *testing.T, ns string) {
+	t.Helper()
+	var cm corev1.ConfigMap
+	if err := env.Get(context.Background(), &cm, ns, sharedHook); err != nil {
+		t.Errorf("the rival's hook %s: %v, want it left", sharedHook, err)
+		return
+	}
+	if cm.Data["owner"] != rivalRelease {
+		t.Errorf("hook %s made by %q, want the rival's", sharedHook, cm.Data["owner"])
+	}
+}
+
 // uninstallHookLeftovers installs the hook-leftovers chart in a namespace
 // of its own, as configure (may be nil) changes it, upgrades it once
-// (running the pre-upgrade hook), creates a ConfigMap outside the release,
-// deletes the HelmRelease and waits until it is gone, which is after the
-// uninstall. It returns the namespace.
+// (running the pre-upgrade hook), installs the rival release (whose hook
+// replaces the chart's sharedHook: Helm's before-hook-creation), creates a
+// ConfigMap outside the release, deletes the HelmRelease and waits until
+// it is gone, which is after the uninstall. It returns the namespace.
 //
 // The outside ConfigMap has the name of the post-install hook ConfigMap
 // that Helm deleted right after creating it (hook-succeeded), so that the
@@ -115,7 +167,12 @@ func uninstallHookLeftovers(t *testing.T, configure func(*v2.HelmRelease)) strin
 	ns := env.Namespace(t)
 	repo := env.HelmRepository(t, ns)
 	ref := env.PublishChart(t, hookLeftoversChart, "0.1.0", ns)
-	hr := framework.WithWaitStrategy(framework.Release(ns, hookRelease, repo.Name, ref.Name, ref.Version, ""), v2.BeforeHooks, time.Minute)
+	// Published with the first, so that the repository's index has it.
+	rivalRef := env.PublishChart(t, hookRivalChart, "0.1.0", ns)
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hookNamespace(ns)}})
+	})
+	hr := framework.WithWaitStrategy(framework.Release(ns, hookRelease, repo.Name, ref.Name, ref.Version, `{"sharedHook":"`+sharedHook+`"}`), v2.BeforeHooks, time.Minute)
 	hr.Spec.Timeout = &metav1.Duration{Duration: time.Minute}
 	if configure != nil {
 		configure(hr)
@@ -124,7 +181,9 @@ func uninstallHookLeftovers(t *testing.T, configure func(*v2.HelmRelease)) strin
 
 	framework.Step(t, "install and upgrade", func(t *testing.T) {
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
-		env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSON(`{"message":"two"}`) })
+		env.PatchSpec(t, hr, func(hr *v2.HelmRelease) {
+			hr.Spec.Values = framework.JSON(`{"message":"two","sharedHook":"` + sharedHook + `"}`)
+		})
 		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2})
 		for _, name := range []string{"post-install", "pre-upgrade", "failed-policy"} {
 			wantJobSucceeded(t, ns, hookRelease+"-"+name)
@@ -137,6 +196,16 @@ func uninstallHookLeftovers(t *testing.T, configure func(*v2.HelmRelease)) strin
 		env.Eventually(t, 30*time.Second, "hook-succeeded ConfigMap deleted by Helm", func(ctx context.Context) error {
 			return env.Gone(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hookRelease + "-transient"}})
 		})
+	})
+
+	framework.Step(t, "another release's hook of the same name", func(t *testing.T) {
+		rival := framework.Release(ns, rivalRelease, repo.Name, rivalRef.Name, rivalRef.Version, `{"hookName":"`+sharedHook+`"}`)
+		if configure != nil {
+			configure(rival)
+		}
+		env.Create(t, rival)
+		env.WaitRelease(t, rival, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
+		wantRivalHook(t, ns)
 	})
 
 	outside := &corev1.ConfigMap{
@@ -164,10 +233,13 @@ func wantLeftovers(t *testing.T, ns string, objects []leftover) {
 	t.Helper()
 	ctx := context.Background()
 	for _, o := range objects {
-		name := hookRelease + "-" + o.name
+		name, objNS := hookRelease+"-"+o.name, ns
+		if o.kind == "Namespace" {
+			name, objNS = hookNamespace(ns), ""
+		}
 		obj := leftoverObject(o.kind, ns, name)
 		if o.stay {
-			if err := env.Get(ctx, obj, ns, name); err != nil {
+			if err := env.Get(ctx, obj, objNS, name); err != nil {
 				t.Errorf("%s %s after the uninstall: %v, want it left", o.kind, name, err)
 				continue
 			}
@@ -194,8 +266,13 @@ func wantLeftovers(t *testing.T, ns string, objects []leftover) {
 
 func leftoverObject(kind, ns, name string) client.Object {
 	meta := metav1.ObjectMeta{Namespace: ns, Name: name}
-	if kind == "Job" {
+	switch kind {
+	case "Job":
 		return &batchv1.Job{ObjectMeta: meta}
+	case "PersistentVolumeClaim":
+		return &corev1.PersistentVolumeClaim{ObjectMeta: meta}
+	case "Namespace":
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	}
 	return &corev1.ConfigMap{ObjectMeta: meta}
 }

@@ -38,6 +38,9 @@ const (
 	phaseRemediation = "remediation"
 	phaseDeleteHook  = "pre-delete hook"
 	phaseDelete      = "delete"
+	// phaseHookCleanup is the deletion of what the hooks left, after
+	// Helm's uninstall (spec.uninstall.deleteHookResources).
+	phaseHookCleanup = "hook cleanup"
 )
 
 // faultChart is a chart whose hooks and application take long enough to
@@ -110,15 +113,17 @@ func (c cell) id() string {
 // cells lists every trial kind: each phase of install, upgrade and
 // rollback under both strategies, remediation after a failed install or
 // upgrade, and each phase of uninstall, each with each fault. The short
-// suite hands over leadership only where afterHooks differs from Helm:
-// the post hooks and the readiness wait of installs and upgrades.
+// suite hands over leadership only where afterHooks differs from Helm (the
+// post hooks and the readiness wait of installs and upgrades) and where
+// this controller does more than Helm (the hook cleanup).
 func cells() []cell {
 	var out []cell
 	for _, c := range phaseCells() {
 		c.fault = faultKill
 		out = append(out, c)
 		c.fault = faultHandover
-		if full || ((c.action == "install" || c.action == "upgrade") && (c.phase == phasePostHooks || c.phase == phaseWait)) {
+		if full || ((c.action == "install" || c.action == "upgrade") && (c.phase == phasePostHooks || c.phase == phaseWait)) ||
+			c.phase == phaseHookCleanup {
 			out = append(out, c)
 		}
 	}
@@ -146,7 +151,7 @@ func phaseCells() []cell {
 		out = append(out, cell{action: "install", phase: phaseRemediation, strategy: s},
 			cell{action: "upgrade", phase: phaseRemediation, strategy: s})
 	}
-	for _, p := range []string{phaseDeleteHook, phaseDelete, phaseCommit} {
+	for _, p := range []string{phaseDeleteHook, phaseDelete, phaseCommit, phaseHookCleanup} {
 		out = append(out, cell{action: "uninstall", phase: p})
 	}
 	return out
@@ -240,6 +245,8 @@ type trials struct {
 	baseline *endState
 	// stopped is the replica a handover stopped.
 	stopped int
+	// rivalChart is the hook-rival chart (hook cleanup cells).
+	rivalChart chartserver.ChartRef
 }
 
 // endState is what a settled release looks like, for comparing a trial
@@ -265,6 +272,9 @@ func (tr *trials) runCell(t *testing.T) row {
 	tr.ns = env.Namespace(t)
 	tr.repo = env.HelmRepository(t, tr.ns).Name
 	tr.chart = env.PublishChart(t, faultChart, "0.1.0", tr.ns)
+	if tr.cell.phase == phaseHookCleanup {
+		tr.rivalChart = env.PublishChart(t, hookRivalChart, "0.1.0", tr.ns)
+	}
 	tr.proxy = env.StartProxy(t)
 	handover := tr.cell.fault == faultHandover
 	ctl, err := framework.StartController(framework.ControllerOptions{
@@ -367,7 +377,8 @@ func (tr *trials) release(name, values string) *v2.HelmRelease {
 		Rollback:     helmv2.Rollback{Timeout: &metav1.Duration{Duration: tr.timeout()}},
 		WaitStrategy: tr.cell.strategy,
 	}
-	hr.Spec.Uninstall = &v2.Uninstall{Uninstall: helmv2.Uninstall{Timeout: &metav1.Duration{Duration: tr.timeout()}}}
+	hr.Spec.Uninstall = &v2.Uninstall{Uninstall: helmv2.Uninstall{Timeout: &metav1.Duration{Duration: tr.timeout()}},
+		DeleteHookResources: tr.cell.phase == phaseHookCleanup}
 	if tr.cell.action == "install" && tr.cell.phase == phaseRemediation {
 		// One failed install, remediated by uninstalling, then stop.
 		hr.Spec.Install.Remediation = &helmv2.InstallRemediation{Retries: 0, RemediateLastFailure: &yes}
@@ -568,6 +579,9 @@ func (tr *trials) begin(run int) (name string, hr *v2.HelmRelease, values string
 		}
 		return tag, hr, ""
 	case "uninstall":
+		if tr.cell.phase == phaseHookCleanup {
+			return tag, tr.release(tag, hookCleanupValues(tag)), ""
+		}
 		return tag, tr.release(tag, appValues(tag, false)), ""
 	case "upgrade":
 		return tr.hr.Name, tr.hr, appValues(tag, tr.cell.phase == phaseRemediation)
@@ -591,6 +605,11 @@ func (tr *trials) act(hr *v2.HelmRelease, values string) error {
 			return framework.ReleaseReady(hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
 		}); err != nil {
 			return fmt.Errorf("installing before the uninstall: %w", err)
+		}
+		if tr.cell.phase == phaseHookCleanup {
+			if err := tr.installRival(hr.Name); err != nil {
+				return err
+			}
 		}
 		return env.Client.Delete(ctx, hr)
 	case "rollback":
@@ -660,6 +679,16 @@ func (tr *trials) trigger(name string) trigger {
 		t = trigger{opens: func(c framework.Call) bool {
 			return c.Verb == "delete" && c.Resource == "deployments" && c.Name == name
 		}}
+	case phaseHookCleanup:
+		// Once Helm's part recorded the release uninstalled (with
+		// deleteHookResources the records stay until the cleanup is over),
+		// the first deletion of a hook Job opens the cleanup.
+		t = trigger{
+			begins: storage("uninstalled"),
+			opens: func(c framework.Call) bool {
+				return c.Verb == "delete" && c.Resource == "jobs" && strings.HasPrefix(c.Name, name+"-")
+			},
+		}
 	}
 	if tr.cell.action == "rollback" {
 		t.begins = storage("pending-rollback")
@@ -832,10 +861,19 @@ func (tr *trials) awaitEnd(name string, hr *v2.HelmRelease, run int) (*endState,
 			if stored, err := env.ReadStorage(ctx, env.Client, tr.ns, name); err != nil || len(stored) > 0 {
 				return fmt.Errorf("Helm storage %s left (%v)", framework.Describe(stored), err)
 			}
-			return env.Gone(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: tr.ns, Name: name}})
+			if err := env.Gone(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: tr.ns, Name: name}}); err != nil {
+				return err
+			}
+			if tr.cell.phase == phaseHookCleanup {
+				return hookObjectsGone(ctx, tr.ns, name)
+			}
+			return nil
 		})
 		if err != nil {
 			return nil, []string{"stuck: uninstall did not finish: " + err.Error()}
+		}
+		if tr.cell.phase == phaseHookCleanup {
+			return &endState{}, hookObjectsKept(context.Background(), tr.ns, name)
 		}
 		return &endState{}, nil
 	}
