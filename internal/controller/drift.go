@@ -77,7 +77,7 @@ func (h *helmRunner) driftChecker() (*drift.Checker, error) {
 		// or every object under the RecreateImmutableResources gate.
 		Recreate:        recreate.Policy{All: h.opts.RecreateImmutable},
 		RecreateTimeout: action.UpgradeWait(h.obj, h.opts).Timeout,
-		OnRecreate:      h.recreated,
+		OnRecreate:      func(r recreate.Recreated) { h.recreated(helmv2.ActionDriftDetection, r) },
 	}
 	// Taking fields over writes managedFields; warn mode must only report.
 	if dd.GetMode() == helmv2.DriftDetectionEnabled {

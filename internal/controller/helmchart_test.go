@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
@@ -27,7 +26,7 @@ func TestChartTemplateLabelsAndEvents(t *testing.T) {
 	hr.Spec.Chart = &helmv2.HelmChartTemplate{
 		ObjectMeta: &helmv2.HelmChartTemplateObjectMeta{Labels: map[string]string{"team": "a"}},
 		Spec: helmv2.HelmChartTemplateSpec{Chart: "podinfo", Version: "6.x",
-			SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: "charts"}},
+			SourceRef: &helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: "charts"}},
 	}
 	c, err := client.New(apiServer(t), client.Options{Scheme: newRevisionScheme(t)})
 	if err != nil {
@@ -36,7 +35,7 @@ func TestChartTemplateLabelsAndEvents(t *testing.T) {
 	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	recorder := record.NewFakeRecorder(10)
+	recorder := newEventLog(10)
 	r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: recorder, FieldManager: ControllerName}
 
 	steps := []struct {
@@ -130,8 +129,8 @@ func TestChartTemplateTakesOverMergePatchedChart(t *testing.T) {
 	hr := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "legacy", Name: "web"}}
 	hr.Spec.Interval = metav1.Duration{Duration: time.Minute}
 	hr.Spec.Chart = &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{Chart: "podinfo", Version: "6.x",
-		SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: "charts"}}}
-	r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: record.NewFakeRecorder(10), FieldManager: ControllerName}
+		SourceRef: &helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: "charts"}}}
+	r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: newEventLog(10), FieldManager: ControllerName}
 	if err := r.reconcileChartTemplate(ctx, hr); err != nil {
 		t.Fatalf("applying over the merge-patched HelmChart: %v", err)
 	}
