@@ -15,7 +15,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	eventv1 "github.com/fluxcd/pkg/apis/event/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
@@ -40,9 +40,9 @@ func TestChartTemplateOCIRepository(t *testing.T) {
 	helmRepo := env.HelmRepository(t, ns)
 
 	hr := framework.Sharded(&v2.HelmRelease{
-		ObjectMeta: v1.ObjectMeta{Name: "podinfo", Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: ns},
 		Spec: v2.HelmReleaseSpec{HelmReleaseSpec: helmv2.HelmReleaseSpec{
-			Interval: v1.Duration{Duration: 10 * time.Minute},
+			Interval: metav1.Duration{Duration: 10 * time.Minute},
 			Chart:    ociTemplate(),
 		}},
 	}, ctl)
@@ -142,7 +142,7 @@ func ociTemplate() *helmv2.HelmChartTemplate {
 			URL:       env.Charts.OCIRepositoryURL() + "/" + env.Podinfo.Name,
 			Reference: &sourcev1.OCIRepositoryRef{Tag: env.Podinfo.Version},
 			Insecure:  true,
-			Interval:  &v1.Duration{Duration: time.Minute},
+			Interval:  &metav1.Duration{Duration: time.Minute},
 		}},
 	}
 }
