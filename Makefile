@@ -6,6 +6,11 @@
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 
+# The Go toolchain every go command here runs with. Flux 2.10's modules need
+# Go 1.27; the go command fetches this version itself (like a module) when
+# the installed one is older, so a machine with Go 1.26 builds as it is.
+export GOTOOLCHAIN := go1.27.3
+
 BIN_DIR ?= $(CURDIR)/bin
 CLUSTER_DIR ?= $(CURDIR)/.cluster
 GO_TEST_FLAGS ?= -count=1

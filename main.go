@@ -359,7 +359,7 @@ func leaderElectionID(watchLabelSelector string) string {
 }
 
 func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log logr.Logger) error {
-	recorder, err := events.NewRecorder(mgr, ctrl.Log, opts.eventsAddr, controller.ControllerName)
+	recorder, err := events.NewRecorder(ctrl.Log, opts.eventsAddr, controller.ControllerName, events.WithManager(mgr))
 	if err != nil {
 		return fmt.Errorf("creating event recorder for --events-addr %q: %w", opts.eventsAddr, err)
 	}

@@ -4,6 +4,9 @@
 # *_test.go is run without touching this script. The seed corpora alone run
 # in `make test-unit` as ordinary tests.
 set -euo pipefail
+# The toolchain of the Makefile: the go command fetches it when the
+# installed Go is older (Flux 2.10's modules need Go 1.27).
+export GOTOOLCHAIN=go1.27.3
 
 fuzztime=${FUZZTIME:-1m}
 cd "$(dirname "$0")/.."

@@ -306,3 +306,116 @@ func orNone(raw json.RawMessage) string {
 	}
 	return s
 }
+
+// previousChanges are the ways upstream's v1.7 API changed a schema node
+// of v1.6.5 that still accept every object v1.6.5 accepted (besides prose
+// and our own additions): defaults v1.7 dropped (the controller applies
+// them instead), and the CEL rules it added to spec.chart, which hold for
+// every template v1.6.5 could store (no kind, no url, chart and sourceRef
+// set; TestCRDIsSupersetOfUpstream checks they are upstream's own), and
+// spec.kubeConfig's two rules (one of the refs, not both) merged into the
+// one equivalent rule fluxcd/pkg/apis/meta now declares, same message.
+var previousChanges = map[string][]string{
+	"spec.chart":                        {"x-kubernetes-validations"},
+	"spec.kubeConfig":                   {"x-kubernetes-validations"},
+	"spec.chart.spec.version":           {"default"},
+	"spec.chart.spec.reconcileStrategy": {"default"},
+}
+
+// TestCRDAcceptsWhatPreviousUpstreamAccepted compares our CRD with
+// upstream's previous release, v1.6.5 (Flux 2.9): every schema path it had
+// is still there, and each difference only widens what is accepted: fewer
+// required fields, more properties and enum values, or one of
+// previousChanges. test/apiserver checks the same on real API servers.
+func TestCRDAcceptsWhatPreviousUpstreamAccepted(t *testing.T) {
+	prevPath, err := upstreamcrd.GenerateVersion(t.TempDir(), upstreamcrd.PreviousVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev, err := upstreamcrd.Load(prevPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oursPath, err := upstreamcrd.OursPath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := upstreamcrd.Load(oursPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ours.Spec.Versions) != len(prev.Spec.Versions) {
+		t.Fatalf("%d versions, %s has %d", len(ours.Spec.Versions), upstreamcrd.PreviousVersion, len(prev.Spec.Versions))
+	}
+	for i, pv := range prev.Spec.Versions {
+		t.Run(pv.Name, func(t *testing.T) {
+			compareWithPrevious(t, pv.Schema.OpenAPIV3Schema, ours.Spec.Versions[i].Schema.OpenAPIV3Schema)
+		})
+	}
+}
+
+func compareWithPrevious(t *testing.T, prevSchema, ourSchema *apiextensionsv1.JSONSchemaProps) {
+	t.Helper()
+	prev, ours := map[string]schemaNode{}, map[string]schemaNode{}
+	flattenSchema(t, "", prevSchema, prev)
+	flattenSchema(t, "", ourSchema, ours)
+	if len(prev) < 100 {
+		t.Fatalf("%s schema has only %d paths; generation went wrong", upstreamcrd.PreviousVersion, len(prev))
+	}
+	var diffs []string
+	for path, pn := range prev {
+		on, ok := ours[path]
+		if !ok {
+			diffs = append(diffs, fmt.Sprintf("%s: missing in our CRD", path))
+			continue
+		}
+		for _, keyword := range keywords(pn, on) {
+			if jsonEqual(pn[keyword], on[keyword]) || widens(t, path, keyword, pn[keyword], on[keyword]) {
+				continue
+			}
+			diffs = append(diffs, fmt.Sprintf("%s: %s is %s, %s had %s", path, keyword, orNone(on[keyword]), upstreamcrd.PreviousVersion, orNone(pn[keyword])))
+		}
+	}
+	sort.Strings(diffs)
+	for _, d := range diffs {
+		t.Error(d)
+	}
+	t.Logf("compared %d schema paths of %s", len(prev), upstreamcrd.PreviousVersion)
+}
+
+// widens tells whether our value of a schema keyword accepts at least what
+// the previous release's did.
+func widens(t *testing.T, path, keyword string, prevRaw, oursRaw json.RawMessage) bool {
+	t.Helper()
+	switch keyword {
+	case "description":
+		return true
+	case "required":
+		return subset(t, oursRaw, prevRaw)
+	case "(properties)", "enum":
+		return subset(t, prevRaw, oursRaw)
+	}
+	return slices.Contains(previousChanges[path], keyword) || allowed(path, keyword)
+}
+
+// subset tells whether the JSON string list a holds only values of b.
+func subset(t *testing.T, a, b json.RawMessage) bool {
+	t.Helper()
+	var as, bs []string
+	if len(a) > 0 {
+		if err := json.Unmarshal(a, &as); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(b) > 0 {
+		if err := json.Unmarshal(b, &bs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, v := range as {
+		if !slices.Contains(bs, v) {
+			return false
+		}
+	}
+	return true
+}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -275,6 +276,39 @@ func (in *HelmRelease) GetRequeueAfter() time.Duration {
 // GetLastHandledReconcileRequest returns the last handled reconcile request.
 func (in *HelmRelease) GetLastHandledReconcileRequest() string {
 	return in.Status.GetLastHandledReconcileRequest()
+}
+
+// GetHelmChartTemplateReference names the source object the controller
+// makes from spec.chart, as upstream names it: kind HelmChart unless the
+// template asks for an OCIRepository, name "<namespace>-<name>" of the
+// HelmRelease, in the HelmRelease's namespace, or for a HelmChart in the
+// namespace of its sourceRef when that names one. Nil without a template.
+func (in *HelmRelease) GetHelmChartTemplateReference() *helmv2.HelmChartReference {
+	if in == nil || in.Spec.Chart == nil {
+		return nil
+	}
+	tpl := in.Spec.Chart
+	ref := &helmv2.HelmChartReference{
+		Kind:      tpl.Kind,
+		Namespace: in.Namespace,
+		Name:      in.Namespace + "-" + in.Name,
+	}
+	if ref.Kind == "" {
+		ref.Kind = sourcev1.HelmChartKind
+	}
+	if ref.Kind == sourcev1.HelmChartKind && tpl.Spec.SourceRef != nil && tpl.Spec.SourceRef.Namespace != "" {
+		ref.Namespace = tpl.Spec.SourceRef.Namespace
+	}
+	return ref
+}
+
+// GetTemplateInterval is how often the object made from the chart
+// template is reconciled: the template's interval, else spec.interval.
+func (in *HelmRelease) GetTemplateInterval() metav1.Duration {
+	if in.Spec.Chart == nil || in.Spec.Chart.Spec.Interval == nil {
+		return in.Spec.Interval
+	}
+	return *in.Spec.Chart.Spec.Interval
 }
 
 // Upstream returns a deep copy of the object as upstream's type, with

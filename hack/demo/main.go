@@ -220,7 +220,7 @@ func create(ctx context.Context, kube client.Client, repoURL string, chart chart
 					Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
 						Chart:     chart.Name,
 						Version:   chart.Version,
-						SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: "local"},
+						SourceRef: &helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: "local"},
 					}},
 				},
 				Install: r.install.DeepCopy(),

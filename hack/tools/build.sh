@@ -6,6 +6,9 @@
 #        hack/tools/build.sh --print-bin-dir
 # Prints the bin directory on stdout when done.
 set -euo pipefail
+# The toolchain of the Makefile: the go command fetches it when the
+# installed Go is older (Flux 2.10's modules need Go 1.27).
+export GOTOOLCHAIN=go1.27.3
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache_root=${HELM_CONTROLLER_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/afterhooks-helm-controller/tools}

@@ -39,7 +39,7 @@ var _ afterhooks.Observer = (*afterHooksObserver)(nil)
 
 func (o *afterHooksObserver) Started(verb string) {
 	o.progress.report(fmt.Sprintf("running %s hooks and applying resources (afterHooks)", verb))
-	o.event(nil, AfterHooksStartedReason,
+	o.event(verb, nil, AfterHooksStartedReason,
 		fmt.Sprintf("Helm %s of %s started with waitStrategy afterHooks: pre-%s hooks, apply, post-%s hooks, then the readiness wait",
 			verb, o.release, verb, verb))
 }
@@ -51,12 +51,12 @@ func (o *afterHooksObserver) HookStarted(p afterhooks.HookProgress) {
 func (o *afterHooksObserver) Waiting(verb string, rel *releasev1.Release, timeout time.Duration, resumed bool) {
 	o.progress.report(waitingFor(rel))
 	if resumed {
-		o.event(rel, AfterHooksWaitingReason,
+		o.event(verb, rel, AfterHooksWaitingReason,
 			fmt.Sprintf("Resuming the readiness wait of %s.v%d after a restart; hooks are not run again; waiting up to %s",
 				rel.Name, rel.Version, timeout.Round(time.Second)))
 		return
 	}
-	o.event(rel, AfterHooksWaitingReason,
+	o.event(verb, rel, AfterHooksWaitingReason,
 		fmt.Sprintf("Post-%s hooks of %s.v%d completed; waiting up to %s for its resources to become ready",
 			verb, rel.Name, rel.Version, timeout))
 }
@@ -66,8 +66,9 @@ func (o *afterHooksObserver) PhaseDone(verb, phase string, took time.Duration) {
 }
 
 // event emits a Normal event about the HelmRelease carrying the chart
-// version of rel as revision, as the state machine's events do.
-func (o *afterHooksObserver) event(rel *releasev1.Release, reason, msg string) {
+// version of rel as revision, as the state machine's events do, with the
+// action of verb: the phases are part of that Helm action.
+func (o *afterHooksObserver) event(verb string, rel *releasev1.Release, reason, msg string) {
 	if o.recorder == nil {
 		return
 	}
@@ -75,5 +76,5 @@ func (o *afterHooksObserver) event(rel *releasev1.Release, reason, msg string) {
 	if rel != nil && rel.Chart != nil && rel.Chart.Metadata != nil && rel.Chart.Metadata.Version != "" {
 		meta = map[string]string{helmv2.GroupVersion.Group + "/revision": rel.Chart.Metadata.Version}
 	}
-	o.recorder.AnnotatedEventf(o.obj, meta, corev1.EventTypeNormal, reason, "%s", msg)
+	o.recorder.AnnotatedEventf(o.obj, nil, meta, corev1.EventTypeNormal, reason, actionOfVerb(verb).String(), "%s", msg)
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -81,7 +80,7 @@ func TestArtifactDownloadFailure(t *testing.T) {
 				Digest: "sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"}
 			c := fake.NewClientBuilder().WithScheme(newRevisionScheme(t)).WithObjects(hr, repo).
 				WithStatusSubresource(&v2.HelmRelease{}, &sourcev1.OCIRepository{}).Build()
-			events := record.NewFakeRecorder(20)
+			events := newEventLog(20)
 			r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: events, FieldManager: ControllerName,
 				RequeueDependency: 5 * time.Second, Charts: chartsource.New(chartsource.Options{Retries: 0, Timeout: time.Second})}
 

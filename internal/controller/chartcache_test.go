@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -53,7 +52,7 @@ func TestNewChartTemplateNotYetInTheCacheWaitsForItsSource(t *testing.T) {
 			name: "chart template, HelmChart just created",
 			spec: func(hr *v2.HelmRelease) {
 				hr.Spec.Chart = &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{Chart: "podinfo", Version: "6.x",
-					SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: "charts"}}}
+					SourceRef: &helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: "charts"}}}
 			},
 			wantReason: SourceNotReadyReason,
 		},
@@ -74,7 +73,7 @@ func TestNewChartTemplateNotYetInTheCacheWaitsForItsSource(t *testing.T) {
 			tc.spec(hr)
 			api := fake.NewClientBuilder().WithScheme(newRevisionScheme(t)).WithObjects(hr).
 				WithStatusSubresource(&v2.HelmRelease{}, &sourcev1.HelmChart{}).Build()
-			events := record.NewFakeRecorder(20)
+			events := newEventLog(20)
 			r := &HelmReleaseReconciler{Client: chartCacheLag{api}, APIReader: api, EventRecorder: events,
 				FieldManager: ControllerName, RequeueDependency: 5 * time.Second}
 

@@ -11,7 +11,6 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -31,7 +30,7 @@ func TestNoCrossNamespaceRefs(t *testing.T) {
 		return func(hr *v2.HelmRelease) {
 			hr.Spec.Chart = &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
 				Chart: "podinfo", Version: "6.x",
-				SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: "charts", Namespace: ns},
+				SourceRef: &helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: "charts", Namespace: ns},
 			}}
 		}
 	}
@@ -65,7 +64,7 @@ func TestNoCrossNamespaceRefs(t *testing.T) {
 			tc.spec(hr)
 			c := fake.NewClientBuilder().WithScheme(newRevisionScheme(t)).WithObjects(hr).
 				WithStatusSubresource(&v2.HelmRelease{}).Build()
-			events := record.NewFakeRecorder(20)
+			events := newEventLog(20)
 			r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: events,
 				FieldManager: ControllerName, NoCrossNamespaceRef: tc.refuse, RequeueDependency: time.Second}
 
@@ -105,7 +104,7 @@ func TestNoCrossNamespaceRefs(t *testing.T) {
 	}
 }
 
-func hasEvent(events *record.FakeRecorder, contains string) bool {
+func hasEvent(events *eventLog, contains string) bool {
 	for {
 		select {
 		case e := <-events.Events:

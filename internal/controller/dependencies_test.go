@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -463,7 +462,7 @@ func TestCheckDependenciesGetError(t *testing.T) {
 // until this attempt's outcome is known.
 func TestMetDependenciesClearTheWait(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(depTestScheme(t)).WithObjects(readyRelease("default", "db")).Build()
-	r := &HelmReleaseReconciler{Client: c, EventRecorder: record.NewFakeRecorder(1)}
+	r := &HelmReleaseReconciler{Client: c, EventRecorder: newEventLog(1)}
 	self := depRelease("default", "app", 1, 1, "", "")
 	self.Spec.DependsOn = []meta.DependencyReference{depRef("", "db", "")}
 	conditions.MarkFalse(self, meta.ReadyCondition, helmv2.DependencyNotReadyReason, "dependency 'default/db' is not ready")
@@ -504,7 +503,7 @@ func TestInvalidDependenciesStall(t *testing.T) {
 			hr.Spec.DependsOn = []meta.DependencyReference{tc.dep}
 			c := fake.NewClientBuilder().WithScheme(newRevisionScheme(t)).WithObjects(hr, readyRelease("default", "db")).
 				WithStatusSubresource(&v2.HelmRelease{}).Build()
-			events := record.NewFakeRecorder(10)
+			events := newEventLog(10)
 			r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: events, FieldManager: ControllerName,
 				RequeueDependency: time.Second}
 

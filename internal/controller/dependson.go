@@ -48,13 +48,13 @@ func (r *HelmReleaseReconciler) waitForDependencies(ctx context.Context, obj *v2
 		conditions.MarkStalled(obj, reason, "%s", err)
 		conditions.MarkFalse(obj, meta.ReadyCondition, reason, "%s", err)
 		conditions.Delete(obj, meta.ReconcilingCondition)
-		r.EventRecorder.Event(obj, corev1.EventTypeWarning, reason, err.Error())
+		r.EventRecorder.Eventf(obj, nil, corev1.EventTypeWarning, reason, helmv2.ActionCheckDependencies.String(), "%s", err)
 		return ctrl.Result{}, true, nil
 	}
 
 	conditions.MarkFalse(obj, meta.ReadyCondition, helmv2.DependencyNotReadyReason, "%s", err)
 	conditions.MarkReconciling(obj, meta.ProgressingReason, "waiting for dependencies: %s", err)
 	ctrl.LoggerFrom(ctx).Info("dependencies not ready, retrying later", "error", err.Error(), "after", r.RequeueDependency)
-	r.EventRecorder.Event(obj, corev1.EventTypeNormal, helmv2.DependencyNotReadyReason, err.Error())
+	r.EventRecorder.Eventf(obj, nil, corev1.EventTypeNormal, helmv2.DependencyNotReadyReason, helmv2.ActionCheckDependencies.String(), "%s", err)
 	return ctrl.Result{RequeueAfter: r.RequeueDependency}, true, errWaiting
 }

@@ -84,7 +84,7 @@ func (h *helmRunner) driftChecker() (*drift.Checker, error) {
 		},
 		RecreateTimeout: action.UpgradeWait(h.obj, h.opts).Timeout,
 		Dependents:      recreate.NewDependents(h.cfg.RESTClientGetter),
-		OnRecreate:      h.recreated,
+		OnRecreate:      func(r recreate.Recreated) { h.recreated(helmv2.ActionDriftDetection, r) },
 	}
 	// Taking fields over writes managedFields; warn mode must only report.
 	if dd.GetMode() == helmv2.DriftDetectionEnabled {

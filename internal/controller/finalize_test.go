@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -68,7 +67,7 @@ func TestWaitingDoesNotObserveTheGeneration(t *testing.T) {
 	obj.Status.ObservedGeneration = 1
 	c := fake.NewClientBuilder().WithScheme(newRevisionScheme(t)).WithObjects(obj).
 		WithStatusSubresource(&v2.HelmRelease{}).Build()
-	r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: record.NewFakeRecorder(10),
+	r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: newEventLog(10),
 		FieldManager: ControllerName, RequeueDependency: 5 * time.Second}
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
 	if err != nil || res.RequeueAfter == 0 {
@@ -105,7 +104,7 @@ func TestDeletionIsNotAnErrorWhenTheObjectGoesBeforeItsStatusWrite(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: record.NewFakeRecorder(10), FieldManager: ControllerName,
+	r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: newEventLog(10), FieldManager: ControllerName,
 		Charts: chartsource.New(chartsource.Options{}), Targets: targets}
 
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(obj)}); err != nil {

@@ -4,11 +4,11 @@ import (
 	"strings"
 	"testing"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/healthcheck"
@@ -37,10 +37,10 @@ func TestInvalidHealthCheckExprsStall(t *testing.T) {
 			if err == nil {
 				t.Fatal("Compile accepted invalid expressions")
 			}
-			recorder := record.NewFakeRecorder(1)
+			recorder := newEventLog(1)
 			r := &HelmReleaseReconciler{EventRecorder: recorder}
 			conditions.MarkReconciling(obj, meta.ProgressingReason, "reconciliation in progress")
-			res, rerr := r.stallOnInvalidSpec(obj, meta.InvalidCELExpressionReason, err)
+			res, rerr := r.stallOnInvalidSpec(obj, helmv2.ActionHealthCheck, meta.InvalidCELExpressionReason, err)
 			if rerr != nil || !res.IsZero() {
 				t.Fatalf("result %+v, %v; want no requeue and no error (a spec change starts the next reconcile)", res, rerr)
 			}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/ssa/jsondiff"
 	helmaction "helm.sh/helm/v4/pkg/action"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
@@ -25,6 +26,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/kube"
 	"github.com/afterhooks/helm-controller/internal/postrender"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
+	"github.com/afterhooks/helm-controller/internal/recreate"
 )
 
 // helmRunner gives the state machine the Helm actions of one HelmRelease.
@@ -149,7 +151,7 @@ func (h *helmRunner) actionOptions(verb string, strategy v2.HookWaitStrategy, re
 	opts.AfterHooksObserver = &afterHooksObserver{obj: h.obj, release: h.releaseName(), recorder: h.recorder, progress: h.progress}
 	groups := newSequenceObserver(h.obj, verb, strategy, h.recorder, h.progress)
 	opts.SequenceObserver, opts.SequenceWarn = groups.observe, groups.warn
-	opts.RecreateObserver = h.recreated
+	opts.RecreateObserver = func(r recreate.Recreated) { h.recreated(actionOfVerb(verb), r) }
 	if render {
 		pr, err := h.postRenderer()
 		if err != nil {
@@ -227,13 +229,31 @@ func (h *helmRunner) Uninstall(ctx context.Context) error {
 	return h.hookCleanupFailed(err)
 }
 
-// event emits an event on the HelmRelease, when the runner has a
-// recorder: recreated objects, hook cleanup.
-func (h *helmRunner) event(eventType, reason, msg string) {
+// event emits an event on the HelmRelease about what action did, when the
+// runner has a recorder: recreated objects, hook cleanup.
+func (h *helmRunner) event(action helmv2.Action, eventType, reason, msg string) {
 	if h.recorder == nil {
 		return
 	}
-	h.recorder.AnnotatedEventf(h.obj, nil, eventType, reason, "%s", msg)
+	h.recorder.AnnotatedEventf(h.obj, nil, nil, eventType, reason, action.String(), "%s", msg)
+}
+
+// actionOfVerb is the Flux 2.10 event action of a Helm action by the verb
+// the runner names it with.
+func actionOfVerb(verb string) helmv2.Action {
+	switch verb {
+	case "install":
+		return helmv2.ActionHelmInstall
+	case "upgrade":
+		return helmv2.ActionHelmUpgrade
+	case "rollback":
+		return helmv2.ActionHelmRollback
+	case "uninstall":
+		return helmv2.ActionHelmUninstall
+	case "test":
+		return helmv2.ActionHelmTest
+	}
+	return helmv2.ActionReconcile
 }
 
 // Unlock marks a pending release failed in storage.

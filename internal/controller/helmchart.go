@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	eventv1 "github.com/fluxcd/pkg/apis/event/v1beta1"
+	eventv1 "github.com/fluxcd/pkg/apis/event/v1"
 	"github.com/fluxcd/pkg/ssa"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"helm.sh/helm/v4/pkg/registry"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,75 +20,133 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 )
 
-// reconcileChartTemplate creates or updates the HelmChart that serves the
+// reconcileChartTemplate creates or updates the source object (a HelmChart,
+// or an OCIRepository with kind: OCIRepository) that serves the
 // HelmRelease's chart template, and records it in status.helmChart.
 func (r *HelmReleaseReconciler) reconcileChartTemplate(ctx context.Context, obj *v2.HelmRelease) error {
-	tpl := obj.Spec.Chart
-	ns, name := tpl.GetNamespace(obj.Namespace), obj.Upstream().GetHelmChartName()
-	if r.NoCrossNamespaceRef && tpl.Spec.SourceRef.Namespace != "" && tpl.Spec.SourceRef.Namespace != obj.Namespace {
-		return fmt.Errorf("cannot access %s/%s: cross-namespace references are disabled (--no-cross-namespace-refs)",
-			tpl.Spec.SourceRef.Kind, client.ObjectKey{Namespace: tpl.Spec.SourceRef.Namespace, Name: tpl.Spec.SourceRef.Name})
-	}
-
-	// A template moved to another namespace or name leaves its old HelmChart behind.
-	if err := r.deleteStaleChart(ctx, obj, ns, name); err != nil {
+	ref := obj.GetHelmChartTemplateReference()
+	if err := r.templateSourceAllowed(obj); err != nil {
 		return err
 	}
 
-	chart := chartFromTemplate(obj, ns, name)
-	entry, err := r.applyChart(ctx, obj, chart)
+	// A template that changed kind, namespace or name leaves its old
+	// object behind.
+	if err := r.deleteStaleChart(ctx, obj, ref); err != nil {
+		return err
+	}
+
+	desired, sourceRefSuffix := sourceFromTemplate(obj, ref)
+	entry, err := r.applyTemplateSource(ctx, obj, desired)
 	if err != nil {
-		return fmt.Errorf("failed to apply HelmChart %s/%s: %w", ns, name, err)
+		err = fmt.Errorf("failed to run server-side apply: %w", err)
+		r.traceEvent(obj, ref.Kind+"SyncErr", err.Error())
+		return fmt.Errorf("failed to apply %s: %w", ref, err)
 	}
 	// Upstream's trace events: persisted as Normal Kubernetes events, not
 	// forwarded to notification-controller.
 	if verb := map[ssa.Action]string{ssa.CreatedAction: "Created", ssa.ConfiguredAction: "Configured"}[entry.Action]; verb != "" {
-		r.EventRecorder.Eventf(obj, eventv1.EventTypeTrace, "HelmChart"+verb, "%s HelmChart/%s/%s with SourceRef '%s/%s/%s'",
-			verb, ns, name, tpl.Spec.SourceRef.Kind, ns, tpl.Spec.SourceRef.Name)
+		r.traceEvent(obj, ref.Kind+verb, fmt.Sprintf("%s %s%s", verb, entry.Subject, sourceRefSuffix))
 	}
-	obj.Status.HelmChart = ns + "/" + name
+	setChartStatus(obj, ref)
 	return nil
 }
 
-// chartFromTemplate is the HelmChart the template of obj asks for.
-func chartFromTemplate(obj *v2.HelmRelease, ns, name string) *sourcev1.HelmChart {
-	tpl := obj.Spec.Chart
-	var labels, annotations map[string]string
-	if tpl.ObjectMeta != nil {
-		labels, annotations = maps.Clone(tpl.ObjectMeta.Labels), maps.Clone(tpl.ObjectMeta.Annotations)
+// templateSourceAllowed refuses a HelmChart template whose sourceRef
+// crosses namespaces when --no-cross-namespace-refs is set. An
+// OCIRepository template is always made in the HelmRelease's namespace.
+func (r *HelmReleaseReconciler) templateSourceAllowed(obj *v2.HelmRelease) error {
+	src := obj.Spec.Chart.Spec.SourceRef
+	if !r.NoCrossNamespaceRef || src == nil || src.Namespace == "" || src.Namespace == obj.Namespace {
+		return nil
 	}
+	return fmt.Errorf("cannot access %s/%s: cross-namespace references are disabled (--no-cross-namespace-refs)",
+		src.Kind, client.ObjectKey{Namespace: src.Namespace, Name: src.Name})
+}
+
+// setChartStatus records ref in status.helmChart in upstream's form:
+// "<namespace>/<name>" for a HelmChart (the form every version has
+// written), "<kind>/<namespace>/<name>" for any other kind; nil clears it.
+func setChartStatus(obj *v2.HelmRelease, ref *helmv2.HelmChartReference) {
+	if ref == nil {
+		obj.Status.HelmChart = ""
+		return
+	}
+	obj.Status.HelmChart = strings.TrimPrefix(ref.String(), sourcev1.HelmChartKind+"/")
+}
+
+// sourceFromTemplate is the object the chart template of obj asks for, and
+// the words its events add after the object's name.
+func sourceFromTemplate(obj *v2.HelmRelease, ref *helmv2.HelmChartReference) (client.Object, string) {
+	if ref.Kind == sourcev1.OCIRepositoryKind {
+		return ociRepositoryFromTemplate(obj, ref), ""
+	}
+	chart := chartFromTemplate(obj, ref)
+	return chart, fmt.Sprintf(" with SourceRef '%s/%s/%s'", chart.Spec.SourceRef.Kind, ref.Namespace, chart.Spec.SourceRef.Name)
+}
+
+// templateMeta is the object metadata a chart template asks for.
+func templateMeta(obj *v2.HelmRelease, ref *helmv2.HelmChartReference) metav1.ObjectMeta {
+	m := metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name}
+	if tm := obj.Spec.Chart.ObjectMeta; tm != nil {
+		m.Labels, m.Annotations = maps.Clone(tm.Labels), maps.Clone(tm.Annotations)
+	}
+	return m
+}
+
+// chartFromTemplate is the HelmChart the template of obj asks for. The
+// defaults upstream's CRD used to set (version '*', reconcileStrategy
+// ChartVersion) are applied here since v1.7 dropped them from the schema.
+func chartFromTemplate(obj *v2.HelmRelease, ref *helmv2.HelmChartReference) *sourcev1.HelmChart {
+	spec := obj.Spec.Chart.Spec
 	chart := &sourcev1.HelmChart{
 		TypeMeta:   metav1.TypeMeta{APIVersion: sourcev1.GroupVersion.String(), Kind: sourcev1.HelmChartKind},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels, Annotations: annotations},
+		ObjectMeta: templateMeta(obj, ref),
 		Spec: sourcev1.HelmChartSpec{
-			Chart:   tpl.Spec.Chart,
-			Version: tpl.Spec.Version,
-			SourceRef: sourcev1.LocalHelmChartSourceReference{
-				APIVersion: tpl.Spec.SourceRef.APIVersion,
-				Kind:       tpl.Spec.SourceRef.Kind,
-				Name:       tpl.Spec.SourceRef.Name,
-			},
-			Interval:                 tpl.GetInterval(obj.Spec.Interval),
-			ReconcileStrategy:        tpl.Spec.ReconcileStrategy,
-			ValuesFiles:              tpl.Spec.ValuesFiles,
-			IgnoreMissingValuesFiles: tpl.Spec.IgnoreMissingValuesFiles,
+			Chart:                    spec.Chart,
+			Version:                  spec.GetVersion(),
+			Interval:                 obj.GetTemplateInterval(),
+			ReconcileStrategy:        spec.GetReconcileStrategy(),
+			ValuesFiles:              spec.ValuesFiles,
+			IgnoreMissingValuesFiles: spec.IgnoreMissingValuesFiles,
 		},
 	}
-	if v := tpl.Spec.Verify; v != nil {
+	if src := spec.SourceRef; src != nil {
+		chart.Spec.SourceRef = sourcev1.LocalHelmChartSourceReference{APIVersion: src.APIVersion, Kind: src.Kind, Name: src.Name}
+	}
+	if v := spec.Verify; v != nil {
 		chart.Spec.Verify = &sourcev1.HelmChartVerification{Provider: v.Provider, SecretRef: v.SecretRef}
 	}
 	return chart
 }
 
-// applyChart writes chart with server-side apply as upstream does: same
-// field manager, same owner labels naming the HelmRelease, so either
-// controller can take the HelmChart over from the other. Fields an older
-// build of this controller set with a merge patch are handed over to the
-// apply.
-func (r *HelmReleaseReconciler) applyChart(ctx context.Context, obj *v2.HelmRelease, chart *sourcev1.HelmChart) (*ssa.ChangeSetEntry, error) {
-	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(chart)
+// ociRepositoryFromTemplate is the OCIRepository the template of obj asks
+// for: the OCIRepository fields of the template, with the template's
+// interval (else spec.interval) and, unless the template selects a layer,
+// the Helm chart layer copied as it is, so the artifact is the chart
+// package itself.
+func ociRepositoryFromTemplate(obj *v2.HelmRelease, ref *helmv2.HelmChartReference) *sourcev1.OCIRepository {
+	spec := obj.Spec.Chart.Spec.OCIRepositorySpec.DeepCopy()
+	interval := obj.GetTemplateInterval()
+	spec.Interval = &interval
+	if spec.LayerSelector == nil {
+		spec.LayerSelector = &sourcev1.OCILayerSelector{MediaType: registry.ChartLayerMediaType, Operation: sourcev1.OCILayerCopy}
+	}
+	return &sourcev1.OCIRepository{
+		TypeMeta:   metav1.TypeMeta{APIVersion: sourcev1.GroupVersion.String(), Kind: sourcev1.OCIRepositoryKind},
+		ObjectMeta: templateMeta(obj, ref),
+		Spec:       *spec,
+	}
+}
+
+// applyTemplateSource writes the object with server-side apply as upstream
+// does: same field manager, same owner labels naming the HelmRelease, so
+// either controller can take the object over from the other. Fields an
+// older build of this controller set with a merge patch are handed over to
+// the apply.
+func (r *HelmReleaseReconciler) applyTemplateSource(ctx context.Context, obj *v2.HelmRelease, desired client.Object) (*ssa.ChangeSetEntry, error) {
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
 	if err != nil {
-		return nil, fmt.Errorf("converting the HelmChart: %w", err)
+		return nil, fmt.Errorf("converting the %T: %w", desired, err)
 	}
 	u := &unstructured.Unstructured{Object: raw}
 	manager := r.FieldManager
@@ -100,34 +160,54 @@ func (r *HelmReleaseReconciler) applyChart(ctx context.Context, obj *v2.HelmRele
 	return rm.Apply(ctx, u, opts)
 }
 
-// deleteStaleChart removes the HelmChart recorded in the status when the
-// template now asks for another one.
-func (r *HelmReleaseReconciler) deleteStaleChart(ctx context.Context, obj *v2.HelmRelease, ns, name string) error {
-	oldNS, oldName := obj.Status.GetHelmChart()
-	if oldName == "" || (oldNS == ns && oldName == name) {
+// deleteStaleChart removes the object recorded in the status when the
+// template now asks for another one (another kind, namespace or name).
+func (r *HelmReleaseReconciler) deleteStaleChart(ctx context.Context, obj *v2.HelmRelease, want *helmv2.HelmChartReference) error {
+	old := obj.Status.GetHelmChartReference()
+	if old == nil || old.Matches(want) {
 		return nil
 	}
-	return r.deleteChart(ctx, obj, oldNS, oldName)
+	return r.deleteChart(ctx, obj, old)
 }
 
-// deleteChartTemplate removes the HelmChart of a chart template that is no
+// deleteChartTemplate removes the object of a chart template that is no
 // longer used (switch to chartRef, or deletion).
 func (r *HelmReleaseReconciler) deleteChartTemplate(ctx context.Context, obj *v2.HelmRelease) error {
-	ns, name := obj.Status.GetHelmChart()
-	if name == "" {
+	old := obj.Status.GetHelmChartReference()
+	if old == nil {
 		return nil
 	}
-	return r.deleteChart(ctx, obj, ns, name)
+	return r.deleteChart(ctx, obj, old)
 }
 
-func (r *HelmReleaseReconciler) deleteChart(ctx context.Context, obj *v2.HelmRelease, ns, name string) error {
-	chart := &sourcev1.HelmChart{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	switch err := r.Delete(ctx, chart); {
-	case err == nil:
-		r.EventRecorder.Eventf(obj, eventv1.EventTypeTrace, "HelmChartDeleted", "deleted HelmChart '%s/%s'", ns, name)
-	case !apierrors.IsNotFound(err):
-		return fmt.Errorf("failed to delete HelmChart %s/%s: %w", ns, name, err)
+// deleteChart deletes the object ref names, by its kind, and clears the
+// status. Kinds a template cannot make are not deleted: status.helmChart
+// only ever names what this controller or upstream's made.
+func (r *HelmReleaseReconciler) deleteChart(ctx context.Context, obj *v2.HelmRelease, ref *helmv2.HelmChartReference) error {
+	var src client.Object
+	switch ref.Kind {
+	case sourcev1.HelmChartKind:
+		src = &sourcev1.HelmChart{}
+	case sourcev1.OCIRepositoryKind:
+		src = &sourcev1.OCIRepository{}
+	default:
+		setChartStatus(obj, nil)
+		return nil
 	}
-	obj.Status.HelmChart = ""
+	src.SetNamespace(ref.Namespace)
+	src.SetName(ref.Name)
+	switch err := r.Delete(ctx, src); {
+	case err == nil:
+		r.traceEvent(obj, ref.Kind+"Deleted", fmt.Sprintf("deleted '%s'", ref))
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("failed to delete '%s': %w", ref, err)
+	}
+	setChartStatus(obj, nil)
 	return nil
+}
+
+// traceEvent records one of upstream's chart template events: a Kubernetes
+// event only, never sent to notification-controller.
+func (r *HelmReleaseReconciler) traceEvent(obj *v2.HelmRelease, reason, msg string) {
+	r.EventRecorder.Eventf(obj, nil, eventv1.EventTypeTrace, reason, helmv2.ActionResolveSource.String(), "%s", msg)
 }

@@ -130,11 +130,11 @@ type logTailRecorder struct {
 	tail *helmLogTail
 }
 
-func (r logTailRecorder) AnnotatedEventf(obj runtime.Object, annotations map[string]string, eventtype, reason, messageFmt string, args ...any) {
+func (r logTailRecorder) AnnotatedEventf(obj, related runtime.Object, annotations map[string]string, eventtype, reason, action, messageFmt string, args ...any) {
 	if eventtype == corev1.EventTypeWarning && helmFailureReasons[reason] {
 		if logs := r.tail.String(); logs != "" {
 			messageFmt, args = "%s\n\nLast Helm logs:\n\n%s", []any{fmt.Sprintf(messageFmt, args...), logs}
 		}
 	}
-	r.EventRecorder.AnnotatedEventf(obj, annotations, eventtype, reason, messageFmt, args...)
+	r.EventRecorder.AnnotatedEventf(obj, related, annotations, eventtype, reason, action, messageFmt, args...)
 }

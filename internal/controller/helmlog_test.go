@@ -11,12 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-type capturedEvent struct{ eventtype, reason, message string }
+type capturedEvent struct{ eventtype, reason, message, action string }
 
 type captureRecorder struct{ events []capturedEvent }
 
-func (c *captureRecorder) AnnotatedEventf(_ runtime.Object, _ map[string]string, eventtype, reason, messageFmt string, args ...any) {
-	c.events = append(c.events, capturedEvent{eventtype, reason, fmt.Sprintf(messageFmt, args...)})
+func (c *captureRecorder) AnnotatedEventf(_, _ runtime.Object, _ map[string]string, eventtype, reason, action, messageFmt string, args ...any) {
+	c.events = append(c.events, capturedEvent{eventtype, reason, fmt.Sprintf(messageFmt, args...), action})
 }
 
 // Failure events of Helm actions end with Helm's last log lines, debug ones
@@ -31,9 +31,9 @@ func TestFailureEventsCarryHelmsLastLogLines(t *testing.T) {
 
 	rec := &captureRecorder{}
 	events := logTailRecorder{EventRecorder: rec, tail: tail}
-	events.AnnotatedEventf(nil, nil, corev1.EventTypeWarning, helmv2.UpgradeFailedReason, "Helm upgrade failed: %s", "timeout")
-	events.AnnotatedEventf(nil, nil, corev1.EventTypeNormal, helmv2.UpgradeSucceededReason, "Helm upgrade succeeded")
-	events.AnnotatedEventf(nil, nil, corev1.EventTypeWarning, "ValuesError", "no values")
+	events.AnnotatedEventf(nil, nil, nil, corev1.EventTypeWarning, helmv2.UpgradeFailedReason, helmv2.ActionHelmUpgrade.String(), "Helm upgrade failed: %s", "timeout")
+	events.AnnotatedEventf(nil, nil, nil, corev1.EventTypeNormal, helmv2.UpgradeSucceededReason, helmv2.ActionHelmUpgrade.String(), "Helm upgrade succeeded")
+	events.AnnotatedEventf(nil, nil, nil, corev1.EventTypeWarning, "ValuesError", helmv2.ActionResolveValues.String(), "no values")
 
 	failed := rec.events[0].message
 	head, logs, found := strings.Cut(failed, "\n\nLast Helm logs:\n\n")

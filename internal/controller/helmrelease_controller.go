@@ -13,6 +13,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	helper "github.com/fluxcd/pkg/runtime/controller"
+	"github.com/fluxcd/pkg/runtime/events"
 	"github.com/fluxcd/pkg/runtime/object"
 	"github.com/fluxcd/pkg/runtime/patch"
 	"github.com/fluxcd/pkg/runtime/predicates"
@@ -20,7 +21,6 @@ import (
 	"github.com/opencontainers/go-digest"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
-	kuberecorder "k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -52,8 +52,10 @@ const metricsName = "helmrelease"
 // HelmReleaseReconciler reconciles HelmRelease objects.
 type HelmReleaseReconciler struct {
 	client.Client
-	APIReader     client.Reader
-	EventRecorder kuberecorder.EventRecorder
+	APIReader client.Reader
+	// EventRecorder records Kubernetes events and sends them, with their
+	// Flux 2.10 action, to notification-controller.
+	EventRecorder events.Recorder
 	Metrics       helper.Metrics
 	FieldManager  string
 
@@ -126,7 +128,7 @@ func (r *HelmReleaseReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	}
 	if r.Redactions == nil {
 		r.Redactions = redact.NewRegistry()
-		r.EventRecorder = redact.Recorder{EventRecorder: r.EventRecorder, Registry: r.Redactions}
+		r.EventRecorder = redact.Recorder{Recorder: r.EventRecorder, Registry: r.Redactions}
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v2.HelmRelease{}, helmv2.SourceIndexKey, indexBySource); err != nil {
 		return fmt.Errorf("indexing HelmReleases by source: %w", err)
@@ -299,7 +301,7 @@ func sourceKind(obj *v2.HelmRelease) string {
 	if obj.Spec.ChartRef != nil {
 		return obj.Spec.ChartRef.Kind
 	}
-	return sourcev1.HelmChartKind
+	return obj.GetHelmChartTemplateReference().Kind
 }
 
 type sourceObject interface {
@@ -310,12 +312,13 @@ type sourceObject interface {
 // sourceFor returns an empty object of the referenced source kind and its key.
 func (r *HelmReleaseReconciler) sourceFor(obj *v2.HelmRelease) (sourceObject, client.ObjectKey, error) {
 	if obj.Spec.ChartRef == nil {
-		// A chart template is served by a HelmChart the controller manages in
-		// the source's namespace.
-		return &sourcev1.HelmChart{}, client.ObjectKey{
-			Namespace: obj.Spec.Chart.GetNamespace(obj.Namespace),
-			Name:      obj.Upstream().GetHelmChartName(),
-		}, nil
+		// A chart template is served by the HelmChart or OCIRepository the
+		// controller makes from it.
+		ref := obj.GetHelmChartTemplateReference()
+		if ref.Kind == sourcev1.OCIRepositoryKind {
+			return &sourcev1.OCIRepository{}, ref.GetObjectKey(), nil
+		}
+		return &sourcev1.HelmChart{}, ref.GetObjectKey(), nil
 	}
 
 	ref := obj.Spec.ChartRef

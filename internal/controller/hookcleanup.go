@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/afterhooks/helm-controller/internal/action"
@@ -25,7 +26,7 @@ const (
 
 // hookResourcesDeleted reports the hook objects an uninstall deleted.
 func (h *helmRunner) hookResourcesDeleted(deleted []string) {
-	h.event(corev1.EventTypeNormal, HookResourcesDeletedReason,
+	h.event(helmv2.ActionHelmUninstall, corev1.EventTypeNormal, HookResourcesDeletedReason,
 		fmt.Sprintf("Deleted %d object(s) left by the hooks of release %s: %s", len(deleted), h.releaseName(), listed(deleted)))
 }
 
@@ -33,7 +34,7 @@ func (h *helmRunner) hookResourcesDeleted(deleted []string) {
 // names of its release's hooks and did not delete, each with the reason,
 // so that nothing is left behind unsaid.
 func (h *helmRunner) hookResourcesLeft(left []string) {
-	h.event(corev1.EventTypeNormal, HookResourcesLeftReason,
+	h.event(helmv2.ActionHelmUninstall, corev1.EventTypeNormal, HookResourcesLeftReason,
 		fmt.Sprintf("Left %d object(s) found under the names of the hooks of release %s: %s", len(left), h.releaseName(), listed(left)))
 }
 
@@ -47,6 +48,6 @@ func (h *helmRunner) hookCleanupFailed(err error) error {
 	if !errors.As(err, &cleanup) {
 		return err
 	}
-	h.event(corev1.EventTypeWarning, HookCleanupFailedReason, cleanup.Error())
+	h.event(helmv2.ActionHelmUninstall, corev1.EventTypeWarning, HookCleanupFailedReason, cleanup.Error())
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -28,6 +29,7 @@ func TestHookCleanupFailed(t *testing.T) {
 		{name: "cleanup failure", err: fmt.Errorf("wrapped: %w", cleanupErr), wantEvent: &capturedEvent{
 			corev1.EventTypeWarning, HookCleanupFailedReason,
 			"release web uninstalled, but deleting the objects its hooks left failed: deleting Job/apps/web-migrate: forbidden",
+			helmv2.ActionHelmUninstall.String(),
 		}},
 	}
 	for _, tc := range cases {
@@ -56,7 +58,7 @@ func TestHookResourcesDeletedEvent(t *testing.T) {
 	}
 	e := rec.events[0]
 	want := "Deleted 6 object(s) left by the hooks of release web: Job/apps/a, ConfigMap/apps/b, ConfigMap/apps/c, ConfigMap/apps/d, ConfigMap/apps/e and 1 more"
-	if e.eventtype != corev1.EventTypeNormal || e.reason != HookResourcesDeletedReason || e.message != want {
+	if e.eventtype != corev1.EventTypeNormal || e.reason != HookResourcesDeletedReason || e.message != want || e.action != helmv2.ActionHelmUninstall.String() {
 		t.Errorf("event %+v, want Normal %s %q", e, HookResourcesDeletedReason, want)
 	}
 	// A runner without a recorder (tests, tools) reports nothing and goes on.

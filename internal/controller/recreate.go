@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -16,10 +17,10 @@ const ResourceRecreatedReason = "ResourceRecreated"
 
 // recreated tells, in an event, an object an upgrade, rollback or drift
 // correction recreated and why.
-func (h *helmRunner) recreated(r recreate.Recreated) {
+func (h *helmRunner) recreated(action helmv2.Action, r recreate.Recreated) {
 	msg := fmt.Sprintf("%s recreated: the cluster refused to update it in place (%s)", r.Object, r.Fields)
 	if r.Propagation == metav1.DeletePropagationOrphan {
 		msg += "; its pods were kept for the new object to adopt"
 	}
-	h.event(corev1.EventTypeNormal, ResourceRecreatedReason, msg)
+	h.event(action, corev1.EventTypeNormal, ResourceRecreatedReason, msg)
 }

@@ -60,25 +60,25 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	// action.
 	driftIgnore, err := driftIgnoreRules(obj)
 	if err != nil {
-		return r.stallOnInvalidSpec(obj, InvalidDriftDetectionReason, err)
+		return r.stallOnInvalidSpec(obj, helmv2.ActionDriftDetection, InvalidDriftDetectionReason, err)
 	}
 	healthChecks, err := healthcheck.Compile(obj.Spec.HealthCheckExprs)
 	if err != nil {
-		return r.stallOnInvalidSpec(obj, meta.InvalidCELExpressionReason, err)
+		return r.stallOnInvalidSpec(obj, helmv2.ActionHealthCheck, meta.InvalidCELExpressionReason, err)
 	}
 	// Post renderers that cannot work would fail every install and
 	// upgrade the same way; the actions build them again when they run.
 	if _, err := postrender.Build(&obj.Spec.HelmReleaseSpec, obj.Name, obj.Namespace); err != nil {
-		return r.stallOnInvalidSpec(obj, InvalidPostRenderersReason, err)
+		return r.stallOnInvalidSpec(obj, helmv2.ActionReconcile, InvalidPostRenderersReason, err)
 	}
 	clearPassedCheck(obj, InvalidDriftDetectionReason, meta.InvalidCELExpressionReason, InvalidPostRenderersReason)
 
 	if obj.Spec.Chart != nil {
 		if err := r.reconcileChartTemplate(ctx, obj); err != nil {
-			return r.fail(obj, helmv2.ArtifactFailedReason, err)
+			return r.fail(obj, helmv2.ActionResolveSource, helmv2.ArtifactFailedReason, err)
 		}
 	} else if err := r.deleteChartTemplate(ctx, obj); err != nil {
-		return r.fail(obj, helmv2.ArtifactFailedReason, err)
+		return r.fail(obj, helmv2.ActionResolveSource, helmv2.ArtifactFailedReason, err)
 	}
 
 	artifact, err := r.sourceArtifact(ctx, obj)
@@ -92,7 +92,7 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 			// Unlike upstream, a failure the source reports (a missing
 			// chart version or repository) is announced once, so alerts
 			// see it; a source that just has not got to it yet is not.
-			r.EventRecorder.Event(obj, corev1.EventTypeWarning, SourceNotReadyReason, notReady.msg)
+			r.EventRecorder.Eventf(obj, nil, corev1.EventTypeWarning, SourceNotReadyReason, helmv2.ActionResolveSource.String(), "%s", notReady.msg)
 		}
 		conditions.MarkFalse(obj, meta.ReadyCondition, SourceNotReadyReason, "%s", notReady)
 		recheck := r.RequeueDependency
@@ -102,7 +102,7 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		return jitter.JitteredRequeueInterval(ctrl.Result{RequeueAfter: recheck}), errWaiting
 	}
 	if err != nil {
-		return r.fail(obj, helmv2.ArtifactFailedReason, err)
+		return r.fail(obj, helmv2.ActionResolveSource, helmv2.ArtifactFailedReason, err)
 	}
 	chart, err := r.Charts.Get(ctx, client.ObjectKeyFromObject(obj), artifact)
 	if err != nil {
@@ -128,9 +128,9 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		DigestAlgorithm:         r.snapshotDigestAlgorithm(),
 		DefaultToRetryOnFailure: r.DefaultToRetryOnFailure,
 	}
-	if obj.Spec.ChartRef != nil && obj.Spec.ChartRef.Kind == sourcev1.OCIRepositoryKind {
+	if sourceKind(obj) == sourcev1.OCIRepositoryKind {
 		if err := r.applyOCIRevision(req, chart, artifact.Revision); err != nil {
-			return r.fail(obj, ChartMutateErrorReason, err)
+			return r.fail(obj, helmv2.ActionResolveSource, ChartMutateErrorReason, err)
 		}
 	}
 
@@ -144,7 +144,7 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		if errors.As(err, new(*targetError)) {
 			reason = RESTClientErrorReason
 		}
-		return r.fail(obj, reason, err)
+		return r.fail(obj, helmv2.ActionReconcile, reason, err)
 	}
 	obj.Status.StorageNamespace = obj.Upstream().GetStorageNamespace()
 	r.handleAnnotations(obj, req)
@@ -242,7 +242,7 @@ func (r *HelmReleaseReconciler) uninstallRunner(ctx context.Context, obj *v2.Hel
 		return nil, nil
 	case err != nil:
 		conditions.MarkFalse(obj, meta.ReadyCondition, helmv2.UninstallFailedReason, "could not uninstall: %s", err)
-		r.EventRecorder.Event(obj, corev1.EventTypeWarning, helmv2.UninstallFailedReason, "could not uninstall: "+err.Error())
+		r.EventRecorder.Eventf(obj, nil, corev1.EventTypeWarning, helmv2.UninstallFailedReason, helmv2.ActionHelmUninstall.String(), "could not uninstall: %s", err)
 		return nil, fmt.Errorf("uninstalling: %w", err)
 	}
 	if sa := runner.target.ServiceAccount; sa != "" && !runner.target.Remote {
@@ -369,7 +369,7 @@ func (r *HelmReleaseReconciler) composeValues(ctx context.Context, obj *v2.HelmR
 	values, err := chartutil.ChartValuesFromReferences(ctx, ctrl.LoggerFrom(ctx), secrets, obj.Namespace, obj.Upstream().GetValues(), obj.Spec.ValuesFrom...)
 	r.Redactions.Set(client.ObjectKeyFromObject(obj), redact.FromData(secrets.data...))
 	if err != nil {
-		_, err = r.fail(obj, ValuesErrorReason, err)
+		_, err = r.fail(obj, helmv2.ActionResolveValues, ValuesErrorReason, err)
 		return nil, err
 	}
 	return values, nil
@@ -382,20 +382,20 @@ const InvalidPostRenderersReason = "InvalidPostRenderers"
 // stallOnInvalidSpec reports a spec setting that cannot be honoured. No
 // Helm action has run: the release stays as it is until the spec changes,
 // so retrying would only repeat the message.
-func (r *HelmReleaseReconciler) stallOnInvalidSpec(obj *v2.HelmRelease, reason string, err error) (ctrl.Result, error) {
+func (r *HelmReleaseReconciler) stallOnInvalidSpec(obj *v2.HelmRelease, action helmv2.Action, reason string, err error) (ctrl.Result, error) {
 	msg := fmt.Sprintf("Reconciliation stopped until the spec changes: %s; the release is left untouched", err)
 	conditions.MarkStalled(obj, reason, "%s", msg)
 	conditions.Delete(obj, meta.ReconcilingCondition)
 	conditions.MarkFalse(obj, meta.ReadyCondition, reason, "%s", msg)
-	r.EventRecorder.Event(obj, corev1.EventTypeWarning, reason, msg)
+	r.EventRecorder.Eventf(obj, nil, corev1.EventTypeWarning, reason, action.String(), "%s", msg)
 	return ctrl.Result{}, nil
 }
 
-// fail reports a problem found before any Helm action: the release is left
-// as it is.
-func (r *HelmReleaseReconciler) fail(obj *v2.HelmRelease, reason string, err error) (ctrl.Result, error) {
+// fail reports a problem found before any Helm action, in the step action
+// names: the release is left as it is.
+func (r *HelmReleaseReconciler) fail(obj *v2.HelmRelease, action helmv2.Action, reason string, err error) (ctrl.Result, error) {
 	conditions.MarkFalse(obj, meta.ReadyCondition, reason, "%s", err)
-	r.EventRecorder.Event(obj, corev1.EventTypeWarning, reason, err.Error())
+	r.EventRecorder.Eventf(obj, nil, corev1.EventTypeWarning, reason, action.String(), "%s", err)
 	if reason == helmv2.ArtifactFailedReason {
 		// The source watch brings the HelmRelease back once the artifact
 		// changes; until then the interval is soon enough. The
@@ -427,7 +427,7 @@ func (r *HelmReleaseReconciler) downloadFailed(ctx context.Context, obj *v2.Helm
 		return ctrl.Result{RequeueAfter: recheck}, errWaiting
 	}
 	conditions.MarkFalse(obj, meta.ReadyCondition, helmv2.ArtifactFailedReason, "%s", err)
-	r.EventRecorder.Event(obj, corev1.EventTypeWarning, helmv2.ArtifactFailedReason, err.Error())
+	r.EventRecorder.Eventf(obj, nil, corev1.EventTypeWarning, helmv2.ArtifactFailedReason, helmv2.ActionResolveSource.String(), "%s", err)
 	return ctrl.Result{}, err
 }
 

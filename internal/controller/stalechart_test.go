@@ -32,7 +32,7 @@ func TestChartTemplateReadAfterWrite(t *testing.T) {
 	hr := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web", Generation: 2}}
 	hr.Spec.Interval = metav1.Duration{Duration: time.Minute}
 	hr.Spec.Chart = &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{Chart: "podinfo", Version: "2.0.0",
-		SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: "charts"}}}
+		SourceRef: &helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: "charts"}}}
 	hr.Status.ObservedGeneration = 1
 	hr.Status.HelmChart = "apps/apps-web"
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
@@ -53,7 +54,7 @@ func (r *HelmReleaseReconciler) uninstallPreviousTarget(ctx context.Context, obj
 	ctrl.LoggerFrom(ctx).Info(fmt.Sprintf("release target configuration changed (%s): uninstalling the current release", reason))
 	runner, err := r.newHelmRunner(ctx, previousTarget(obj), runnerExtras{})
 	if err != nil {
-		return r.fail(obj, RESTClientErrorReason, err)
+		return r.fail(obj, helmv2.ActionReconcile, RESTClientErrorReason, err)
 	}
 	machine := &reconcile.Machine{Helm: runner, Recorder: runner.recorderWithLogs(r.EventRecorder)}
 	if err := machine.Uninstall(ctx, &reconcile.Request{Object: obj}); err != nil {

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -79,7 +78,7 @@ users:
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			recorder := record.NewFakeRecorder(10)
+			recorder := newEventLog(10)
 			r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: recorder, Helm: helm, Targets: targets}
 			obj := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app"}}
 			obj.Spec.KubeConfig, obj.Spec.ServiceAccountName = tc.kubeConfig, tc.sa

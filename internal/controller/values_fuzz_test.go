@@ -20,7 +20,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -127,7 +126,7 @@ func FuzzComposeValues(f *testing.F) {
 			}
 		}
 		c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(objs...).Build()
-		recorder := record.NewFakeRecorder(10)
+		recorder := newEventLog(10)
 		r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: recorder}
 		obj := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app"}}
 		obj.Spec.ValuesFrom = []meta.ValuesReference{ref}
@@ -264,7 +263,7 @@ func storedValuesData(t *testing.T, c client.Client, ref meta.ValuesReference) (
 
 // checkValuesError: a failure is reported as upstream reports it, Ready=False
 // ValuesError with the resolver's message and a Warning event.
-func checkValuesError(t *testing.T, obj *v2.HelmRelease, recorder *record.FakeRecorder, err error) {
+func checkValuesError(t *testing.T, obj *v2.HelmRelease, recorder *eventLog, err error) {
 	t.Helper()
 	ready := conditions.Get(obj, meta.ReadyCondition)
 	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != ValuesErrorReason || ready.Message != err.Error() {

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
@@ -39,7 +38,7 @@ func TestComposeValues(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(cm.DeepCopy()).Build()
-			recorder := record.NewFakeRecorder(10)
+			recorder := newEventLog(10)
 			r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: recorder}
 			obj := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app"}}
 			obj.Spec.ValuesFrom = tc.refs

@@ -51,8 +51,8 @@ func indexBySource(o client.Object) []string {
 		}
 		return []string{sourceIndexValue(ref.Kind, ns, ref.Name)}
 	}
-	if obj.Spec.Chart != nil {
-		return []string{sourceIndexValue(sourcev1.HelmChartKind, obj.Spec.Chart.GetNamespace(obj.Namespace), obj.Upstream().GetHelmChartName())}
+	if ref := obj.GetHelmChartTemplateReference(); ref != nil {
+		return []string{sourceIndexValue(ref.Kind, ref.Namespace, ref.Name)}
 	}
 	return nil
 }

@@ -88,7 +88,9 @@ func Defaults() map[string]bool {
 // Load validates the gates set on the command line against the supported
 // set and makes them visible to Enabled. Unknown gates are an error.
 func Load(cli *feathelper.FeatureGates) error {
-	return cli.SupportedFeatures(defaults())
+	// No gate of ours or upstream's is retired: every known gate still
+	// changes behaviour, and an unknown one is refused.
+	return cli.SupportedFeatures(defaults(), nil)
 }
 
 // Enabled reports whether a gate is on. Unknown gates report false.

@@ -95,7 +95,7 @@ func Observe(req *Request, cur *releasev1.Release) Observation {
 		return Observation{StateUnmanaged, fmt.Sprintf("release %s is %s", releaseID(cur), status)}
 	}
 
-	if reason := outOfSyncReason(req, latest); reason != "" {
+	if reason := outOfSyncReason(req, latest, cur); reason != "" {
 		return Observation{StateOutOfSync, reason}
 	}
 
@@ -111,12 +111,17 @@ func Observe(req *Request, cur *releasev1.Release) Observation {
 	return Observation{StateInSync, fmt.Sprintf("release %s is in sync", releaseID(cur))}
 }
 
-func outOfSyncReason(req *Request, latest *helmv2.Snapshot) string {
+func outOfSyncReason(req *Request, latest *helmv2.Snapshot, cur *releasev1.Release) string {
 	if req.Force {
 		return "a release was forced"
 	}
 	if reason := chartOrValuesChange(req, latest); reason != "" {
-		return reason
+		// A chart served under a version that only gained or lost the
+		// digest's build metadata (its chart template switched between
+		// HelmChart and OCIRepository) is not a new chart.
+		if !onlyBuildMetadataChanged(req, latest) || !sameChart(req, cur) {
+			return reason
+		}
 	}
 	return postRenderChange(req)
 }

@@ -3,20 +3,20 @@ package redact
 import (
 	"fmt"
 
+	"github.com/fluxcd/pkg/runtime/events"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	kuberecorder "k8s.io/client-go/tools/record"
 )
 
 // Recorder is an event recorder that redacts each message with the
 // Secrets the Registry holds for the event's object.
 type Recorder struct {
-	kuberecorder.EventRecorder
+	events.Recorder
 	Registry *Registry
 }
 
-var _ kuberecorder.EventRecorder = Recorder{}
+var _ events.Recorder = Recorder{}
 
 func (r Recorder) secretsOf(object runtime.Object) *Secrets {
 	m, err := meta.Accessor(object)
@@ -26,15 +26,11 @@ func (r Recorder) secretsOf(object runtime.Object) *Secrets {
 	return r.Registry.Get(types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()})
 }
 
-func (r Recorder) Event(object runtime.Object, eventtype, reason, message string) {
-	r.EventRecorder.Event(object, eventtype, reason, r.secretsOf(object).String(message))
+func (r Recorder) Eventf(object, related runtime.Object, eventtype, reason, action, messageFmt string, args ...any) {
+	r.AnnotatedEventf(object, related, nil, eventtype, reason, action, messageFmt, args...)
 }
 
-func (r Recorder) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
-	r.Event(object, eventtype, reason, fmt.Sprintf(messageFmt, args...))
-}
-
-func (r Recorder) AnnotatedEventf(object runtime.Object, annotations map[string]string, eventtype, reason, messageFmt string, args ...any) {
+func (r Recorder) AnnotatedEventf(object, related runtime.Object, annotations map[string]string, eventtype, reason, action, messageFmt string, args ...any) {
 	msg := r.secretsOf(object).String(fmt.Sprintf(messageFmt, args...))
-	r.EventRecorder.AnnotatedEventf(object, annotations, eventtype, reason, "%s", msg)
+	r.Recorder.AnnotatedEventf(object, related, annotations, eventtype, reason, action, "%s", msg)
 }

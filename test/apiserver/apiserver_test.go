@@ -2,7 +2,8 @@
 // side by side with upstream's CRD on a second one: what upstream accepts we
 // accept and store identically, what upstream rejects we reject with the
 // same message, and our waitStrategy and deleteHookResources fields are
-// validated clearly.
+// validated clearly. A third server holds the CRD of upstream's previous
+// release (v1.6.5, Flux 2.9): every HelmRelease it accepts we accept too.
 package apiserver
 
 import (
@@ -36,7 +37,7 @@ type server struct {
 	client client.Client
 }
 
-var ours, upstream *server
+var ours, upstream, previous *server
 
 func TestMain(m *testing.M) {
 	code, err := run(m)
@@ -65,26 +66,38 @@ func run(m *testing.M) (int, error) {
 	if _, err := upstreamcrd.Generate(upstreamDir); err != nil {
 		return 0, err
 	}
+	previousDir, err := os.MkdirTemp("", "previous-crd-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(previousDir)
+	if _, err := upstreamcrd.GenerateVersion(previousDir, upstreamcrd.PreviousVersion); err != nil {
+		return 0, err
+	}
 	oursPath, err := upstreamcrd.OursPath()
 	if err != nil {
 		return 0, err
 	}
 
-	// Start both API servers at once; each takes a few seconds.
+	// Start the API servers at once; each takes a few seconds.
 	var wg sync.WaitGroup
-	var errOurs, errUpstream error
-	wg.Add(2)
+	var errOurs, errUpstream, errPrevious error
+	wg.Add(3)
 	go func() { defer wg.Done(); ours, errOurs = startServer("ours", binDir, filepath.Dir(oursPath)) }()
 	go func() { defer wg.Done(); upstream, errUpstream = startServer("upstream", binDir, upstreamDir) }()
+	go func() {
+		defer wg.Done()
+		previous, errPrevious = startServer("upstream "+upstreamcrd.PreviousVersion, binDir, previousDir)
+	}()
 	wg.Wait()
 	defer func() {
-		for _, s := range []*server{ours, upstream} {
+		for _, s := range []*server{ours, upstream, previous} {
 			if s != nil {
 				_ = s.env.Stop()
 			}
 		}
 	}()
-	if err := errors.Join(errOurs, errUpstream); err != nil {
+	if err := errors.Join(errOurs, errUpstream, errPrevious); err != nil {
 		return 0, err
 	}
 	return m.Run(), nil
@@ -165,7 +178,7 @@ func cleanup(t *testing.T, objs ...*unstructured.Unstructured) {
 			if o == nil {
 				continue
 			}
-			for _, s := range []*server{ours, upstream} {
+			for _, s := range []*server{ours, upstream, previous} {
 				_ = s.client.Delete(context.Background(), o.DeepCopy())
 			}
 		}
@@ -174,7 +187,7 @@ func cleanup(t *testing.T, objs ...*unstructured.Unstructured) {
 
 func TestUpstreamSamplesAcceptedAndStoredAlike(t *testing.T) {
 	ctx := context.Background()
-	for _, obj := range samples(t, "valid") {
+	for _, obj := range append(samples(t, "valid"), samples(t, "valid-v1.7")...) {
 		t.Run(obj.GetName(), func(t *testing.T) {
 			fromUpstream, err := create(ctx, upstream, obj)
 			if err != nil {
@@ -188,6 +201,44 @@ func TestUpstreamSamplesAcceptedAndStoredAlike(t *testing.T) {
 			// Defaults and pruning must leave the same spec behind.
 			if diff := cmp.Diff(fromUpstream.Object["spec"], fromOurs.Object["spec"]); diff != "" {
 				t.Errorf("stored spec differs from upstream's (-upstream +ours):\n%s", diff)
+			}
+		})
+	}
+}
+
+// droppedDefaults are the fields upstream's previous CRD defaulted and
+// v1.7's no longer does (the controller applies them): where a sample
+// leaves them out, the previous server stores them and ours does not.
+var droppedDefaults = [][]string{
+	{"chart", "spec", "version"},
+	{"chart", "spec", "reconcileStrategy"},
+}
+
+// TestPreviousUpstreamSamplesAccepted: every sample upstream's previous
+// release accepts (testdata/valid holds only such) is accepted by ours and
+// stored alike, but for the defaults v1.7 dropped.
+func TestPreviousUpstreamSamplesAccepted(t *testing.T) {
+	ctx := context.Background()
+	for _, obj := range samples(t, "valid") {
+		t.Run(obj.GetName(), func(t *testing.T) {
+			fromPrevious, err := create(ctx, previous, obj)
+			if err != nil {
+				t.Fatalf("upstream %s rejects the sample, so it does not belong in testdata/valid: %v", upstreamcrd.PreviousVersion, err)
+			}
+			fromOurs, err := create(ctx, ours, obj)
+			cleanup(t, fromPrevious, fromOurs)
+			if err != nil {
+				t.Fatalf("our CRD rejects a HelmRelease upstream %s accepts: %v", upstreamcrd.PreviousVersion, err)
+			}
+			want := fromPrevious.DeepCopy()
+			for _, field := range droppedDefaults {
+				path := append([]string{"spec"}, field...)
+				if _, set, _ := unstructured.NestedFieldNoCopy(obj.Object, path...); !set {
+					unstructured.RemoveNestedField(want.Object, path...)
+				}
+			}
+			if diff := cmp.Diff(want.Object["spec"], fromOurs.Object["spec"]); diff != "" {
+				t.Errorf("stored spec differs from upstream %s's, beyond the dropped defaults (-previous +ours):\n%s", upstreamcrd.PreviousVersion, diff)
 			}
 		})
 	}

@@ -45,7 +45,7 @@ func (env *environment) podinfoRelease(i int) *v2.HelmRelease {
 			Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
 				Chart:     env.podinfo.Name,
 				Version:   env.podinfo.Version,
-				SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: repositoryName},
+				SourceRef: &helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: repositoryName},
 			}},
 		}},
 	}

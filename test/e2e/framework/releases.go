@@ -83,8 +83,10 @@ func Release(ns, name, repo, chart, version, values string) *v2.HelmRelease {
 			Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
 				Chart:     chart,
 				Version:   version,
-				SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: repo},
-				Interval:  &metav1.Duration{Duration: time.Minute},
+				SourceRef: &helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: repo},
+				OCIRepositorySpec: sourcev1.OCIRepositorySpec{
+					Interval: &metav1.Duration{Duration: time.Minute},
+				},
 			}},
 		}},
 	}
@@ -261,7 +263,7 @@ func (e *Env) OCIRepository(t testing.TB, ns, name, chart, tag string) *sourcev1
 			URL:       e.Charts.OCIRepositoryURL() + "/" + chart,
 			Reference: &sourcev1.OCIRepositoryRef{Tag: tag},
 			Insecure:  true,
-			Interval:  metav1.Duration{Duration: time.Minute},
+			Interval:  &metav1.Duration{Duration: time.Minute},
 			LayerSelector: &sourcev1.OCILayerSelector{
 				MediaType: "application/vnd.cncf.helm.chart.content.v1.tar+gzip",
 				Operation: sourcev1.OCILayerCopy,
