@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fluxcd/pkg/ssa/jsondiff"
 	helmaction "helm.sh/helm/v4/pkg/action"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/postrenderer"
@@ -50,8 +49,8 @@ type helmRunner struct {
 	// overrideManagers are the --override-manager field managers whose
 	// fields drift correction takes over.
 	overrideManagers []string
-	// driftIgnore are the compiled spec.driftDetection ignore rules.
-	driftIgnore []jsondiff.IgnoreRule
+	// driftIgnore are the converted spec.driftDetection ignore rules.
+	driftIgnore drift.Rules
 	// drift is built on first use by driftChecker.
 	drift *drift.Checker
 	// logs keeps Helm's last log lines for failure events.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -12,7 +13,6 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/jitter"
 	"github.com/fluxcd/pkg/runtime/patch"
-	"github.com/fluxcd/pkg/ssa/jsondiff"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/go-logr/logr"
 	"helm.sh/helm/v4/pkg/release/common"
@@ -26,6 +26,7 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/chartsource"
+	"github.com/afterhooks/helm-controller/internal/drift"
 	"github.com/afterhooks/helm-controller/internal/healthcheck"
 	"github.com/afterhooks/helm-controller/internal/kube"
 	"github.com/afterhooks/helm-controller/internal/postrender"
@@ -55,13 +56,12 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		return ctrl.Result{}, fmt.Errorf("failed to mark reconciliation in progress: %w", err)
 	}
 
-	// Settings that cannot be honoured are refused before anything else
-	// happens: a typo must not cost a chart download, let alone a Helm
-	// action.
-	driftIgnore, err := driftIgnoreRules(obj)
-	if err != nil {
-		return r.stallOnInvalidSpec(obj, InvalidDriftDetectionReason, err)
-	}
+	// Settings are refused before anything else happens only where
+	// upstream stops too, so a typo does not cost a chart download, let
+	// alone a Helm action. Where this controller checks more than upstream
+	// does, it warns and goes on as upstream would (see docs/invalid-spec.md).
+	driftIgnore, warnings := driftIgnoreRules(obj)
+	r.warnSpec(ctx, obj, InvalidDriftDetectionReason, warnings)
 	healthChecks, err := healthcheck.Compile(obj.Spec.HealthCheckExprs)
 	if err != nil {
 		return r.stallOnInvalidSpec(obj, meta.InvalidCELExpressionReason, err)
@@ -208,8 +208,8 @@ func (r *HelmReleaseReconciler) newHelmRunner(ctx context.Context, obj *v2.HelmR
 type runnerExtras struct {
 	// progress reports afterHooks phases in the Reconciling condition.
 	progress *progressReporter
-	// driftIgnore are the compiled spec.driftDetection ignore rules.
-	driftIgnore []jsondiff.IgnoreRule
+	// driftIgnore are the converted spec.driftDetection ignore rules.
+	driftIgnore drift.Rules
 	// healthChecks builds the readers of spec.healthCheckExprs.
 	healthChecks healthcheck.Readers
 	// newRevision abandons readiness waits for a new revision
@@ -377,6 +377,23 @@ func (r *HelmReleaseReconciler) composeValues(ctx context.Context, obj *v2.HelmR
 // InvalidPostRenderersReason: spec.postRenderers cannot be built (a patch
 // that is not an object or a list of operations, a bad target selector).
 const InvalidPostRenderersReason = "InvalidPostRenderers"
+
+// warnSpec announces spec settings that upstream accepts but that do not
+// do what they read as; the reconcile goes on as upstream's would. The
+// Warning event goes out while the generation is not reconciled yet, so
+// a release that is otherwise fine does not repeat it every interval;
+// the log says it on every reconcile.
+func (r *HelmReleaseReconciler) warnSpec(ctx context.Context, obj *v2.HelmRelease, reason string, warnings []string) {
+	if len(warnings) == 0 {
+		return
+	}
+	msg := strings.Join(warnings, "\n")
+	ctrl.LoggerFrom(ctx).Info("spec setting not used as written", "reason", reason, "warning", msg)
+	if obj.Status.ObservedGeneration == obj.Generation {
+		return
+	}
+	r.EventRecorder.Event(obj, corev1.EventTypeWarning, reason, msg)
+}
 
 // stallOnInvalidSpec reports a spec setting that cannot be honoured. No
 // Helm action has run: the release stays as it is until the spec changes,
