@@ -62,6 +62,7 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	// does, it warns and goes on as upstream would (see docs/invalid-spec.md).
 	driftIgnore, warnings := driftIgnoreRules(obj)
 	r.warnSpec(ctx, obj, InvalidDriftDetectionReason, warnings)
+	r.warnSpec(ctx, obj, InvalidHealthCheckExprsReason, healthcheck.Warnings(obj.Spec.HealthCheckExprs))
 	healthChecks, err := healthcheck.Compile(obj.Spec.HealthCheckExprs)
 	if err != nil {
 		return r.stallOnInvalidSpec(obj, meta.InvalidCELExpressionReason, err)
@@ -377,6 +378,11 @@ func (r *HelmReleaseReconciler) composeValues(ctx context.Context, obj *v2.HelmR
 // InvalidPostRenderersReason: spec.postRenderers cannot be built (a patch
 // that is not an object or a list of operations, a bad target selector).
 const InvalidPostRenderersReason = "InvalidPostRenderers"
+
+// InvalidHealthCheckExprsReason: a Warning event about a
+// spec.healthCheckExprs entry that upstream accepts but that does not do
+// what it reads as (an apiVersion that is not group/version).
+const InvalidHealthCheckExprsReason = "InvalidHealthCheckExprs"
 
 // warnSpec announces spec settings that upstream accepts but that do not
 // do what they read as; the reconcile goes on as upstream's would. The
