@@ -67,10 +67,13 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	if err != nil {
 		return r.stallOnInvalidSpec(obj, meta.InvalidCELExpressionReason, err)
 	}
-	// Post renderers that cannot work would fail every install and
-	// upgrade the same way; the actions build them again when they run.
-	if _, err := postrender.Build(&obj.Spec.HelmReleaseSpec, obj.Name, obj.Namespace); err != nil {
-		return r.stallOnInvalidSpec(obj, InvalidPostRenderersReason, err)
+	// Post renderers kustomize refuses whatever the chart renders would
+	// fail every install and upgrade the same way; the actions build them
+	// again when they run.
+	refused, warnings := postrender.Check(&obj.Spec.HelmReleaseSpec)
+	r.warnSpec(ctx, obj, InvalidPostRenderersReason, warnings)
+	if refused != nil {
+		return r.stallOnInvalidSpec(obj, InvalidPostRenderersReason, refused)
 	}
 	clearPassedCheck(obj, InvalidDriftDetectionReason, meta.InvalidCELExpressionReason, InvalidPostRenderersReason)
 
@@ -376,7 +379,9 @@ func (r *HelmReleaseReconciler) composeValues(ctx context.Context, obj *v2.HelmR
 }
 
 // InvalidPostRenderersReason: spec.postRenderers cannot be built (a patch
-// that is not an object or a list of operations, a bad target selector).
+// that is not an object or a list of operations, a bad target selector),
+// or, in a Warning event only, holds an entry that fails on the objects it
+// selects.
 const InvalidPostRenderersReason = "InvalidPostRenderers"
 
 // InvalidHealthCheckExprsReason: a Warning event about a
