@@ -38,10 +38,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	ctrlcfg "sigs.k8s.io/controller-runtime/pkg/config"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -55,6 +57,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/kube"
 	"github.com/afterhooks/helm-controller/internal/oomwatch"
 	"github.com/afterhooks/helm-controller/internal/recreate"
+	"github.com/afterhooks/helm-controller/internal/served"
 )
 
 // version is stamped at build time (-ldflags "-X main.version=…", see
@@ -172,7 +175,11 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := newManager(&opts)
+	restConfig := runtimeclient.GetConfigOrDie(opts.client)
+	if err := checkServedKinds(restConfig, newReconciler(&opts)); err != nil {
+		return err
+	}
+	mgr, err := newManager(&opts, restConfig)
 	if err != nil {
 		return err
 	}
@@ -263,12 +270,27 @@ func newScheme() *runtime.Scheme {
 	return scheme
 }
 
-func newManager(opts *options) (ctrl.Manager, error) {
+// checkServedKinds fails when the API server does not serve a kind the
+// reconciler watches, naming its CRD. The manager would fail too, but
+// later and without naming it: at creation for HelmReleases, whose cache
+// needs their scope, and for the others when its cache sync times out.
+func checkServedKinds(cfg *rest.Config, r *controller.HelmReleaseReconciler) error {
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return fmt.Errorf("creating the HTTP client: %w", err)
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+	if err != nil {
+		return fmt.Errorf("creating the REST mapper: %w", err)
+	}
+	return served.Check(mapper, newScheme(), r.WatchedKinds())
+}
+
+func newManager(opts *options, restConfig *rest.Config) (ctrl.Manager, error) {
 	mgrOpts, err := managerOptions(opts)
 	if err != nil {
 		return nil, err
 	}
-	restConfig := runtimeclient.GetConfigOrDie(opts.client)
 	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)

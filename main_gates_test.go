@@ -113,8 +113,8 @@ func TestFeatureGateEffects(t *testing.T) {
 			// watches can no longer narrow the informers.
 			want(t, "label-restricted metadata informers", len(metadataInformerKinds(off.manager)), 2, len(metadataInformerKinds(on.manager)), 0)
 		}},
-		{"ExternalArtifact", "false", func(t *testing.T, off, on builtConfig) {
-			want(t, "WatchExternalArtifacts", off.reconciler.WatchExternalArtifacts, true, on.reconciler.WatchExternalArtifacts, false)
+		{"ExternalArtifact", "true", func(t *testing.T, off, on builtConfig) {
+			want(t, "WatchExternalArtifacts", off.reconciler.WatchExternalArtifacts, false, on.reconciler.WatchExternalArtifacts, true)
 		}},
 		{"AdditiveCELDependencyCheck", "true", func(t *testing.T, off, on builtConfig) {
 			want(t, "AdditiveCELDependencyCheck", off.reconciler.AdditiveCELDependencyCheck, false, on.reconciler.AdditiveCELDependencyCheck, true)

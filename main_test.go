@@ -18,9 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/afterhooks/helm-controller/test/cluster"
+	"github.com/afterhooks/helm-controller/test/envtestserver"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/features"
@@ -38,6 +40,7 @@ var upstreamFlags = []string{
 	"--graceful-shutdown-timeout=20s",
 	"--health-addr=127.0.0.1:{{health}}",
 	"--http-retry=3",
+	"--http-timeout=10s",
 	"--insecure-kubeconfig-exec=true",
 	"--insecure-kubeconfig-tls=true",
 	"--interval-jitter-percentage=10",
@@ -115,8 +118,18 @@ func controllerBinary(t *testing.T) string {
 }
 
 // startAPIServer runs etcd and kube-apiserver from the project's tool cache
-// with our CRD installed, and returns an admin kubeconfig path.
-func startAPIServer(t *testing.T) string {
+// with our CRD and source-controller's installed, except those named in
+// without (e.g. externalartifacts.source.toolkit.fluxcd.io), and returns an
+// admin kubeconfig path.
+func startAPIServer(t *testing.T, without ...string) string {
+	t.Helper()
+	kubeconfig, _ := startAPIServerWithConfig(t, without...)
+	return kubeconfig
+}
+
+// startAPIServerWithConfig is startAPIServer that also returns the admin
+// REST config, for the test's own client.
+func startAPIServerWithConfig(t *testing.T, without ...string) (string, *rest.Config) {
 	t.Helper()
 	binDir, err := cluster.ToolBinDir("")
 	if err != nil {
@@ -127,13 +140,13 @@ func startAPIServer(t *testing.T) string {
 			t.Fatalf("%s not found in %s: run `make tools` first (%v)", bin, binDir, err)
 		}
 	}
-	env := &envtest.Environment{
-		BinaryAssetsDirectory: binDir,
-		// The controller watches source-controller's kinds, so their CRDs
-		// must be served too, as in any Flux installation.
-		CRDDirectoryPaths:     []string{filepath.Join("config", "crd", "bases"), filepath.Join(binDir, "source-controller-crds")},
-		ErrorIfCRDPathMissing: true,
+	// The controller watches source-controller's kinds, so their CRDs
+	// must be served too, as in any Flux installation.
+	crds, err := envtestserver.CRDs([]string{filepath.Join("config", "crd", "bases"), envtestserver.SourceCRDDir(binDir)}, without...)
+	if err != nil {
+		t.Fatal(err)
 	}
+	env := &envtest.Environment{BinaryAssetsDirectory: binDir, CRDs: crds}
 	if _, err := env.Start(); err != nil {
 		t.Fatalf("starting the API server: %v", err)
 	}
@@ -151,7 +164,7 @@ func startAPIServer(t *testing.T) string {
 	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return path
+	return path, user.Config()
 }
 
 func freePort(t *testing.T) string {
@@ -370,12 +383,12 @@ func TestFlagListMatchesUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatalf("--help failed: %v\n%s", err, out)
 	}
-	tested := map[string]bool{"--kubeconfig": true}
+	tested := map[string]bool{}
 	for _, f := range upstreamFlags {
 		tested[strings.SplitN(f, "=", 2)[0]] = true
 	}
-	// Flags we add beyond upstream's set.
-	ours := map[string]bool{"--http-timeout": true}
+	// Flags we add beyond upstream's set; the start-up test passes it.
+	ours := map[string]bool{"--kubeconfig": true}
 	for _, m := range regexp.MustCompile(`(?m)^\s+(--[a-z0-9-]+)`).FindAllStringSubmatch(string(out), -1) {
 		if !tested[m[1]] && !ours[m[1]] {
 			t.Errorf("flag %s is offered but not exercised by TestStartsWithEveryUpstreamFlag", m[1])

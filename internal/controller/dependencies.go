@@ -28,9 +28,13 @@ const (
 // dependencyOptions are the controller-wide settings that change how
 // spec.dependsOn is checked.
 type dependencyOptions struct {
-	// NoCrossNamespaceRefs mirrors --no-cross-namespace-refs: a dependency in
-	// another namespace than the HelmRelease is a configuration error.
+	// NoCrossNamespaceRefs mirrors --no-cross-namespace-refs. Upstream
+	// checks dependencies in other namespaces all the same, and so does
+	// this controller: each one is announced through Warn.
 	NoCrossNamespaceRefs bool
+	// Warn, when set, hears about entries that work, but not as the
+	// controller's settings suggest.
+	Warn func(msg string)
 
 	// AdditiveCEL mirrors the AdditiveCELDependencyCheck feature gate. When
 	// false (the default), a readyExpr replaces the built-in readiness check;
@@ -74,9 +78,9 @@ func (e *DependencyNotReadyError) Error() string {
 }
 
 // InvalidDependencyError reports a spec.dependsOn that can never be satisfied
-// as written: a dependency on the HelmRelease itself, a cross-namespace
-// dependency while those are disabled, a missing name, or a readyExpr that is
-// not a valid boolean CEL expression. Waiting does not fix it; the spec (or
+// as written: a dependency on the HelmRelease itself that the built-in check
+// judges, a missing name, or a readyExpr that is not a valid boolean CEL
+// expression. Waiting does not fix it; the spec (or
 // the controller's flags) must change.
 type InvalidDependencyError struct {
 	// Problems holds one actionable message per invalid entry.
@@ -133,14 +137,15 @@ func checkDependencies(ctx context.Context, c client.Reader, obj *v2.HelmRelease
 		case ref.Name == "":
 			problems = append(problems, fmt.Sprintf("entry %d has no name: set spec.dependsOn[%d].name to the name of a HelmRelease", i, i))
 			continue
-		case key.Namespace == obj.Namespace && key.Name == obj.Name:
+		case key.Namespace == obj.Namespace && key.Name == obj.Name && (ref.ReadyExpr == "" || opts.AdditiveCEL):
+			// The built-in check needs this very generation reconciled,
+			// which waits for the check: upstream waits forever. A
+			// readyExpr alone may let it pass, there as here.
 			problems = append(problems, fmt.Sprintf("dependency '%s' is the HelmRelease itself: remove it from spec.dependsOn", key))
 			continue
-		case opts.NoCrossNamespaceRefs && key.Namespace != obj.Namespace:
-			problems = append(problems, fmt.Sprintf(
-				"dependency '%s' is in another namespace, and cross-namespace references are disabled (--no-cross-namespace-refs): only HelmReleases in namespace '%s' can be dependencies",
-				key, obj.Namespace))
-			continue
+		case opts.NoCrossNamespaceRefs && key.Namespace != obj.Namespace && opts.Warn != nil:
+			opts.Warn(fmt.Sprintf("dependency '%s' is in another namespace than the HelmRelease while cross-namespace references are disabled "+
+				"(--no-cross-namespace-refs); as upstream helm-controller, the controller checks it all the same", key))
 		}
 
 		if ref.ReadyExpr != "" {

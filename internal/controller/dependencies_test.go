@@ -95,6 +95,8 @@ func TestCheckDependencies(t *testing.T) {
 		// contains and absent are substrings the error text must and must not hold.
 		contains []string
 		absent   []string
+		// warns are substrings of the warnings, one each, in order.
+		warns []string
 	}{
 		{
 			name:    "no dependencies",
@@ -162,13 +164,25 @@ func TestCheckDependencies(t *testing.T) {
 			notReady: []string{"infra/db"},
 			contains: []string{"dependency 'infra/db' not found"},
 		},
+		// Upstream checks dependsOn across namespaces whatever
+		// --no-cross-namespace-refs says; so does this controller, with
+		// a warning.
 		{
-			name:     "cross-namespace dependency denied",
+			name:    "cross-namespace dependency without cross-namespace refs",
+			deps:    []meta.DependencyReference{depRef("infra", "db", "")},
+			objects: []*v2.HelmRelease{readyRelease("infra", "db")},
+			opts:    dependencyOptions{NoCrossNamespaceRefs: true},
+			want:    depAllReady,
+			warns:   []string{"dependency 'infra/db' is in another namespace than the HelmRelease while cross-namespace references are disabled (--no-cross-namespace-refs)"},
+		},
+		{
+			name:     "cross-namespace dependency without cross-namespace refs, not ready",
 			deps:     []meta.DependencyReference{depRef("infra", "db", "")},
-			objects:  []*v2.HelmRelease{readyRelease("infra", "db")},
+			objects:  []*v2.HelmRelease{depRelease("infra", "db", 2, 1, metav1.ConditionTrue, "")},
 			opts:     dependencyOptions{NoCrossNamespaceRefs: true},
-			want:     depInvalid,
-			contains: []string{"'infra/db'", "--no-cross-namespace-refs", "namespace 'default'"},
+			want:     depNotReady,
+			notReady: []string{"infra/db"},
+			warns:    []string{"'infra/db' is in another namespace"},
 		},
 		{
 			name:    "explicit own namespace allowed without cross-namespace refs",
@@ -207,6 +221,22 @@ func TestCheckDependencies(t *testing.T) {
 			want:     depInvalid,
 			contains: []string{"'default/app' is the HelmRelease itself"},
 		},
+		// A readyExpr alone judges a dependency, itself included, as
+		// upstream's does.
+		{
+			name:    "dependency on itself judged by readyExpr",
+			deps:    []meta.DependencyReference{depRef("", "app", "dep.metadata.name == self.metadata.name")},
+			objects: []*v2.HelmRelease{depRelease("default", "app", 1, 1, "", "")},
+			want:    depAllReady,
+		},
+		{
+			name:     "dependency on itself judged by readyExpr and the built-in check",
+			deps:     []meta.DependencyReference{depRef("", "app", "dep.metadata.name == self.metadata.name")},
+			objects:  []*v2.HelmRelease{depRelease("default", "app", 1, 1, "", "")},
+			opts:     dependencyOptions{AdditiveCEL: true},
+			want:     depInvalid,
+			contains: []string{"dependency 'default/app' is the HelmRelease itself"},
+		},
 		{
 			name:    "same name in another namespace is not itself",
 			deps:    []meta.DependencyReference{depRef("other", "app", "")},
@@ -230,8 +260,9 @@ func TestCheckDependencies(t *testing.T) {
 			},
 			opts:     dependencyOptions{NoCrossNamespaceRefs: true},
 			want:     depInvalid,
-			contains: []string{"'default/app' is the HelmRelease itself", "'infra/db' is in another namespace", "readyExpr of dependency 'default/cache'"},
-			absent:   []string{"'default/missing'"},
+			contains: []string{"'default/app' is the HelmRelease itself", "readyExpr of dependency 'default/cache'"},
+			absent:   []string{"'default/missing'", "'infra/db'"},
+			warns:    []string{"'infra/db' is in another namespace"},
 		},
 		{
 			name: "readyExpr true replaces a failing built-in check",
@@ -385,8 +416,19 @@ func TestCheckDependencies(t *testing.T) {
 			for _, obj := range tc.objects {
 				builder = builder.WithObjects(obj.DeepCopy())
 			}
-			err := checkDependencies(context.Background(), builder.Build(), self, tc.opts)
+			var warned []string
+			opts := tc.opts
+			opts.Warn = func(msg string) { warned = append(warned, msg) }
+			err := checkDependencies(context.Background(), builder.Build(), self, opts)
 			assertDependencyResult(t, err, tc.want, tc.notReady, tc.contains, tc.absent)
+			if len(warned) != len(tc.warns) {
+				t.Fatalf("warnings %q, want %d", warned, len(tc.warns))
+			}
+			for i, w := range tc.warns {
+				if !strings.Contains(warned[i], w) {
+					t.Errorf("warning %q does not contain %q", warned[i], w)
+				}
+			}
 		})
 	}
 }

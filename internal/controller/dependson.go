@@ -15,7 +15,9 @@ import (
 
 // invalidDependencyReason marks a spec.dependsOn that cannot work as
 // written; waiting does not help, so the object is Stalled. A readyExpr
-// that does not compile gets upstream's InvalidCELExpression instead.
+// that does not compile gets upstream's InvalidCELExpression instead. A
+// Warning event with this reason names a dependency that is checked,
+// though not as the controller's settings suggest.
 const invalidDependencyReason = "InvalidDependency"
 
 // waitForDependencies holds the release back while a HelmRelease it depends
@@ -27,10 +29,13 @@ const invalidDependencyReason = "InvalidDependency"
 func (r *HelmReleaseReconciler) waitForDependencies(ctx context.Context, obj *v2.HelmRelease) (ctrl.Result, bool, error) {
 	var err error
 	if len(obj.Spec.DependsOn) > 0 {
+		var warnings []string
 		err = checkDependencies(ctx, r.Client, obj, dependencyOptions{
 			NoCrossNamespaceRefs: r.NoCrossNamespaceRef,
 			AdditiveCEL:          r.AdditiveCELDependencyCheck,
+			Warn:                 func(msg string) { warnings = append(warnings, msg) },
 		})
+		r.warnSpec(ctx, obj, invalidDependencyReason, warnings)
 	}
 	if err == nil {
 		clearPassedCheck(obj, helmv2.DependencyNotReadyReason, invalidDependencyReason, meta.InvalidCELExpressionReason)

@@ -17,18 +17,20 @@ import (
 	"github.com/afterhooks/helm-controller/internal/recreate"
 )
 
-// InvalidDriftDetectionReason: spec.driftDetection cannot be used (an ignore
-// rule with a malformed JSON pointer or target selector).
+// InvalidDriftDetectionReason: the Warning event about a
+// spec.driftDetection ignore rule that does not do what it reads as (a path
+// that is not a JSON pointer, a target that does not compile). As upstream,
+// such a rule stops nothing: drift detection uses it the way upstream's
+// does.
 const InvalidDriftDetectionReason = "InvalidDriftDetection"
 
-// driftIgnoreRules checks and compiles the ignore rules of
-// spec.driftDetection, so bad rules are rejected before anything is
-// deployed and the checker uses what was checked. Rules of a HelmRelease
+// driftIgnoreRules converts the ignore rules of spec.driftDetection and
+// names those that do not do what they read as. Rules of a HelmRelease
 // that does not detect drift are not looked at, as they are not used.
-func driftIgnoreRules(obj *v2.HelmRelease) ([]jsondiff.IgnoreRule, error) {
+func driftIgnoreRules(obj *v2.HelmRelease) (drift.Rules, []string) {
 	dd := obj.Upstream().GetDriftDetection()
 	if !dd.MustDetectChanges() {
-		return nil, nil
+		return drift.Rules{}, nil
 	}
 	return drift.IgnoreRules(dd.Ignore)
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	"github.com/fluxcd/pkg/ssa/jsondiff"
 	helmaction "helm.sh/helm/v4/pkg/action"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/postrenderer"
@@ -52,8 +51,8 @@ type helmRunner struct {
 	// overrideManagers are the --override-manager field managers whose
 	// fields drift correction takes over.
 	overrideManagers []string
-	// driftIgnore are the compiled spec.driftDetection ignore rules.
-	driftIgnore []jsondiff.IgnoreRule
+	// driftIgnore are the converted spec.driftDetection ignore rules.
+	driftIgnore drift.Rules
 	// drift is built on first use by driftChecker.
 	drift *drift.Checker
 	// logs keeps Helm's last log lines for failure events.

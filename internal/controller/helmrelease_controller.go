@@ -332,7 +332,8 @@ func (r *HelmReleaseReconciler) sourceFor(obj *v2.HelmRelease) (sourceObject, cl
 	switch ref.Kind {
 	case sourcev1.ExternalArtifactKind:
 		if !r.WatchExternalArtifacts {
-			return nil, key, fmt.Errorf("chartRef kind ExternalArtifact needs the ExternalArtifact feature gate")
+			return nil, key, fmt.Errorf("cannot access ExternalArtifact '%s': the ExternalArtifact feature gate is off "+
+				"(--feature-gates=ExternalArtifact=true turns it on)", key)
 		}
 		return &sourcev1.ExternalArtifact{}, key, nil
 	case sourcev1.OCIRepositoryKind:

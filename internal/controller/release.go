@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -12,7 +13,6 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/jitter"
 	"github.com/fluxcd/pkg/runtime/patch"
-	"github.com/fluxcd/pkg/ssa/jsondiff"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/go-logr/logr"
 	"helm.sh/helm/v4/pkg/release/common"
@@ -26,6 +26,7 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/chartsource"
+	"github.com/afterhooks/helm-controller/internal/drift"
 	"github.com/afterhooks/helm-controller/internal/healthcheck"
 	"github.com/afterhooks/helm-controller/internal/kube"
 	"github.com/afterhooks/helm-controller/internal/postrender"
@@ -55,21 +56,24 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		return ctrl.Result{}, fmt.Errorf("failed to mark reconciliation in progress: %w", err)
 	}
 
-	// Settings that cannot be honoured are refused before anything else
-	// happens: a typo must not cost a chart download, let alone a Helm
-	// action.
-	driftIgnore, err := driftIgnoreRules(obj)
-	if err != nil {
-		return r.stallOnInvalidSpec(obj, helmv2.ActionDriftDetection, InvalidDriftDetectionReason, err)
-	}
+	// Settings are refused before anything else happens only where
+	// upstream stops too, so a typo does not cost a chart download, let
+	// alone a Helm action. Where this controller checks more than upstream
+	// does, it warns and goes on as upstream would (see docs/invalid-spec.md).
+	driftIgnore, warnings := driftIgnoreRules(obj)
+	r.warnSpec(ctx, obj, InvalidDriftDetectionReason, warnings)
+	r.warnSpec(ctx, obj, InvalidHealthCheckExprsReason, healthcheck.Warnings(obj.Spec.HealthCheckExprs))
 	healthChecks, err := healthcheck.Compile(obj.Spec.HealthCheckExprs)
 	if err != nil {
 		return r.stallOnInvalidSpec(obj, helmv2.ActionHealthCheck, meta.InvalidCELExpressionReason, err)
 	}
-	// Post renderers that cannot work would fail every install and
-	// upgrade the same way; the actions build them again when they run.
-	if _, err := postrender.Build(&obj.Spec.HelmReleaseSpec, obj.Name, obj.Namespace); err != nil {
-		return r.stallOnInvalidSpec(obj, helmv2.ActionReconcile, InvalidPostRenderersReason, err)
+	// Post renderers kustomize refuses whatever the chart renders would
+	// fail every install and upgrade the same way; the actions build them
+	// again when they run.
+	refused, warnings := postrender.Check(&obj.Spec.HelmReleaseSpec)
+	r.warnSpec(ctx, obj, InvalidPostRenderersReason, warnings)
+	if refused != nil {
+		return r.stallOnInvalidSpec(obj, helmv2.ActionReconcile, InvalidPostRenderersReason, refused)
 	}
 	clearPassedCheck(obj, InvalidDriftDetectionReason, meta.InvalidCELExpressionReason, InvalidPostRenderersReason)
 
@@ -209,8 +213,8 @@ func (r *HelmReleaseReconciler) newHelmRunner(ctx context.Context, obj *v2.HelmR
 type runnerExtras struct {
 	// progress reports afterHooks phases in the Reconciling condition.
 	progress *progressReporter
-	// driftIgnore are the compiled spec.driftDetection ignore rules.
-	driftIgnore []jsondiff.IgnoreRule
+	// driftIgnore are the converted spec.driftDetection ignore rules.
+	driftIgnore drift.Rules
 	// healthChecks builds the readers of spec.healthCheckExprs.
 	healthChecks healthcheck.Readers
 	// newRevision abandons readiness waits for a new revision
@@ -376,8 +380,32 @@ func (r *HelmReleaseReconciler) composeValues(ctx context.Context, obj *v2.HelmR
 }
 
 // InvalidPostRenderersReason: spec.postRenderers cannot be built (a patch
-// that is not an object or a list of operations, a bad target selector).
+// that is not an object or a list of operations, a bad target selector),
+// or, in a Warning event only, holds an entry that fails on the objects it
+// selects.
 const InvalidPostRenderersReason = "InvalidPostRenderers"
+
+// InvalidHealthCheckExprsReason: a Warning event about a
+// spec.healthCheckExprs entry that upstream accepts but that does not do
+// what it reads as (an apiVersion that is not group/version).
+const InvalidHealthCheckExprsReason = "InvalidHealthCheckExprs"
+
+// warnSpec announces spec settings that upstream accepts but that do not
+// do what they read as; the reconcile goes on as upstream's would. The
+// Warning event goes out while the generation is not reconciled yet, so
+// a release that is otherwise fine does not repeat it every interval;
+// the log says it on every reconcile.
+func (r *HelmReleaseReconciler) warnSpec(ctx context.Context, obj *v2.HelmRelease, reason string, warnings []string) {
+	if len(warnings) == 0 {
+		return
+	}
+	msg := strings.Join(warnings, "\n")
+	ctrl.LoggerFrom(ctx).Info("spec setting not used as written", "reason", reason, "warning", msg)
+	if obj.Status.ObservedGeneration == obj.Generation {
+		return
+	}
+	r.EventRecorder.Eventf(obj, nil, corev1.EventTypeWarning, reason, helmv2.ActionReconcile.String(), "%s", msg)
+}
 
 // stallOnInvalidSpec reports a spec setting that cannot be honoured. No
 // Helm action has run: the release stays as it is until the spec changes,

@@ -13,24 +13,54 @@ import (
 	ctrlreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/served"
 )
 
 type watchedSource struct {
 	kind   string
 	object client.Object
+	// fix is what an operator does when the API server does not serve the
+	// kind.
+	fix string
 }
 
+// What to do when a watched kind is not served.
+const (
+	fixSourceCRDs   = "install Flux's source-controller CRDs"
+	fixHelmRelease  = "apply this controller's HelmRelease CRD (see docs/install.md)"
+	fixGateExternal = fixSourceCRDs + " or turn off the ExternalArtifact feature gate"
+)
+
 // watchedSources are the source kinds whose new artifacts start a
-// reconcile of the HelmReleases using them.
+// reconcile of the HelmReleases using them. HelmRepository, GitRepository
+// and Bucket are not among them: the controller never reads them, a
+// chart template reaches them only through the HelmChart source-controller
+// builds from it.
 func watchedSources(externalArtifacts bool) []watchedSource {
 	sources := []watchedSource{
-		{sourcev1.HelmChartKind, &sourcev1.HelmChart{}},
-		{sourcev1.OCIRepositoryKind, &sourcev1.OCIRepository{}},
+		{sourcev1.HelmChartKind, &sourcev1.HelmChart{}, fixSourceCRDs},
+		{sourcev1.OCIRepositoryKind, &sourcev1.OCIRepository{}, fixSourceCRDs},
 	}
 	if externalArtifacts {
-		sources = append(sources, watchedSource{sourcev1.ExternalArtifactKind, &sourcev1.ExternalArtifact{}})
+		sources = append(sources, watchedSource{sourcev1.ExternalArtifactKind, &sourcev1.ExternalArtifact{}, fixGateExternal})
 	}
 	return sources
+}
+
+// WatchedKinds lists every kind SetupWithManager watches with the
+// reconciler's settings, so that main can check the API server serves
+// each before the manager starts (see internal/served).
+func (r *HelmReleaseReconciler) WatchedKinds() []served.Kind {
+	kinds := []served.Kind{{Object: &v2.HelmRelease{}, Fix: fixHelmRelease}}
+	for _, src := range watchedSources(r.WatchExternalArtifacts) {
+		kinds = append(kinds, served.Kind{Object: src.object, Fix: src.fix})
+	}
+	if r.ConfigWatch.Enabled() {
+		for _, w := range configWatches() {
+			kinds = append(kinds, served.Kind{Object: w.object})
+		}
+	}
+	return kinds
 }
 
 // sourceIndexValue is how the source index names a source.

@@ -13,6 +13,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/sequencing"
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/ssa"
+	ssaerrors "github.com/fluxcd/pkg/ssa/errors"
 	"github.com/fluxcd/pkg/ssa/jsondiff"
 	ssanormalize "github.com/fluxcd/pkg/ssa/normalize"
 	ssautil "github.com/fluxcd/pkg/ssa/utils"
@@ -22,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,7 +44,7 @@ type Options struct {
 	// owns are the ones compared and restored.
 	FieldManager string
 	// Ignore are the ignore rules, as IgnoreRules returns them.
-	Ignore []jsondiff.IgnoreRule
+	Ignore Rules
 	// OverrideManagers are field managers (e.g. kubectl-edit) whose fields
 	// are handed over to FieldManager before comparing. A field such a
 	// manager added then counts as drift and a correction removes it;
@@ -128,18 +130,44 @@ func (c *Checker) Detect(ctx context.Context, rel *releasev1.Release) (jsondiff.
 		// Patches end up in logs; Secret values must not.
 		jsondiff.MaskSecrets(true),
 	}
-	if len(c.opts.Ignore) > 0 {
-		opts = append(opts, jsondiff.IgnoreRules(c.opts.Ignore))
+	if len(c.opts.Ignore.Detect) > 0 {
+		opts = append(opts, jsondiff.IgnoreRules(c.opts.Ignore.Detect))
 	}
 	set, err := jsondiff.UnstructuredList(ctx, c.dryRun, objects, opts...)
 	if err != nil {
-		// Some objects could not be compared; those refused for an
-		// immutable field have drifted in it.
+		// Some objects could not be compared. Those whose dry-run was
+		// refused for an immutable field have drifted in it; every other
+		// failure stands, as in upstream's diff. Only the refused ones
+		// are compared again: that comparison cannot apply the ignore
+		// rules, so an object whose ignore rule failed (a path into an
+		// array by a key, say) would come back with the drift of fields
+		// meant to be ignored.
+		refusedObjects, failures := splitImmutable(err)
 		var refused []error
-		set, refused = c.immutableDrift(ctx, objects, set, opts)
+		set, refused = c.immutableDrift(ctx, refusedObjects, set, opts)
+		errs = append(errs, failures...)
 		errs = append(errs, refused...)
 	}
 	return set, errors.Join(errs...)
+}
+
+// splitImmutable sorts the failures of a diff into the objects whose
+// dry-run was refused for an immutable field and all other errors.
+func splitImmutable(err error) (refused []*unstructured.Unstructured, others []error) {
+	all := []error{err}
+	var agg utilerrors.Aggregate
+	if errors.As(err, &agg) {
+		all = utilerrors.Flatten(agg).Errors()
+	}
+	for _, e := range all {
+		var dryRun *ssaerrors.DryRunErr
+		if errors.As(e, &dryRun) && dryRun.InvolvedObject() != nil && recreate.IsImmutable(e) {
+			refused = append(refused, dryRun.InvolvedObject())
+			continue
+		}
+		others = append(others, e)
+	}
+	return refused, others
 }
 
 // desiredObjects reads the manifest of rel as Helm would apply it: with the
@@ -249,7 +277,7 @@ func (c *Checker) Correct(ctx context.Context, set jsondiff.DiffSet) (*ssa.Chang
 	manager := ssa.NewResourceManager(c.client, nil, ssa.Owner{Field: c.opts.FieldManager, Group: helmv2.GroupVersion.Group})
 	opts := ssa.DefaultApplyOptions()
 	opts.ExclusionSelector = exclusion
-	opts.DriftIgnoreRules = c.opts.Ignore
+	opts.DriftIgnoreRules = c.opts.Ignore.Correct
 
 	var objects []*unstructured.Unstructured
 	for _, d := range Drifted(set) {

@@ -159,6 +159,14 @@ func TestDetect(t *testing.T) {
 		{name: "scaled Deployment", change: scale, want: "ConfigMap/settings=none Deployment/app=update"},
 		{name: "ignore rule for the field", change: scale, ignore: replicasRule, want: "ConfigMap/settings=none Deployment/app=none"},
 		{name: "ignore rule for another kind", change: scale, ignore: otherKindRule, want: "ConfigMap/settings=none Deployment/app=update"},
+		// Paths that are not JSON pointers mean what they mean upstream
+		// (see Rules).
+		{name: "dotted path ignores nothing", change: scale, ignore: []helmv2.IgnoreRule{{Paths: []string{"spec.replicas"}}},
+			want: "ConfigMap/settings=none Deployment/app=update"},
+		{name: "path without leading slash drops its first key", change: scale, ignore: []helmv2.IgnoreRule{{Paths: []string{"spec/replicas"}}},
+			want: "ConfigMap/settings=none Deployment/app=update"},
+		{name: "path without leading slash that reaches the field", change: scale, ignore: []helmv2.IgnoreRule{{Paths: []string{"x/spec/replicas"}}},
+			want: "ConfigMap/settings=none Deployment/app=none"},
 		{name: "ignore rule for the whole object", change: scale, ignore: []helmv2.IgnoreRule{{Paths: []string{""}, Target: &kustomize.Selector{Name: "app"}}},
 			want: "ConfigMap/settings=none Deployment/app=exclude"},
 		{name: "annotation on the cluster object", change: func(t *testing.T, c client.Client, ns string) {
@@ -182,10 +190,7 @@ func TestDetect(t *testing.T) {
 			if tt.change != nil {
 				tt.change(t, c, ns)
 			}
-			rules, err := IgnoreRules(tt.ignore)
-			if err != nil {
-				t.Fatal(err)
-			}
+			rules, _ := IgnoreRules(tt.ignore)
 			set, err := newChecker(t, Options{Ignore: rules}).Detect(context.Background(), rel)
 			if err != nil {
 				t.Fatalf("Detect: %v", err)
@@ -219,9 +224,9 @@ func TestCorrect(t *testing.T) {
 	}
 
 	// Replicas are someone else's business (an HPA, say); the image is not.
-	rules, err := IgnoreRules([]helmv2.IgnoreRule{{Paths: []string{"/spec/replicas"}}})
-	if err != nil {
-		t.Fatal(err)
+	rules, warnings := IgnoreRules([]helmv2.IgnoreRule{{Paths: []string{"/spec/replicas"}}})
+	if len(warnings) > 0 {
+		t.Fatal(warnings)
 	}
 	checker := newChecker(t, Options{Ignore: rules})
 	set, err := checker.Detect(ctx, rel)
@@ -316,5 +321,77 @@ func TestDetectUnknownKind(t *testing.T) {
 	}
 	if got := diffTypes(set); got != "ConfigMap/settings=none Deployment/app=update" {
 		t.Errorf("diffs %s", got)
+	}
+}
+
+// TestDetectFailsLikeUpstream: where upstream's diff fails, so does this
+// one, and no object comes back with drift in fields its rules ignore.
+func TestDetectFailsLikeUpstream(t *testing.T) {
+	replicas := helmv2.IgnoreRule{Paths: []string{"/spec/replicas"}}
+	tests := []struct {
+		name    string
+		ignore  []helmv2.IgnoreRule
+		wantErr string
+		want    string
+	}{
+		// Upstream compiles the targets before diffing anything, and
+		// fails as a whole.
+		{name: "target that does not compile", ignore: []helmv2.IgnoreRule{replicas, {Paths: []string{"/data"}, Target: &kustomize.Selector{Kind: "Config(Map"}}},
+			wantErr: "invalid kind regex"},
+		// A path into a list by a key fails the JSON patch that removes
+		// it: upstream cannot compare the Deployment and says so. The
+		// Deployment must not come back compared without its rules, its
+		// replicas as drift.
+		{name: "path the JSON patch cannot remove", ignore: []helmv2.IgnoreRule{replicas, {Paths: []string{"/spec/template/spec/containers/name"}, Target: &kustomize.Selector{Kind: "Deployment"}}},
+			wantErr: "/spec/template/spec/containers/name", want: "ConfigMap/settings=none"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, ns, rel := setup(t)
+			scale(t, c, ns)
+			rules, _ := IgnoreRules(tt.ignore)
+			set, err := newChecker(t, Options{Ignore: rules}).Detect(context.Background(), rel)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("Detect error %v, want one naming %q", err, tt.wantErr)
+			}
+			if got := diffTypes(set); got != tt.want {
+				t.Errorf("diffs %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestCorrectWithPathsThatAreNotPointers: the correction keeps what
+// detection ignored, whatever the form of the path, and puts back the rest.
+func TestCorrectWithPathsThatAreNotPointers(t *testing.T) {
+	ctx := context.Background()
+	c, ns, rel := setup(t)
+	scale(t, c, ns)
+	edit(t, c, deployment(ns), "kubectl-edit", `{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"nginx"}]}}}}`)
+
+	rules, warnings := IgnoreRules([]helmv2.IgnoreRule{{Paths: []string{"x/spec/replicas", "spec.paused"}}})
+	if len(warnings) != 2 {
+		t.Fatalf("warnings %q, want one per path", warnings)
+	}
+	checker := newChecker(t, Options{Ignore: rules})
+	set, err := checker.Detect(ctx, rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := diffTypes(set); got != "ConfigMap/settings=none Deployment/app=update" {
+		t.Fatalf("diffs %s", got)
+	}
+	if _, err := checker.Correct(ctx, set); err != nil {
+		t.Fatalf("Correct: %v", err)
+	}
+	d := deployment(ns)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+		t.Fatal(err)
+	}
+	if img := d.Spec.Template.Spec.Containers[0].Image; img != "ghcr.io/stefanprodan/podinfo:6.0.0" {
+		t.Errorf("image %q not restored", img)
+	}
+	if *d.Spec.Replicas != 5 {
+		t.Errorf("replicas %d: the correction overwrote a field detection ignored", *d.Spec.Replicas)
 	}
 }

@@ -74,9 +74,11 @@ func defaults() map[string]bool {
 		RecreateImmutableResources:     false,
 		controller.FeatureGateCacheSecretsAndConfigMaps:  false,
 		controller.FeatureGateAdditiveCELDependencyCheck: false,
-		controller.FeatureGateExternalArtifact:           true,
-		controller.FeatureGateDisableConfigWatchers:      false,
-		controller.FeatureGateDirectSourceFetch:          false,
+		// Off, as upstream: on, the controller watches ExternalArtifacts,
+		// a CRD that not every Flux installation serves.
+		controller.FeatureGateExternalArtifact:      false,
+		controller.FeatureGateDisableConfigWatchers: false,
+		controller.FeatureGateDirectSourceFetch:     false,
 	}
 }
 

@@ -9,7 +9,9 @@ import (
 )
 
 func TestDefaults(t *testing.T) {
-	// Upstream v1.6.x gates with their defaults, plus ours.
+	// Upstream v1.6.4's gates with the defaults its
+	// internal/features/features.go gives them (ObjectLevelWorkloadIdentity
+	// comes from fluxcd/pkg/auth, off), plus ours, both off.
 	want := map[string]bool{
 		"DefaultToAfterHooks":            false,
 		"RecreateImmutableResources":     false,
@@ -24,7 +26,7 @@ func TestDefaults(t *testing.T) {
 		"DirectSourceFetch":              false,
 		"DisableChartDigestTracking":     false,
 		"DisableConfigWatchers":          false,
-		"ExternalArtifact":               true,
+		"ExternalArtifact":               false,
 		"OOMWatch":                       false,
 		"ObjectLevelWorkloadIdentity":    false,
 		"UseHelm3Defaults":               false,
@@ -38,8 +40,8 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("gate %s: got (%v, present=%v), want default %v", gate, v, ok, def)
 		}
 	}
-	got["ExternalArtifact"] = false
-	if !Defaults()["ExternalArtifact"] {
+	got["ExternalArtifact"] = true
+	if Defaults()["ExternalArtifact"] {
 		t.Error("Defaults returned shared state: mutating one copy changed the next")
 	}
 }
@@ -51,9 +53,9 @@ func TestLoad(t *testing.T) {
 		wantErr string
 		check   map[string]bool
 	}{
-		{name: "defaults", arg: "", check: map[string]bool{"ExternalArtifact": true, DefaultToAfterHooks: false}},
+		{name: "defaults", arg: "", check: map[string]bool{"ExternalArtifact": false, DefaultToAfterHooks: false}},
 		{name: "enable ours", arg: "DefaultToAfterHooks=true", check: map[string]bool{DefaultToAfterHooks: true}},
-		{name: "disable a default-on gate", arg: "ExternalArtifact=false", check: map[string]bool{"ExternalArtifact": false}},
+		{name: "enable an upstream gate", arg: "ExternalArtifact=true", check: map[string]bool{"ExternalArtifact": true}},
 		{name: "unknown gate", arg: "Teleport=true", wantErr: "feature-gate 'Teleport' not supported"},
 	}
 	for _, tt := range tests {

@@ -42,19 +42,11 @@ type Readers func(mapper meta.RESTMapper) []engine.StatusReader
 // Compile parses every expression of exprs. It returns nil Readers and no
 // error for an empty list, and an error naming the offending entry when an
 // expression does not parse, current is missing, or two entries cover the
-// same group and kind. It never evaluates anything, so it is cheap enough to
-// run before every Helm action.
+// same group and kind: what upstream refuses. It never evaluates anything,
+// so it is cheap enough to run before every Helm action.
 func Compile(exprs []kustomize.CustomHealthCheck) (Readers, error) {
 	if len(exprs) == 0 {
 		return nil, nil
-	}
-	for i, hc := range exprs {
-		if hc.APIVersion == "" {
-			return nil, fmt.Errorf("healthCheckExprs[%d]: apiVersion is required", i)
-		}
-		if _, err := schema.ParseGroupVersion(hc.APIVersion); err != nil {
-			return nil, fmt.Errorf("healthCheckExprs[%d]: apiVersion %q: %w", i, hc.APIVersion, err)
-		}
 	}
 	newReader, err := runtimecel.NewStatusReader(exprs)
 	if err != nil {
@@ -69,6 +61,28 @@ func Compile(exprs []kustomize.CustomHealthCheck) (Readers, error) {
 	return func(mapper meta.RESTMapper) []engine.StatusReader {
 		return []engine.StatusReader{&explainingReader{StatusReader: newReader(mapper), exprs: byGroupKind}}
 	}, nil
+}
+
+// Warnings names the entries whose apiVersion names no API group other
+// than the core group's v1: empty, not group/version, or a group without
+// its version ("apps"). Upstream, and Compile with it, read such an
+// apiVersion as the core group (""), so the entry judges that group's kind,
+// or the whole group, instead of the kind the user meant.
+func Warnings(exprs []kustomize.CustomHealthCheck) []string {
+	var warnings []string
+	for i, hc := range exprs {
+		gv, err := schema.ParseGroupVersion(hc.APIVersion)
+		if err == nil && (gv.Group != "" || gv.Version == "v1") {
+			continue
+		}
+		covers := "every kind of the core API group"
+		if hc.Kind != "" {
+			covers = fmt.Sprintf("kind %q of the core API group", hc.Kind)
+		}
+		warnings = append(warnings, fmt.Sprintf("healthCheckExprs[%d].apiVersion %q is not group/version (e.g. apps/v1): the entry judges %s, as in upstream helm-controller",
+			i, hc.APIVersion, covers))
+	}
+	return warnings
 }
 
 // groupKindOf is the group and kind an entry applies to; the kind is empty

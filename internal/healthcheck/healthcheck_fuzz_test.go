@@ -118,18 +118,20 @@ func FuzzCompile(f *testing.F) {
 			t.Fatal("Compile returned no readers and no error for a non-empty list")
 		}
 
-		// The object is of the first entry's group; its kind is the entry's,
-		// or for an entry covering the whole group, one the fuzzer picks.
-		gv, err := schema.ParseGroupVersion(apiVersion)
-		if err != nil {
-			t.Fatalf("Compile accepted apiVersion %q: %v", apiVersion, err)
-		}
+		// The object is of the first entry's group, as the reader reads
+		// it (an apiVersion that is not group/version is the core group);
+		// its kind is the entry's, or for an entry covering the whole
+		// group, one the fuzzer picks.
 		if kind != "" {
 			objKind = kind
 		} else if objKind == "" {
 			objKind = "Gadget"
 		}
-		gvk := gv.WithKind(objKind)
+		gvk := schema.FromAPIVersionAndKind(apiVersion, objKind)
+		if gvk.Version == "" {
+			gvk.Version = "v1"
+		}
+		gv := gvk.GroupVersion()
 		obj := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": gv.String(),
 			"kind":       objKind,

@@ -41,10 +41,11 @@ func TestCompile(t *testing.T) {
 			wantErr: "Current not specified"},
 		{name: "duplicate group and kind", exprs: []kustomize.CustomHealthCheck{gadgetCheck("true", "", ""), gadgetCheck("false", "", "")},
 			wantErr: "duplicate"},
+		// Upstream accepts these (see TestWarnings).
 		{name: "apiVersion missing", exprs: []kustomize.CustomHealthCheck{{Kind: "Gadget",
-			HealthCheckExpressions: kustomize.HealthCheckExpressions{Current: "true"}}}, wantErr: "apiVersion is required"},
+			HealthCheckExpressions: kustomize.HealthCheckExpressions{Current: "true"}}}},
 		{name: "apiVersion malformed", exprs: []kustomize.CustomHealthCheck{{APIVersion: "a/b/c", Kind: "Gadget",
-			HealthCheckExpressions: kustomize.HealthCheckExpressions{Current: "true"}}}, wantErr: "apiVersion"},
+			HealthCheckExpressions: kustomize.HealthCheckExpressions{Current: "true"}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,6 +61,56 @@ func TestCompile(t *testing.T) {
 			}
 			if (readers == nil) != tt.wantNil {
 				t.Fatalf("Readers nil = %v, want %v", readers == nil, tt.wantNil)
+			}
+		})
+	}
+}
+
+// TestWarnings: an apiVersion that is not group/version is accepted, as
+// upstream accepts it, judges the core group's kind, and is warned about.
+func TestWarnings(t *testing.T) {
+	check := func(apiVersion, kind string) kustomize.CustomHealthCheck {
+		return kustomize.CustomHealthCheck{APIVersion: apiVersion, Kind: kind,
+			HealthCheckExpressions: kustomize.HealthCheckExpressions{Current: "false"}}
+	}
+	tests := []struct {
+		name  string
+		entry kustomize.CustomHealthCheck
+		want  string
+	}{
+		{name: "valid", entry: check("e2e.afterhooks.io/v1", "Gadget")},
+		{name: "core", entry: check("v1", "ConfigMap")},
+		{name: "missing", entry: check("", "ConfigMap"),
+			want: `healthCheckExprs[0].apiVersion "" is not group/version (e.g. apps/v1): the entry judges kind "ConfigMap" of the core API group`},
+		{name: "malformed", entry: check("a/b/c", "ConfigMap"),
+			want: `healthCheckExprs[0].apiVersion "a/b/c" is not group/version (e.g. apps/v1): the entry judges kind "ConfigMap" of the core API group`},
+		{name: "malformed without kind", entry: check("a/b/c", ""), want: "the entry judges every kind of the core API group"},
+		{name: "group without version", entry: check("apps", "ConfigMap"),
+			want: `healthCheckExprs[0].apiVersion "apps" is not group/version (e.g. apps/v1): the entry judges kind "ConfigMap" of the core API group`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			exprs := []kustomize.CustomHealthCheck{tt.entry}
+			warnings := Warnings(exprs)
+			if tt.want == "" {
+				if len(warnings) > 0 {
+					t.Fatalf("warnings %q, want none", warnings)
+				}
+				return
+			}
+			if len(warnings) != 1 || !strings.Contains(warnings[0], tt.want) {
+				t.Fatalf("warnings %q, want one containing %q", warnings, tt.want)
+			}
+			// What the warning says is what the reader does.
+			build, err := Compile(exprs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			core := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+			mapper := meta.NewDefaultRESTMapper(nil)
+			mapper.Add(core, meta.RESTScopeNamespace)
+			if r := build(mapper)[0]; !r.Supports(core.GroupKind()) {
+				t.Errorf("the reader does not judge ConfigMaps")
 			}
 		})
 	}

@@ -24,8 +24,9 @@ var (
 // and the origin labels come last so nothing can change which HelmRelease
 // an object claims to belong to.
 //
-// Entries without a kustomize section do nothing, as upstream. Invalid
-// entries are all reported in one error, naming the field at fault.
+// Entries without a kustomize section do nothing, as upstream. Entries
+// kustomize refuses whatever the objects are all reported in one error,
+// naming the field at fault; see Check.
 func Build(spec *helmv2.HelmReleaseSpec, name, namespace string) (postrenderer.PostRenderer, error) {
 	var chain chain
 	var errs []error
@@ -51,6 +52,30 @@ func Build(spec *helmv2.HelmReleaseSpec, name, namespace string) (postrenderer.P
 		OriginNamespaceLabel: namespace,
 	}})
 	return chain, nil
+}
+
+// Check reads the Kustomize post renderers of spec as kustomize will.
+// refused names every entry kustomize refuses while configuring itself:
+// every install and upgrade with it fails, whatever the chart renders, here
+// and upstream alike, and Build refuses it too. warnings names entries that
+// fail, or do nothing, only on some objects; Build accepts them and leaves
+// the verdict to kustomize, as upstream does.
+func Check(spec *helmv2.HelmReleaseSpec) (refused error, warnings []string) {
+	var errs []error
+	for i, pr := range spec.PostRenderers {
+		if pr.Kustomize == nil {
+			continue
+		}
+		entryRefused, entryWarnings := checkKustomize(fmt.Sprintf("spec.postRenderers[%d].kustomize", i), pr.Kustomize)
+		if entryRefused != nil {
+			errs = append(errs, entryRefused)
+		}
+		warnings = append(warnings, entryWarnings...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("invalid post renderer: %w", err), warnings
+	}
+	return nil, warnings
 }
 
 // chain runs post renderers one after the other, each on the output of the

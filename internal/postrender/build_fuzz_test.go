@@ -16,14 +16,21 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// kustomizeSelfInflicted are fragments of the errors kustomize (and the
-// JSON patch library under it) report for a patch or image that cannot work
-// on any object: configuring the transformer failed, or the patch itself is
-// malformed. Build exists to refuse such entries before Helm runs; seeing
-// one of these from Run means the validation let something through.
-var kustomizeSelfInflicted = []string{
+// kustomizeRefused are fragments of the errors kustomize reports when
+// configuring its transformers fails, before it looks at any object. Build
+// refuses such entries before Helm runs; seeing one of these from Run means
+// Check let something through.
+var kustomizeRefused = []string{
 	"trouble configuring builtin",
 	"Multiple Strategic-Merge Patches",
+}
+
+// kustomizeSelfInflicted are fragments of the errors kustomize (and the
+// JSON patch library under it) report for an operation or image that
+// cannot work on any object it is applied to. Build accepts such entries,
+// since they work when they are applied to nothing, but Check must have
+// warned about them.
+var kustomizeSelfInflicted = []string{
 	"Unexpected kind:",
 	"failed to decode path",
 	"failed to decode from",
@@ -158,10 +165,11 @@ func patchHasDirective(patch string) bool {
 // image) and commonMetadata to Build, and runs what Build accepts on a small
 // manifest. What must hold:
 //   - Build never panics, and a refusal names the entry and field at fault;
-//   - Run never panics and never fails for a reason the patch or image
-//     carries on its own (see kustomizeSelfInflicted): the controller stalls
-//     on Build's error before any Helm action, so such entries must be
-//     refused there, not fail every install and upgrade;
+//   - Run never panics and never fails while kustomize configures itself
+//     (see kustomizeRefused): the controller stalls on such entries before
+//     any Helm action, as every install and upgrade would fail on them;
+//   - when Run fails for a reason the operation or image carries on its own
+//     (see kustomizeSelfInflicted), Check has warned about the entry;
 //   - a successful Run returns YAML that parses, holds the same objects as
 //     its input (the same count, and the same kinds and names unless a JSON
 //     patch rewrites /kind or /metadata/name; fewer only through a strategic
@@ -270,9 +278,15 @@ func FuzzBuild(f *testing.F) {
 		in := fuzzManifest(t, cmName, appLabel)
 		out, err := pr.Run(bytes.NewBufferString(in))
 		if err != nil {
-			for _, m := range kustomizeSelfInflicted {
+			for _, m := range kustomizeRefused {
 				if strings.Contains(err.Error(), m) {
-					t.Fatalf("Build accepted an entry that cannot work on any object; Run: %v", err)
+					t.Fatalf("Build accepted an entry kustomize refuses whatever the objects; Run: %v", err)
+				}
+			}
+			_, warnings := Check(&spec)
+			for _, m := range kustomizeSelfInflicted {
+				if strings.Contains(err.Error(), m) && len(warnings) == 0 {
+					t.Fatalf("Check did not warn about an entry that cannot work on the objects it selects; Run: %v", err)
 				}
 			}
 			if out != nil {

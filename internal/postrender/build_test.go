@@ -11,7 +11,6 @@ import (
 	"github.com/fluxcd/pkg/apis/kustomize"
 	kustypes "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/kio"
-	"sigs.k8s.io/kustomize/kyaml/resid"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 	"sigs.k8s.io/yaml"
 )
@@ -242,65 +241,80 @@ func TestBuild(t *testing.T) {
 	}
 }
 
-func TestBuildRejectsBadInput(t *testing.T) {
-	cases := []struct {
-		name string
-		k    helmv2.Kustomize
-		want []string
-	}{
-		{"empty patch", helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: "  "}}},
-			[]string{"spec.postRenderers[0].kustomize.patches[0]", "empty"}},
-		{"patch is not YAML", helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: "{not: [yaml"}}},
-			[]string{"patches[0]", "not valid YAML"}},
-		{"patch is a scalar", helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: "just text"}}},
-			[]string{"patches[0]", "strategic merge patch"}},
-		{"JSON6902 without target", helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: "- op: remove\n  path: /spec\n"}}},
-			[]string{"patches[0]", "needs a target"}},
-		{"bad label selector", helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: "kind: X",
-			Target: &kustomize.Selector{LabelSelector: "app in (web"}}}},
-			[]string{"patches[0].target", "labelSelector"}},
-		{"bad annotation selector", helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: "kind: X",
-			Target: &kustomize.Selector{AnnotationSelector: "=nokey"}}}},
-			[]string{"patches[0].target", "annotationSelector"}},
-		{"bad regular expression", helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: "kind: X",
-			Target: &kustomize.Selector{Kind: "Deploy(ment"}}}},
-			[]string{"patches[0].target", "kind: invalid regular expression"}},
-		{"image without name", helmv2.Kustomize{Images: []kustomize.Image{{NewTag: "1"}}},
-			[]string{"images[0].name"}},
-		// Kustomize refuses these whatever the objects: caught here, they
-		// stall the HelmRelease instead of failing every upgrade.
-		{"strategic merge patch without kind and name", helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: "a: 1",
-			Target: &kustomize.Selector{Kind: "ConfigMap"}}}},
-			[]string{"patches[0]", "invalid strategic merge patch", "missing"}},
-		{"strategic merge patch with a null name", helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: "kind: ConfigMap\nmetadata:\n  name: null\n"}}},
-			[]string{"patches[0]", "metadata.name"}},
-		{"flow list that is not JSON", helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: "[{op: add, path: /data/x, value: y}]",
-			Target: &kustomize.Selector{Kind: "ConfigMap"}}}},
-			[]string{"patches[0]", "invalid JSON6902 patch"}},
-		{"several strategic merge patches with one target", helmv2.Kustomize{Patches: []kustomize.Patch{{
-			Patch:  "kind: ConfigMap\nmetadata:\n  name: a\n---\nkind: ConfigMap\nmetadata:\n  name: b\n",
-			Target: &kustomize.Selector{Kind: "ConfigMap"}}}},
-			[]string{"patches[0]", "this entry has 2"}},
-		{"operations kustomize cannot apply", helmv2.Kustomize{Patches: []kustomize.Patch{{
-			Patch: "- op: bogus\n  path: /data\n- op: add\n  value: 1\n- op: copy\n  path: /data/x\n- op: remove\n  path: data\n" +
-				"- op: replace\n  path: \"\"\n- op: test\n  path: \"\"\n  value: 5\n- {}\n- op: 1\n",
-			Target: &kustomize.Selector{Kind: "ConfigMap"}}}},
-			[]string{"operation 0: op \"bogus\"", "operation 1: path is missing", "operation 2: from is missing",
-				"operation 3: path \"data\" is not a JSON pointer", "operation 4: replace of the whole object",
-				"operation 5: test of the whole object", "operation 6: op is missing", "operation 7: op must be a string"}},
-		{"image name that is not a regular expression", helmv2.Kustomize{Images: []kustomize.Image{{Name: "nginx(", NewTag: "1"}}},
-			[]string{"images[0].name", "regular expression"}},
-		{"every problem at once", helmv2.Kustomize{
-			Patches: []kustomize.Patch{{Patch: ""}, {Patch: "kind: X", Target: &kustomize.Selector{LabelSelector: "!!"}}},
-			Images:  []kustomize.Image{{}},
-		}, []string{"patches[0]", "patches[1].target", "images[0]"}},
-	}
-	for _, tc := range cases {
+// refusedEntries are entries kustomize refuses while configuring its
+// transformers, before it looks at any object; want are fragments of the
+// error that must name them.
+var refusedEntries = []struct {
+	name string
+	k    helmv2.Kustomize
+	want []string
+}{
+	{"empty patch", helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: "  "}}},
+		[]string{"spec.postRenderers[0].kustomize.patches[0]", "empty"}},
+	{"patch is not YAML", helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: "{not: [yaml"}}},
+		[]string{"patches[0]", "not valid YAML"}},
+	{"patch is a scalar", helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: "just text"}}},
+		[]string{"patches[0]", "strategic merge patch"}},
+	{"JSON6902 without target", helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: "- op: remove\n  path: /spec\n"}}},
+		[]string{"patches[0]", "needs a target"}},
+	{"bad label selector", helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: "kind: X",
+		Target: &kustomize.Selector{LabelSelector: "app in (web"}}}},
+		[]string{"patches[0].target", "labelSelector"}},
+	{"bad annotation selector", helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: "kind: X",
+		Target: &kustomize.Selector{AnnotationSelector: "=nokey"}}}},
+		[]string{"patches[0].target", "annotationSelector"}},
+	{"bad regular expression", helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: "kind: X",
+		Target: &kustomize.Selector{Kind: "Deploy(ment"}}}},
+		[]string{"patches[0].target", "kind: invalid regular expression"}},
+	{"strategic merge patch without kind and name", helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: "a: 1",
+		Target: &kustomize.Selector{Kind: "ConfigMap"}}}},
+		[]string{"patches[0]", "invalid strategic merge patch", "missing"}},
+	{"strategic merge patch with a null name", helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: "kind: ConfigMap\nmetadata:\n  name: null\n"}}},
+		[]string{"patches[0]", "metadata.name"}},
+	{"flow list that is not JSON", helmv2.Kustomize{Patches: []kustomize.Patch{{Patch: "[{op: add, path: /data/x, value: y}]",
+		Target: &kustomize.Selector{Kind: "ConfigMap"}}}},
+		[]string{"patches[0]", "invalid JSON6902 patch"}},
+	{"several strategic merge patches with one target", helmv2.Kustomize{Patches: []kustomize.Patch{{
+		Patch:  "kind: ConfigMap\nmetadata:\n  name: a\n---\nkind: ConfigMap\nmetadata:\n  name: b\n",
+		Target: &kustomize.Selector{Kind: "ConfigMap"}}}},
+		[]string{"patches[0]", "this entry has 2"}},
+	{"every problem at once", helmv2.Kustomize{
+		Patches: []kustomize.Patch{{Patch: ""}, {Patch: "kind: X", Target: &kustomize.Selector{LabelSelector: "!!"}}},
+	}, []string{"patches[0]", "patches[1].target"}},
+}
+
+// warnedEntries are entries that fail, or do nothing, only on some
+// objects: an operation runs only on what its target selects, an image
+// name only on containers.
+var warnedEntries = []struct {
+	name string
+	k    helmv2.Kustomize
+	want []string
+}{
+	{"image without name", helmv2.Kustomize{Images: []kustomize.Image{{NewTag: "1"}}},
+		[]string{"images[0].name is empty"}},
+	{"image name that is not a regular expression", helmv2.Kustomize{Images: []kustomize.Image{{Name: "nginx(", NewTag: "1"}}},
+		[]string{"images[0].name", "regular expression"}},
+	{"operations kustomize cannot apply", helmv2.Kustomize{Patches: []kustomize.Patch{{
+		Patch: "- op: bogus\n  path: /data\n- op: add\n  value: 1\n- op: copy\n  path: /data/x\n- op: remove\n  path: data\n" +
+			"- op: replace\n  path: \"\"\n- op: test\n  path: \"\"\n  value: 5\n- {}\n- op: 1\n",
+		Target: &kustomize.Selector{Kind: "ConfigMap"}}}},
+		[]string{"patches[0]", "operation 0: op \"bogus\"", "operation 1: path is missing", "operation 2: from is missing",
+			"operation 3: path \"data\" is not a JSON pointer", "operation 4: replace of the whole object",
+			"operation 5: test of the whole object", "operation 6: op is missing", "operation 7: op must be a string"}},
+}
+
+func TestBuildRefusesWhatKustomizeRefuses(t *testing.T) {
+	for _, tc := range refusedEntries {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := helmv2.HelmReleaseSpec{PostRenderers: kustomizeRenderers(tc.k)}
 			pr, err := Build(&spec, "n", "ns")
 			if err == nil {
 				t.Fatalf("Build accepted it (renderer %v)", pr)
+			}
+			refused, warnings := Check(&spec)
+			if refused == nil || refused.Error() != err.Error() || len(warnings) > 0 {
+				t.Errorf("Check = %v, %q; want Build's error and no warnings", refused, warnings)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
@@ -309,6 +323,71 @@ func TestBuildRejectsBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestBuildWarnsWhatDependsOnTheObjects(t *testing.T) {
+	for _, tc := range warnedEntries {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := helmv2.HelmReleaseSpec{PostRenderers: kustomizeRenderers(tc.k)}
+			if _, err := Build(&spec, "n", "ns"); err != nil {
+				t.Fatalf("Build: %v; upstream runs kustomize on it", err)
+			}
+			refused, warnings := Check(&spec)
+			if refused != nil || len(warnings) != 1 {
+				t.Fatalf("Check = %v, %q; want one warning", refused, warnings)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(warnings[0], w) {
+					t.Errorf("warning %q does not mention %q", warnings[0], w)
+				}
+			}
+		})
+	}
+}
+
+// TestCheckAgreesWithKustomize holds the two classes to kustomize itself,
+// run without any of Check's verdicts: a refused entry fails on objects its
+// target selects and on objects it does not, a warned entry renders fine
+// when there is nothing for it to act on.
+func TestCheckAgreesWithKustomize(t *testing.T) {
+	// Nothing here has containers or is selected by any target above.
+	const unselected = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: other\n"
+	run := func(k helmv2.Kustomize, in string) error {
+		renderer, err := uncheckedRenderer(&k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = renderer.Run(bytes.NewBufferString(in))
+		return err
+	}
+	for _, tc := range refusedEntries {
+		for name, in := range map[string]string{"selected": rendered, "unselected": unselected} {
+			if err := run(tc.k, in); err == nil {
+				t.Errorf("%s: kustomize rendered %s objects, but Check refuses the entry whatever the objects", tc.name, name)
+			}
+		}
+	}
+	for _, tc := range warnedEntries {
+		if err := run(tc.k, unselected); err != nil {
+			t.Errorf("%s: kustomize fails even with nothing to act on (%v): Check should refuse it", tc.name, err)
+		}
+	}
+}
+
+// uncheckedRenderer is newKustomizeRenderer without its check.
+func uncheckedRenderer(spec *helmv2.Kustomize) (*kustomizeRenderer, error) {
+	k := kustypes.Kustomization{
+		TypeMeta:  kustypes.TypeMeta{APIVersion: kustypes.KustomizationVersion, Kind: kustypes.KustomizationKind},
+		Resources: []string{helmOutputFile},
+	}
+	for _, p := range spec.Patches {
+		k.Patches = append(k.Patches, kustypes.Patch{Patch: p.Patch, Target: kustomizeSelector(p.Target)})
+	}
+	for _, img := range spec.Images {
+		k.Images = append(k.Images, kustypes.Image{Name: img.Name, NewName: img.NewName, NewTag: img.NewTag, Digest: img.Digest})
+	}
+	config, err := json.Marshal(k)
+	return &kustomizeRenderer{field: "entry", config: config}, err
 }
 
 // Operations the checks must not refuse: every kind, pointers the JSON
@@ -422,19 +501,14 @@ func TestCommonMetadataValuesStayStrings(t *testing.T) {
 }
 
 // A panic inside kustomize fails that render and leaves later renders
-// working. The renderer is made by hand: Build refuses this patch, and the
-// point is the safety net for panics validation does not foresee.
+// working: Check only warns about this patch, kustomize runs it.
 func TestRunSurvivesKustomizePanic(t *testing.T) {
-	config, err := json.Marshal(kustypes.Kustomization{
-		TypeMeta:  kustypes.TypeMeta{APIVersion: kustypes.KustomizationVersion, Kind: kustypes.KustomizationKind},
-		Resources: []string{helmOutputFile},
-		// The JSON patch library dereferences the missing value.
-		Patches: []kustypes.Patch{{Patch: "- op: replace\n  path: \"\"\n", Target: &kustypes.Selector{ResId: resid.ResId{Gvk: resid.Gvk{Kind: "ConfigMap"}}}}},
-	})
+	// The JSON patch library dereferences the missing value.
+	bad, err := newKustomizeRenderer("spec.postRenderers[0].kustomize", &helmv2.Kustomize{Patches: []kustomize.Patch{{
+		Patch: "- op: replace\n  path: \"\"\n", Target: &kustomize.Selector{Kind: "ConfigMap"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := &kustomizeRenderer{field: "spec.postRenderers[0].kustomize", config: config}
 	out, err := bad.Run(bytes.NewBufferString(rendered))
 	if err == nil || !strings.Contains(err.Error(), "kustomize panicked") || !strings.Contains(err.Error(), bad.field) {
 		t.Fatalf("Run = %v, %v; want an error naming the entry and the panic", out, err)

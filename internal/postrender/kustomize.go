@@ -36,11 +36,12 @@ const (
 	helmOutputFile    = "helm-output.yaml"
 )
 
-// newKustomizeRenderer checks the entry and prepares its kustomization, so
-// bad input is reported before Helm renders anything.
+// newKustomizeRenderer prepares the entry's kustomization. An entry
+// kustomize refuses whatever the objects (see checkKustomize) is an error,
+// reported before Helm renders anything.
 func newKustomizeRenderer(field string, spec *helmv2.Kustomize) (*kustomizeRenderer, error) {
-	if err := validateKustomize(field, spec); err != nil {
-		return nil, err
+	if refused, _ := checkKustomize(field, spec); refused != nil {
+		return nil, refused
 	}
 	k := kustypes.Kustomization{
 		TypeMeta:  kustypes.TypeMeta{APIVersion: kustypes.KustomizationVersion, Kind: kustypes.KustomizationKind},
@@ -116,14 +117,23 @@ func runKustomize(fs filesys.FileSystem) (res resmap.ResMap, err error) {
 	return krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, kustomizationRoot)
 }
 
-// validateKustomize reports what kustomize would reject or misread, with the
-// field at fault, and every such problem at once.
-func validateKustomize(field string, spec *helmv2.Kustomize) error {
+// checkKustomize reads the entry as kustomize will, naming the field at
+// fault in every problem. refused holds what kustomize refuses while it
+// configures its transformers, before it looks at a single object: an
+// install or upgrade with the entry fails whatever the chart renders,
+// upstream's as well. warnings holds what fails, or does nothing, only
+// on some objects (an operation on a target that matches nothing never
+// runs): those are left for kustomize to judge, as upstream does.
+func checkKustomize(field string, spec *helmv2.Kustomize) (refused error, warnings []string) {
 	var errs []error
 	for i, p := range spec.Patches {
 		pf := fmt.Sprintf("%s.patches[%d]", field, i)
-		if err := validatePatch(p); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", pf, err))
+		patchRefused, patchWarning := checkPatch(p)
+		if patchRefused != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", pf, patchRefused))
+		}
+		if patchWarning != nil {
+			warnings = append(warnings, fmt.Sprintf("%s: %v", pf, patchWarning))
 		}
 		if p.Target != nil {
 			if err := validateSelector(*p.Target); err != nil {
@@ -133,66 +143,70 @@ func validateKustomize(field string, spec *helmv2.Kustomize) error {
 	}
 	for i, img := range spec.Images {
 		if strings.TrimSpace(img.Name) == "" {
-			errs = append(errs, fmt.Errorf("%s.images[%d].name: must not be empty", field, i))
+			warnings = append(warnings, fmt.Sprintf("%s.images[%d].name is empty: the entry changes no image", field, i))
 			continue
 		}
 		// Kustomize pastes the name unquoted into a regular expression
 		// and uses the result without checking the compile error, so a
 		// name that does not compile panics on the first container.
 		if _, err := regexp.Compile("^" + img.Name + "(:[a-zA-Z0-9_.{}-]*)?(@sha256:[a-zA-Z0-9_.{}-]*)?$"); err != nil {
-			errs = append(errs, fmt.Errorf("%s.images[%d].name: kustomize reads it as a regular expression: %w", field, i, err))
+			warnings = append(warnings, fmt.Sprintf("%s.images[%d].name: kustomize reads it as a regular expression, and fails on the first container: %v", field, i, err))
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(errs...), warnings
 }
 
-// validatePatch checks a patch the way kustomize will read it, so that one
-// that cannot apply to any object stalls the HelmRelease up front instead of
-// failing every install and upgrade.
+// checkPatch reads a patch the way kustomize will: refused is what
+// kustomize refuses whatever the objects, warning what fails on the
+// objects the target selects.
 //
 // Kustomize tries the patch both as strategic merge patches (YAML objects,
 // possibly several documents or a List) and as JSON6902 operations (a
 // list), and uses whichever parses; see its PatchTransformer. A strategic
 // merge patch needs kind and metadata.name even when a target selects the
 // objects, and a target can serve only one of them. A list of operations
-// does not name the objects it applies to, so it needs a target.
-func validatePatch(p kustomize.Patch) error {
+// does not name the objects it applies to, so it needs a target; its
+// operations are only read when they are applied to an object.
+func checkPatch(p kustomize.Patch) (refused, warning error) {
 	text := strings.TrimSpace(p.Patch)
 	if text == "" {
-		return errors.New("patch is empty")
+		return errors.New("patch is empty"), nil
 	}
 	var parsed any
 	if err := yaml.Unmarshal([]byte(text), &parsed); err != nil {
-		return fmt.Errorf("patch is not valid YAML: %w", err)
+		return fmt.Errorf("patch is not valid YAML: %w", err), nil
 	}
 	_, isObject := parsed.(map[string]any)
 	_, isList := parsed.([]any)
 	switch {
 	case !isObject && !isList:
-		return errors.New("patch must be a strategic merge patch (an object) or a JSON6902 patch (a list of operations)")
+		return errors.New("patch must be a strategic merge patch (an object) or a JSON6902 patch (a list of operations)"), nil
 	case isList && p.Target == nil:
-		return errors.New("a JSON6902 patch (a list of operations) needs a target")
+		return errors.New("a JSON6902 patch (a list of operations) needs a target"), nil
 	}
 
 	sm, errSM := patchResources.SliceFromBytes([]byte(text))
 	ops, errJSON := decodeJSON6902(text)
 	switch {
 	case len(sm) > 0 && len(ops) > 0:
-		return errors.New("patch reads both as strategic merge patches and as JSON6902 operations")
+		return nil, errors.New("patch reads both as strategic merge patches and as JSON6902 operations")
 	case errSM == nil:
 		if p.Target != nil && len(sm) > 1 {
-			return fmt.Errorf("a target applies to one strategic merge patch, this entry has %d", len(sm))
+			return fmt.Errorf("a target applies to one strategic merge patch, this entry has %d", len(sm)), nil
 		}
-		return nil
+		return nil, nil
 	case errJSON == nil:
 		if p.Target == nil {
-			return errors.New("a JSON6902 patch (a list of operations) needs a target")
+			return errors.New("a JSON6902 patch (a list of operations) needs a target"), nil
 		}
-		return validateOperations(ops)
+		if err := validateOperations(ops); err != nil {
+			return nil, fmt.Errorf("%w; kustomize fails on every object the target selects", err)
+		}
+		return nil, nil
 	case isObject:
-		return fmt.Errorf("invalid strategic merge patch: %w", errSM)
+		return fmt.Errorf("invalid strategic merge patch: %w", errSM), nil
 	default:
-		return fmt.Errorf("invalid JSON6902 patch: %w", errJSON)
+		return fmt.Errorf("invalid JSON6902 patch: %w", errJSON), nil
 	}
 }
 
@@ -213,9 +227,9 @@ func decodeJSON6902(text string) (jsonpatch.Patch, error) {
 	return jsonpatch.DecodePatch([]byte(text))
 }
 
-// validateOperations refuses operations the JSON patch library fails on
-// whatever the object, or panics on (a replace or test of the whole object
-// without a value). Pointers are only checked for a '/': the library
+// validateOperations finds operations the JSON patch library fails on
+// whatever the object it is applied to, or panics on (a replace or test of
+// the whole object without a value). Pointers are only checked for a '/': the library
 // ignores what comes before the first one, and upstream accepts such
 // patches.
 func validateOperations(ops jsonpatch.Patch) error {

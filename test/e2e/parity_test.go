@@ -111,6 +111,20 @@ func TestUpstreamParity(t *testing.T) {
 			},
 		},
 		{
+			// A drift ignore path that is not a JSON pointer: upstream
+			// installs the release and reports Ready; this controller
+			// stalled it before installing anything.
+			name: "drift-ignore-path-not-pointer",
+			release: func(t *testing.T, ns, repo string) *v2.HelmRelease {
+				hr := parityPodinfo(t, ns, repo, nil)
+				hr.Spec.DriftDetection = &helmv2.DriftDetection{Mode: helmv2.DriftDetectionEnabled,
+					Ignore: []helmv2.IgnoreRule{{Paths: []string{"spec.replicas"}}}}
+				return hr
+			},
+			steps: []parityStep{{name: "ready", settled: parityReady, want: []string{
+				"Ready: True/InstallSucceeded", "Stalled: -", "history [v1 deployed]"}}},
+		},
+		{
 			// A failing Helm test whose failures are ignored.
 			name: "install-test-fail-ignore",
 			release: func(t *testing.T, ns, repo string) *v2.HelmRelease {

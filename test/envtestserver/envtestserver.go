@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -23,6 +24,9 @@ type Shared struct {
 	// HelmRepository, OCIRepository...) from the tool cache. Set it before
 	// the first Config.
 	SourceCRDs bool
+	// WithoutCRDs names CRDs (e.g. externalartifacts.source.toolkit.fluxcd.io)
+	// left out of SourceCRDs, for tests of a Flux that lacks them.
+	WithoutCRDs []string
 
 	once sync.Once
 	env  *envtest.Environment
@@ -55,8 +59,12 @@ func (s *Shared) start() {
 	}
 	env := &envtest.Environment{BinaryAssetsDirectory: binDir}
 	if s.SourceCRDs {
-		env.CRDDirectoryPaths = []string{filepath.Join(binDir, "source-controller-crds")}
-		env.ErrorIfCRDPathMissing = true
+		crds, err := CRDs([]string{SourceCRDDir(binDir)}, s.WithoutCRDs...)
+		if err != nil {
+			s.err = err
+			return
+		}
+		env.CRDs = crds
 	}
 	cfg, err := env.Start()
 	if err != nil {
@@ -64,6 +72,38 @@ func (s *Shared) start() {
 		return
 	}
 	s.env, s.cfg = env, cfg
+}
+
+// SourceCRDDir is where the tool cache in binDir keeps source-controller's
+// CRDs.
+func SourceCRDDir(binDir string) string {
+	return filepath.Join(binDir, "source-controller-crds")
+}
+
+// CRDs reads the CRDs in dirs, every one of which must exist, and leaves out
+// those named in without. A name in without that none of the files holds
+// is an error, so a renamed CRD cannot make a test pass by accident.
+func CRDs(dirs []string, without ...string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	opts := envtest.CRDInstallOptions{Paths: dirs, ErrorIfPathMissing: true}
+	if err := envtest.ReadCRDFiles(&opts); err != nil {
+		return nil, fmt.Errorf("reading the CRDs in %v: %w", dirs, err)
+	}
+	skip := map[string]bool{}
+	for _, name := range without {
+		skip[name] = true
+	}
+	var kept []*apiextensionsv1.CustomResourceDefinition
+	for _, crd := range opts.CRDs {
+		if skip[crd.Name] {
+			delete(skip, crd.Name)
+			continue
+		}
+		kept = append(kept, crd)
+	}
+	for name := range skip {
+		return nil, fmt.Errorf("no CRD %s in %v to leave out", name, dirs)
+	}
+	return kept, nil
 }
 
 // Stop stops the server if it was started.

@@ -894,12 +894,18 @@ func outcomeCases() []badCase {
 				hr.Spec.PostRenderers = patches(kustomize.Patch{Patch: `[{"op": "add", "path": "/metadata/labels/x", "value": "y"}]`})
 				return hr
 			}},
-		{name: "post renderers: invalid image name", id: "postrender-bad-image", reason: "InvalidPostRenderers", inMessage: "ghcr.io/stefanprodan/podinfo[", stalled: true,
+		{name: "post renderers: invalid image name", id: "postrender-bad-image", reason: helmv2.InstallFailedReason, inMessage: "spec.postRenderers[0].kustomize: kustomize panicked",
 			release: func(_ *testing.T, b *badEnv, name string) *v2.HelmRelease {
 				hr := b.podinfo(name)
 				hr.Spec.PostRenderers = []helmv2.PostRenderer{{Kustomize: &helmv2.Kustomize{Images: []kustomize.Image{{Name: "ghcr.io/stefanprodan/podinfo[", NewTag: "6.0.0"}}}}}
 				return hr
-			}},
+			},
+			check: func(ctx context.Context, b *badEnv, hr *v2.HelmRelease) error {
+				_, err := env.FindEvent(ctx, b.ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning,
+					Reason: "InvalidPostRenderers", Contains: "spec.postRenderers[0].kustomize.images[0].name"})
+				return err
+			},
+			note: "kustomize fails on the chart's first container, as upstream's, with a Warning InvalidPostRenderers before; " + retriedNothingStored},
 		{name: "post renderers: invalid target label selector", id: "postrender-bad-selector", reason: "InvalidPostRenderers", inMessage: "spec.postRenderers[0].kustomize.patches[0].target: labelSelector", stalled: true,
 			release: func(_ *testing.T, b *badEnv, name string) *v2.HelmRelease {
 				hr := b.podinfo(name)
@@ -995,13 +1001,19 @@ func outcomeCases() []badCase {
 					HealthCheckExpressions: kustomize.HealthCheckExpressions{Current: "status.phase =="}}}
 				return hr
 			}},
-		{name: "health checks: healthCheckExprs with an invalid apiVersion", id: "hc-bad-apiversion", reason: meta.InvalidCELExpressionReason, inMessage: "a/b/c", stalled: true,
+		{name: "health checks: healthCheckExprs with an invalid apiVersion", id: "hc-bad-apiversion", accepted: true, reason: helmv2.InstallSucceededReason,
 			release: func(_ *testing.T, b *badEnv, name string) *v2.HelmRelease {
 				hr := b.podinfo(name)
 				hr.Spec.HealthCheckExprs = []kustomize.CustomHealthCheck{{APIVersion: "a/b/c", Kind: "Deployment",
-					HealthCheckExpressions: kustomize.HealthCheckExpressions{Current: "true"}}}
+					HealthCheckExpressions: kustomize.HealthCheckExpressions{Current: "false"}}}
 				return hr
-			}},
+			},
+			check: func(ctx context.Context, b *badEnv, hr *v2.HelmRelease) error {
+				_, err := env.FindEvent(ctx, b.ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning,
+					Reason: "InvalidHealthCheckExprs", Contains: `healthCheckExprs[0].apiVersion "a/b/c" is not group/version`})
+				return err
+			},
+			note: "as upstream: the apiVersion reads as the core group, so the expression judges no apps/v1 Deployment; a Warning event says so"},
 		{name: "health checks: dependsOn readyExpr that errors at runtime", id: "hc-readyexpr-runtime", reason: helmv2.DependencyNotReadyReason, inMessage: "nothere", event: corev1.EventTypeNormal,
 			release: func(_ *testing.T, b *badEnv, name string) *v2.HelmRelease {
 				hr := b.podinfo(name)
@@ -1131,7 +1143,8 @@ func outcomeCases() []badCase {
 				hr.Spec.Timeout = &metav1.Duration{Duration: time.Millisecond}
 				return hr
 			}},
-		{name: "settings: invalid drift detection ignore rule", id: "drift-bad-rule", reason: "InvalidDriftDetection", inMessage: "spec.driftDetection.ignore[0]", stalled: true,
+		{name: "settings: invalid drift detection ignore rule", id: "drift-bad-rule", reason: "DriftDetectionFailed", inMessage: "failed to create ignore rule selector",
+			partial: "the installed release, as upstream: drift detection fails only once there is a release to compare (upstream's reason is StateError)",
 			release: func(_ *testing.T, b *badEnv, name string) *v2.HelmRelease {
 				hr := b.podinfo(name)
 				hr.Spec.DriftDetection = &helmv2.DriftDetection{Mode: helmv2.DriftDetectionEnabled, Ignore: []helmv2.IgnoreRule{{

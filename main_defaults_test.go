@@ -1,0 +1,188 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/afterhooks/helm-controller/internal/features"
+	"github.com/afterhooks/helm-controller/test/cluster"
+)
+
+// upstreamGateDefaults are the feature gates of upstream helm-controller
+// v1.6.4 with their defaults, from its internal/features/features.go
+// (ObjectLevelWorkloadIdentity from fluxcd/pkg/auth). A binary does not
+// print its gates, so they are written down here.
+var upstreamGateDefaults = map[string]bool{
+	"CacheSecretsAndConfigMaps":      false,
+	"DetectDrift":                    false,
+	"CorrectDrift":                   false,
+	"AllowDNSLookups":                false,
+	"OOMWatch":                       false,
+	"AdoptLegacyReleases":            false,
+	"DisableChartDigestTracking":     false,
+	"AdditiveCELDependencyCheck":     false,
+	"ExternalArtifact":               false,
+	"DisableConfigWatchers":          false,
+	"DirectSourceFetch":              false,
+	"UseHelm3Defaults":               false,
+	"CancelHealthCheckOnNewRevision": false,
+	"DefaultToRetryOnFailure":        false,
+	"ObjectLevelWorkloadIdentity":    false,
+}
+
+// helpFlag is a flag as --help prints it.
+type helpFlag struct {
+	typ string
+	// def is the default as docs/flags.md writes it: --help's value
+	// without quotes, or the zero value of the type when --help prints
+	// none.
+	def string
+}
+
+var helpLine = regexp.MustCompile(`^\s+(--[a-z0-9-]+)(?: (\S+))?\s{2,}(.*)$`)
+var helpDefault = regexp.MustCompile(`\(default (.*)\)$`)
+
+// parseHelp reads the flags of a pflag --help output.
+func parseHelp(t *testing.T, out string) map[string]helpFlag {
+	t.Helper()
+	flags := map[string]helpFlag{}
+	for _, line := range strings.Split(out, "\n") {
+		m := helpLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		f := helpFlag{typ: m[2]}
+		if d := helpDefault.FindStringSubmatch(m[3]); d != nil {
+			f.def = strings.Trim(d[1], `"`)
+		} else {
+			f.def = zeroDefault(f.typ)
+		}
+		flags[m[1]] = f
+	}
+	if len(flags) < 30 {
+		t.Fatalf("found only %d flags in --help output:\n%s", len(flags), out)
+	}
+	return flags
+}
+
+func zeroDefault(typ string) string {
+	switch typ {
+	case "":
+		return "false" // a bool flag prints no type
+	case "stringArray":
+		return "[]"
+	case "string", "mapStringBool":
+		return `""`
+	}
+	return "0"
+}
+
+func help(t *testing.T, binary string) string {
+	t.Helper()
+	out, err := exec.Command(binary, "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s --help: %v\n%s", binary, err, out)
+	}
+	return string(out)
+}
+
+// upstreamBinary is upstream helm-controller from the tool cache.
+func upstreamBinary(t *testing.T) string {
+	t.Helper()
+	binDir, err := cluster.ToolBinDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(binDir, "helm-controller-upstream")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("upstream helm-controller not found: run `make tools` first (%v)", err)
+	}
+	return path
+}
+
+// docRow is a row of a table in docs/flags.md: name, upstream, ours, same.
+type docRow struct{ upstream, ours, same string }
+
+func docRows(t *testing.T, nameRE string) map[string]docRow {
+	t.Helper()
+	docs, err := os.ReadFile(filepath.Join("docs", "flags.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]docRow{}
+	re := regexp.MustCompile("(?m)^\\| `(" + nameRE + ")` \\| ([^|]+) \\| ([^|]+) \\| ([^|]+) \\|")
+	for _, m := range re.FindAllStringSubmatch(string(docs), -1) {
+		rows[m[1]] = docRow{upstream: m[2], ours: m[3], same: m[4]}
+	}
+	return rows
+}
+
+// TestDefaultsMatchUpstream: every flag of upstream v1.6.4 exists here with
+// its type and default, every gate has upstream's default, and
+// docs/flags.md says so: each row's Upstream and Ours columns are the
+// binaries' (or the gates') defaults, and only equal columns read "same".
+func TestDefaultsMatchUpstream(t *testing.T) {
+	upstream := parseHelp(t, help(t, upstreamBinary(t)))
+	ours := parseHelp(t, help(t, controllerBinary(t)))
+	for name, up := range upstream {
+		if got, ok := ours[name]; !ok {
+			t.Errorf("upstream flag %s is missing", name)
+		} else if got != up {
+			t.Errorf("%s: ours %s, default %q; upstream %s, default %q", name, got.typ, got.def, up.typ, up.def)
+		}
+	}
+	for gate, def := range upstreamGateDefaults {
+		if got, ok := features.Defaults()[gate]; !ok || got != def {
+			t.Errorf("gate %s: ours %v (present %v), upstream %v", gate, got, ok, def)
+		}
+	}
+
+	cell := func(v string) string { return "`" + v + "`" }
+	flagRows := docRows(t, "--[a-z0-9-]+")
+	for name, f := range ours {
+		row, ok := flagRows[name]
+		if !ok {
+			t.Errorf("docs/flags.md has no row for %s", name)
+			continue
+		}
+		wantUp := "not a flag"
+		if up, ok := upstream[name]; ok {
+			wantUp = cell(up.def)
+		}
+		checkRow(t, name, row, wantUp, cell(f.def))
+	}
+	gateRows := docRows(t, "[A-Z][A-Za-z0-9]+")
+	for gate, def := range features.Defaults() {
+		row, ok := gateRows[gate]
+		if !ok {
+			t.Errorf("docs/flags.md has no row for gate %s", gate)
+			continue
+		}
+		wantUp := "not a gate"
+		if up, ok := upstreamGateDefaults[gate]; ok {
+			wantUp = cell(boolString(up))
+		}
+		checkRow(t, gate, row, wantUp, cell(boolString(def)))
+	}
+}
+
+func checkRow(t *testing.T, name string, row docRow, upstream, ours string) {
+	t.Helper()
+	if row.upstream != upstream || row.ours != ours {
+		t.Errorf("docs/flags.md %s: upstream %s, ours %s; want %s, %s", name, row.upstream, row.ours, upstream, ours)
+	}
+	if same := row.same == "same"; same != (upstream == ours) {
+		t.Errorf("docs/flags.md %s: %q in the Same? column, with upstream %s and ours %s", name, row.same, upstream, ours)
+	}
+}
+
+func boolString(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
