@@ -529,3 +529,26 @@ func TestRunSurvivesKustomizePanic(t *testing.T) {
 		t.Fatal("render after the panic is stuck: the kustomize lock was not released")
 	}
 }
+
+// An image name that does not compile as kustomize's regular expression
+// matches no container: the render succeeds and changes no image. The
+// Warning event (see warnedEntries) is all the user hears, so this test
+// fails if kustomize starts to fail or panic on such names again, which
+// would make the warning text and docs/postrenderers.md wrong.
+func TestImageNameThatDoesNotCompileChangesNothing(t *testing.T) {
+	r, err := newKustomizeRenderer("spec.postRenderers[0].kustomize", &helmv2.Kustomize{
+		Images: []kustomize.Image{{Name: "nginx(", NewTag: "2"}, {Name: "busybox", NewTag: "9"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  template:\n    spec:\n      containers:\n" +
+		"      - name: a\n        image: nginx:1.0\n      - name: b\n        image: busybox:1.0\n"
+	out, err := r.Run(bytes.NewBufferString(in))
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	got := out.String()
+	if !strings.Contains(got, "image: nginx:1.0") || !strings.Contains(got, "image: busybox:9") {
+		t.Errorf("want nginx unchanged and busybox at tag 9, got\n%s", got)
+	}
+}

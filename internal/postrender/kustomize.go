@@ -146,11 +146,13 @@ func checkKustomize(field string, spec *helmv2.Kustomize) (refused error, warnin
 			warnings = append(warnings, fmt.Sprintf("%s.images[%d].name is empty: the entry changes no image", field, i))
 			continue
 		}
-		// Kustomize pastes the name unquoted into a regular expression
-		// and uses the result without checking the compile error, so a
-		// name that does not compile panics on the first container.
+		// Kustomize pastes the name unquoted into a regular expression.
+		// Since kustomize/api v0.21.2 a name that does not compile matches
+		// no image (older versions panicked on the first container): the
+		// render goes on and the entry silently changes nothing, which the
+		// user should hear about.
 		if _, err := regexp.Compile("^" + img.Name + "(:[a-zA-Z0-9_.{}-]*)?(@sha256:[a-zA-Z0-9_.{}-]*)?$"); err != nil {
-			warnings = append(warnings, fmt.Sprintf("%s.images[%d].name: kustomize reads it as a regular expression, and fails on the first container: %v", field, i, err))
+			warnings = append(warnings, fmt.Sprintf("%s.images[%d].name: kustomize reads it as a regular expression, which does not compile, so the entry matches no image and changes nothing: %v", field, i, err))
 		}
 	}
 	return errors.Join(errs...), warnings
