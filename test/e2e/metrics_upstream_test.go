@@ -24,9 +24,10 @@ import (
 var toolchainMetricPrefixes = []string{"go_godebug_non_default_behavior_"}
 
 // ownMetricPrefixes are the metric families of ours that upstream has no
-// counterpart for: they carry a prefix of their own, so they never shadow
-// a name upstream may add.
-var ownMetricPrefixes = []string{"helm_controller_"}
+// counterpart for: helm_controller_ for ours alone, and gotk_chart_ for the
+// chart cache, named by fluxcd/pkg/cache as upstream's token cache is
+// (gotk_token_).
+var ownMetricPrefixes = []string{"helm_controller_", "gotk_chart_"}
 
 // TestMetricsMatchUpstream runs upstream helm-controller v1.6.4 and ours
 // side by side, each installing the same release, and compares what their
