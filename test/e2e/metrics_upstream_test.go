@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -91,8 +92,30 @@ func TestMetricsMatchUpstream(t *testing.T) {
 		if !hasAnyPrefix(name, ownMetricPrefixes) {
 			t.Errorf("we serve %s (%s, labels %v), upstream v1.6.4 does not and it has no prefix of ours", name, our.GetType(), labelNames(our))
 		}
+		if err := followsFluxNaming(our); err != nil {
+			t.Errorf("our metric %s: %v", name, err)
+		}
 	}
 }
+
+// followsFluxNaming checks the Prometheus conventions Flux's own metrics
+// follow: snake_case, counters end in _total and nothing else does,
+// durations are histograms in seconds.
+func followsFluxNaming(f *dto.MetricFamily) error {
+	name := f.GetName()
+	counter := f.GetType() == dto.MetricType_COUNTER
+	switch {
+	case !snakeCase.MatchString(name):
+		return fmt.Errorf("not snake_case")
+	case counter != strings.HasSuffix(name, "_total"):
+		return fmt.Errorf("a %s: counters, and only counters, end in _total", f.GetType())
+	case strings.Contains(name, "duration") && (f.GetType() != dto.MetricType_HISTOGRAM || !strings.HasSuffix(name, "_seconds")):
+		return fmt.Errorf("a duration must be a histogram in seconds, is a %s", f.GetType())
+	}
+	return nil
+}
+
+var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 
 func parseMetrics(page string) (map[string]*dto.MetricFamily, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
