@@ -61,8 +61,9 @@ import (
 )
 
 // version is stamped at build time (-ldflags "-X main.version=…", see
-// hack/version.sh); a plain `go build` reports this placeholder.
-var version = "0.0.0-dev"
+// hack/version.sh). Left empty by a plain `go build` or `go install`, it is
+// taken from the build information instead (see buildVersion).
+var version = ""
 
 // options holds every command-line setting.
 type options struct {
@@ -143,12 +144,33 @@ func (o *options) bindFlags(fs *pflag.FlagSet) {
 	}
 }
 
+// Exit codes, as upstream's: flags that cannot be parsed exit 2 (the error
+// goes to stderr, as pflag's own handling would print it), every other start-up error exits 1
+// after the logger has written it.
+const (
+	exitStartFailed = 1
+	exitUsage       = 2
+)
+
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintf(os.Stderr, "helm-controller: %v\n", err)
-		os.Exit(1)
+	err := run(os.Args[1:])
+	if err == nil {
+		return
 	}
+	if errors.Is(err, errUsage) {
+		// pflag returns the error without printing it (ContinueOnError).
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(exitUsage)
+	}
+	// The logger is set up right after the flags are parsed, so the error
+	// reaches it in the configured encoding (JSON by default), as
+	// upstream's start-up errors do.
+	ctrl.Log.WithName("setup").Error(err, "unable to start the controller")
+	os.Exit(exitStartFailed)
 }
+
+// errUsage marks command-line arguments pflag could not parse.
+var errUsage = errors.New("invalid command-line arguments")
 
 func run(args []string) error {
 	var opts options
@@ -158,12 +180,12 @@ func run(args []string) error {
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil
 		}
-		return err
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 
 	ctrl.SetLogger(logger.NewLogger(opts.logger))
 	log := ctrl.Log.WithName("setup")
-	log.Info("helm-controller with waitStrategy: afterHooks", "version", version)
+	log.Info("helm-controller with waitStrategy: afterHooks", "version", buildVersion(version, readBuildInfo))
 
 	if err := validate(&opts); err != nil {
 		return err
@@ -233,6 +255,11 @@ func validate(opts *options) error {
 	}
 	if features.Enabled(features.AdoptLegacyReleases) {
 		ctrl.Log.WithName("setup").Info("the AdoptLegacyReleases feature gate is ignored, as in upstream helm-controller")
+	}
+	// As upstream: a default kubeconfig ServiceAccount is refused at
+	// start-up unless the gate that lets it be used is on.
+	if opts.defaultKubeConfigServiceAccount != "" && !features.Enabled(features.ObjectLevelWorkloadIdentity) {
+		return fmt.Errorf("invalid configuration: %w", auth.ErrInconsistentObjectLevelConfiguration)
 	}
 	if opts.concurrent < 1 {
 		return fmt.Errorf("--concurrent must be at least 1, got %d", opts.concurrent)
@@ -454,15 +481,8 @@ func newTargetBuilder(mgr ctrl.Manager, opts *options) (*kube.Builder, error) {
 	configureProviderAuth(opts)
 	// The provider library's own default account is for workload identity;
 	// --default-service-account here means impersonation, so only the
-	// kubeconfig default is handed over. Without the gate the library
-	// refuses to use it, and every HelmRelease relying on it says so in its
-	// Ready condition; the controller still starts, as it does with every
-	// other upstream flag.
+	// kubeconfig default is handed over (validate has checked its gate).
 	auth.SetDefaultKubeConfigServiceAccount(opts.defaultKubeConfigServiceAccount)
-	if auth.InconsistentObjectLevelConfiguration() {
-		ctrl.Log.WithName("setup").Info("WARNING: --default-kubeconfig-service-account has no effect without the feature gate; "+
-			"kubeConfig.configMapRef authentication that needs it fails", "gate", features.ObjectLevelWorkloadIdentity)
-	}
 
 	var tokenCache *pkgcache.TokenCache
 	if opts.tokenCacheMaxSize > 0 {

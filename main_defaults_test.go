@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/afterhooks/helm-controller/internal/features"
 	"github.com/afterhooks/helm-controller/test/cluster"
@@ -185,4 +190,74 @@ func boolString(b bool) string {
 		return "true"
 	}
 	return "false"
+}
+
+// TestStartupErrorsAsUpstream: for the same bad arguments the controller
+// exits with upstream v1.6.4's exit code, and an error after the flags are
+// parsed is a JSON line from the logger at level error, as upstream's.
+func TestStartupErrorsAsUpstream(t *testing.T) {
+	upstream, ours := upstreamBinary(t), controllerBinary(t)
+	tests := []struct {
+		name string
+		args []string
+		// logged: the error comes through the logger (not pflag's usage).
+		logged bool
+	}{
+		{"unknown flag", []string{"--not-a-flag"}, false},
+		{"unknown feature gate", []string{"--feature-gates=NoSuchGate=true"}, true},
+		{"kubeconfig ServiceAccount without its gate", []string{"--default-kubeconfig-service-account=remote-sa"}, true},
+		{"bad digest algorithm", []string{"--snapshot-digest-algo=md5"}, true},
+		{"bad jitter", []string{"--interval-jitter-percentage=100"}, true},
+		{"bad label selector", []string{"--watch-label-selector=a b c"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			upCode, upOut := exitCode(t, upstream, tt.args)
+			code, out := exitCode(t, ours, tt.args)
+			if code != upCode {
+				t.Errorf("exit code %d, upstream's %d\nours:\n%s\nupstream:\n%s", code, upCode, out, upOut)
+			}
+			if !tt.logged {
+				return
+			}
+			for who, output := range map[string]string{"ours": out, "upstream": upOut} {
+				if err := lastLineIsJSONError(output); err != nil {
+					t.Errorf("%s: %v\n%s", who, err, output)
+				}
+			}
+		})
+	}
+}
+
+// exitCode runs binary with args and no reachable cluster.
+func exitCode(t *testing.T, binary string, args []string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG=/nonexistent")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(out)
+	case errors.As(err, &exit):
+		return exit.ExitCode(), string(out)
+	}
+	t.Fatalf("running %s: %v", binary, err)
+	return 0, ""
+}
+
+// lastLineIsJSONError checks that output ends with a JSON log line at
+// level error that carries an error.
+func lastLineIsJSONError(output string) error {
+	lines := strings.Split(strings.TrimSpace(output), "\n")
+	var entry map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &entry); err != nil {
+		return fmt.Errorf("the last line is not JSON: %v", err)
+	}
+	if entry["level"] != "error" || entry["error"] == nil || entry["msg"] == nil {
+		return fmt.Errorf("the last line is not an error log entry: %v", entry)
+	}
+	return nil
 }

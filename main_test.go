@@ -83,7 +83,8 @@ var upstreamFlags = []string{
 		"DisableConfigWatchers=true",
 		"ExternalArtifact=false",
 		"OOMWatch=false",
-		"ObjectLevelWorkloadIdentity=false",
+		// On: --default-kubeconfig-service-account needs it, as upstream.
+		"ObjectLevelWorkloadIdentity=true",
 		"RecreateImmutableResources=true",
 		"UseHelm3Defaults=true",
 		"DefaultToAfterHooks=true",
@@ -290,6 +291,8 @@ func TestRejectsBadArguments(t *testing.T) {
 		{"bad label selector", []string{"--watch-label-selector=a b c"}, "invalid --watch-label-selector"},
 		{"bad jitter", []string{"--interval-jitter-percentage=100"}, "invalid --interval-jitter-percentage"},
 		{"OOM threshold 0", []string{"--oom-watch-memory-threshold=0"}, "--oom-watch-memory-threshold must be between 1 and 100"},
+		{"kubeconfig ServiceAccount without its gate", []string{"--default-kubeconfig-service-account=remote-sa"},
+			"cannot set default service accounts when the feature gate ObjectLevelWorkloadIdentity is not enabled"},
 		{"OOM watch without a cgroup", []string{"--feature-gates=OOMWatch=true",
 			"--oom-watch-max-memory-path=/nonexistent/memory.max", "--oom-watch-current-memory-path=/nonexistent/memory.current"},
 			"setting up the OOM watch"},

@@ -31,6 +31,22 @@ module_key() {
 	cat "$here/$1/go.mod" "$here/$1/go.sum" | sha256sum | cut -c1-16
 }
 
+# announce_first_build says, once and before anything is compiled, what a
+# cold cache costs, so that a first `make demo` or `make test` does not look
+# stuck while it compiles for many minutes.
+announced=
+announce_first_build() {
+	[[ -z $announced ]] || return 0
+	announced=1
+	cat >&2 <<EOF
+[tools] Compiling the local cluster's tools (etcd, kube-apiserver, kube-controller-manager,
+[tools] kube-scheduler, kwok, source-controller, upstream helm-controller) from pinned Go
+[tools] modules into $cache_root.
+[tools] This happens once per machine and takes about 12 minutes on 2 cores (less with more);
+[tools] later runs reuse the cache. One line per tool follows.
+EOF
+}
+
 # build_tool <module dir> <binary name> <package> [ldflags]
 build_tool() {
 	local dir=$1 name=$2 pkg=$3 ldflags=${4:--s -w}
@@ -38,11 +54,12 @@ build_tool() {
 	key=$(module_key "$dir")
 	local target="$cache_root/$name-$key"
 	if [[ ! -x "$target" ]]; then
-		echo "building $name ($dir, key $key)" >&2
+		announce_first_build
+		echo "[tools] building $name from hack/tools/$dir (cache key $key), started $(date +%H:%M:%S)" >&2
 		local start=$SECONDS
 		(cd "$here/$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$target.tmp" "$pkg")
 		mv "$target.tmp" "$target"
-		echo "built $name in $((SECONDS - start))s" >&2
+		echo "[tools] built $name in $((SECONDS - start))s" >&2
 	fi
 	ln -sf "$target" "$bin_dir/$name"
 }

@@ -5,35 +5,20 @@ import "k8s.io/apimachinery/pkg/types"
 // The functions in this file expect s.mu to be held.
 
 func (s *Source) lookup(key string) (*Chart, bool) {
-	el, ok := s.entries[key]
-	if !ok {
-		return nil, false
-	}
-	s.lru.MoveToFront(el)
-	return el.Value.(*Chart), true
+	c, err := s.entries.Get(key)
+	return c, err == nil
 }
 
-// insert evicts the least recently used entries beyond the bound even when
-// they are owned: their owners download again on their next Get.
+// insert lets the LRU bound evict the least recently used entries even
+// when they are owned: their owners download again on their next Get.
 func (s *Source) insert(key string, c *Chart) {
-	if el, ok := s.entries[key]; ok {
-		el.Value = c
-		s.lru.MoveToFront(el)
-		return
-	}
-	s.entries[key] = s.lru.PushFront(c)
-	for s.lru.Len() > s.maxEntries {
-		oldest := s.lru.Back()
-		s.lru.Remove(oldest)
-		delete(s.entries, oldest.Value.(*Chart).Digest)
-	}
+	// The LRU's Set cannot fail.
+	_ = s.entries.Set(key, c)
 }
 
+// remove drops key; a key that is not cached (evicted already) is no error.
 func (s *Source) remove(key string) {
-	if el, ok := s.entries[key]; ok {
-		s.lru.Remove(el)
-		delete(s.entries, key)
-	}
+	_ = s.entries.Delete(key)
 }
 
 // use records that owner now uses the digest key and releases the digest it

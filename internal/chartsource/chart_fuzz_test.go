@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,11 +16,12 @@ import (
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
+
+	"github.com/afterhooks/helm-controller/test/testcharts"
 )
 
-// podinfoDir is the podinfo chart shared by the checkouts, relative to this
-// package: <repo>/../shared/charts/podinfo.
-var podinfoDir = filepath.Join("..", "..", "..", "shared", "charts", "podinfo")
+// podinfoDir is the repository's copy of the podinfo chart.
+var podinfoDir = testcharts.Podinfo
 
 // packageDir packages a chart directory as `helm package` would.
 func packageDir(f *testing.F, dir string) ([]byte, *chartv2.Chart) {
@@ -185,7 +185,7 @@ func chartFiles(ch *chartv2.Chart, prefix string) []string {
 // three forms: the artifact itself; a list of tar entries (entriesArchive),
 // so that mutations reach names and chart files instead of dying in
 // deflate; or an edit of the podinfo chart as Helm packages it from
-// ../shared/charts/podinfo (editArchive), for truncated and corrupted real
+// the repository's copy (editArchive), for truncated and corrupted real
 // archives. What must hold:
 //   - parseChart never panics and returns within seconds;
 //   - anything without the gzip magic is refused;
@@ -209,13 +209,9 @@ func FuzzParseChart(f *testing.F) {
 	files := []string{"Chart.yaml", "templates/configmap.yaml", "values.yaml"}
 	base := packaged(f, "app", "1.0.0")
 	want[string(base)] = expected{"app", "1.0.0", files}
-	if _, err := os.Stat(filepath.Join(podinfoDir, "Chart.yaml")); err == nil {
-		data, ch := packageDir(f, podinfoDir)
-		base = data
-		want[string(base)] = expected{ch.Name(), ch.Metadata.Version, chartFiles(ch, "")}
-	} else {
-		f.Logf("podinfo chart not available (%v): editing a hand-made chart instead", err)
-	}
+	data, ch := packageDir(f, podinfoDir)
+	base = data
+	want[string(base)] = expected{ch.Name(), ch.Metadata.Version, chartFiles(ch, "")}
 	archiveOf := func(data []byte, form uint8) []byte {
 		switch form % numForms {
 		case formEntries:

@@ -10,7 +10,6 @@
 package chartsource
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/cache"
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/opencontainers/go-digest"
 	"k8s.io/apimachinery/pkg/types"
@@ -68,9 +68,10 @@ type Source struct {
 	maxSize      int64
 	maxEntries   int
 
-	mu      sync.Mutex
-	lru     *list.List               // *Chart values, most recently used first
-	entries map[string]*list.Element // keyed by digest
+	mu sync.Mutex
+	// entries are the cached charts by digest, bounded by maxEntries:
+	// Flux's LRU cache, whose metrics are Flux's (see MustRegisterMetrics).
+	entries *cache.LRU[*Chart]
 	owners  map[types.NamespacedName]string
 	users   map[string]int // owners per digest; outlives LRU eviction
 	flights map[string]*flight
@@ -106,8 +107,7 @@ func New(opts Options) *Source {
 		hostOverride: opts.HostOverride,
 		maxSize:      maxArchiveSize,
 		maxEntries:   opts.MaxEntries,
-		lru:          list.New(),
-		entries:      map[string]*list.Element{},
+		entries:      newEntries(opts.MaxEntries),
 		owners:       map[types.NamespacedName]string{},
 		users:        map[string]int{},
 		flights:      map[string]*flight{},
@@ -136,10 +136,12 @@ func (s *Source) Get(ctx context.Context, owner types.NamespacedName, artifact *
 	s.mu.Lock()
 	if c, ok := s.lookup(key); ok {
 		s.hits.Add(1)
+		s.recordEvent(cache.CacheEventTypeHit, owner)
 		s.use(owner, key)
 		s.mu.Unlock()
 		return c.withRevision(artifact.Revision), nil
 	}
+	s.recordEvent(cache.CacheEventTypeMiss, owner)
 	f, ok := s.flights[key]
 	if !ok {
 		f = s.start(ctx, key, want, artifact.URL, artifact.Revision)
@@ -228,6 +230,7 @@ func (s *Source) fetch(ctx context.Context, url, revision string, want digest.Di
 func (s *Source) Forget(owner types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.forgetEvents(owner)
 	if key, ok := s.owners[owner]; ok {
 		delete(s.owners, owner)
 		s.release(key)
@@ -237,8 +240,9 @@ func (s *Source) Forget(owner types.NamespacedName) {
 // Stats is a snapshot; the counters only grow.
 func (s *Source) Stats() Stats {
 	s.mu.Lock()
-	entries := s.lru.Len()
+	keys, _ := s.entries.ListKeys()
 	s.mu.Unlock()
+	entries := len(keys)
 	return Stats{
 		Downloads: s.downloads.Load(),
 		Loads:     s.loads.Load(),

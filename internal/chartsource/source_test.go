@@ -669,6 +669,9 @@ func TestHostOverride(t *testing.T) {
 	}
 }
 
+// TestMetrics: the chart cache serves Flux's cache metrics (fluxcd/pkg/cache
+// with the gotk_chart_ prefix) with a hit or miss per HelmRelease, and our
+// downloads counter; a forgotten HelmRelease's series go away.
 func TestMetrics(t *testing.T) {
 	srv := newFakeSourceController(t)
 	a := srv.add("/app.tgz", tarGz(t, chartEntries("app", "1.0.0")...))
@@ -676,6 +679,7 @@ func TestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	s.MustRegisterMetrics(reg)
 
+	// gather keys each series by its name and its label values.
 	gather := func() map[string]float64 {
 		t.Helper()
 		mfs, err := reg.Gather()
@@ -685,11 +689,15 @@ func TestMetrics(t *testing.T) {
 		got := map[string]float64{}
 		for _, mf := range mfs {
 			for _, m := range mf.GetMetric() {
+				key := mf.GetName()
+				for _, l := range m.GetLabel() {
+					key += " " + l.GetName() + "=" + l.GetValue()
+				}
 				switch {
 				case m.GetCounter() != nil:
-					got[mf.GetName()] = m.GetCounter().GetValue()
+					got[key] = m.GetCounter().GetValue()
 				case m.GetGauge() != nil:
-					got[mf.GetName()] = m.GetGauge().GetValue()
+					got[key] = m.GetGauge().GetValue()
 				}
 			}
 		}
@@ -701,16 +709,28 @@ func TestMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := map[string]float64{
-		"helm_controller_chart_downloads_total":  1,
-		"helm_controller_chart_cache_hits_total": 2,
-		"helm_controller_chart_cache_entries":    1,
-	}
-	if got := gather(); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("metrics = %v, want %v", got, want)
+	events := "gotk_chart_cache_events_total event_type=%s kind=HelmRelease name=app namespace=%s operation=reconcile"
+	ns := owner("app").Namespace
+	got := gather()
+	for key, want := range map[string]float64{
+		"helm_controller_chart_downloads_total": 1,
+		fmt.Sprintf(events, "cache_hit", ns):    2,
+		fmt.Sprintf(events, "cache_miss", ns):   1,
+		"gotk_chart_cached_items":               1,
+		"gotk_chart_cache_evictions_total":      0,
+	} {
+		if got[key] != want {
+			t.Errorf("%s = %v, want %v (all: %v)", key, got[key], want, got)
+		}
 	}
 	s.Forget(owner("app"))
-	if got := gather()["helm_controller_chart_cache_entries"]; got != 0 {
-		t.Errorf("entries gauge = %v after Forget, want 0", got)
+	got = gather()
+	if got["gotk_chart_cached_items"] != 0 {
+		t.Errorf("gotk_chart_cached_items = %v after Forget, want 0", got["gotk_chart_cached_items"])
+	}
+	for key := range got {
+		if strings.HasPrefix(key, "gotk_chart_cache_events_total") {
+			t.Errorf("series %s outlived Forget", key)
+		}
 	}
 }

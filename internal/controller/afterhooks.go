@@ -4,21 +4,22 @@ import (
 	"fmt"
 	"time"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	eventv1 "github.com/fluxcd/pkg/apis/event/v1"
+	"github.com/fluxcd/pkg/chartutil"
+	"github.com/opencontainers/go-digest"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
-	corev1 "k8s.io/api/core/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/afterhooks"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 )
 
-// AfterHooksWaitingReason is the reason of the Normal event emitted when an
+// AfterHooksWaitingReason is the reason of the Trace event emitted when an
 // install, upgrade or rollback with waitStrategy afterHooks has run its
 // post hooks and the readiness wait of its resources starts.
 const AfterHooksWaitingReason = "AfterHooksWaiting"
 
-// AfterHooksStartedReason is the reason of the Normal event emitted when an
+// AfterHooksStartedReason is the reason of the Trace event emitted when an
 // action with waitStrategy afterHooks starts: hooks and apply come first.
 const AfterHooksStartedReason = "AfterHooksStarted"
 
@@ -39,7 +40,7 @@ var _ afterhooks.Observer = (*afterHooksObserver)(nil)
 
 func (o *afterHooksObserver) Started(verb string) {
 	o.progress.report(fmt.Sprintf("running %s hooks and applying resources (afterHooks)", verb))
-	o.event(verb, nil, AfterHooksStartedReason,
+	o.event(verb, nil, eventv1.EventTypeTrace, AfterHooksStartedReason,
 		fmt.Sprintf("Helm %s of %s started with waitStrategy afterHooks: pre-%s hooks, apply, post-%s hooks, then the readiness wait",
 			verb, o.release, verb, verb))
 }
@@ -51,12 +52,12 @@ func (o *afterHooksObserver) HookStarted(p afterhooks.HookProgress) {
 func (o *afterHooksObserver) Waiting(verb string, rel *releasev1.Release, timeout time.Duration, resumed bool) {
 	o.progress.report(waitingFor(rel))
 	if resumed {
-		o.event(verb, rel, AfterHooksWaitingReason,
+		o.event(verb, rel, eventv1.EventTypeTrace, AfterHooksWaitingReason,
 			fmt.Sprintf("Resuming the readiness wait of %s.v%d after a restart; hooks are not run again; waiting up to %s",
 				rel.Name, rel.Version, timeout.Round(time.Second)))
 		return
 	}
-	o.event(verb, rel, AfterHooksWaitingReason,
+	o.event(verb, rel, eventv1.EventTypeTrace, AfterHooksWaitingReason,
 		fmt.Sprintf("Post-%s hooks of %s.v%d completed; waiting up to %s for its resources to become ready",
 			verb, rel.Name, rel.Version, timeout))
 }
@@ -65,16 +66,21 @@ func (o *afterHooksObserver) PhaseDone(verb, phase string, took time.Duration) {
 	phaseDuration.WithLabelValues(verb, string(v2.AfterHooks), phase).Observe(took.Seconds())
 }
 
-// event emits a Normal event about the HelmRelease carrying the chart
-// version of rel as revision, as the state machine's events do, with the
-// action of verb: the phases are part of that Helm action.
-func (o *afterHooksObserver) event(verb string, rel *releasev1.Release, reason, msg string) {
+// event emits an event about the HelmRelease. The afterHooks phases are
+// progress, so their type is Trace, as upstream's progress events: a
+// Kubernetes event that notification-controller never receives, so alerts
+// carry only outcomes (the Helm action's success or failure that
+// follows). It carries the
+// chart version of rel as revision and the digest of its values as token,
+// as the events of the Helm action it belongs to do; without rel, those of
+// the attempt.
+func (o *afterHooksObserver) event(verb string, rel *releasev1.Release, eventType, reason, msg string) {
 	if o.recorder == nil {
 		return
 	}
-	var meta map[string]string
-	if rel != nil && rel.Chart != nil && rel.Chart.Metadata != nil && rel.Chart.Metadata.Version != "" {
-		meta = map[string]string{helmv2.GroupVersion.Group + "/revision": rel.Chart.Metadata.Version}
+	meta := attemptEventMeta(o.obj)
+	if rel != nil && rel.Chart != nil && rel.Chart.Metadata != nil {
+		meta = releaseEventMeta(rel.Chart.Metadata.Version, chartutil.DigestValues(digest.Canonical, rel.Config).String())
 	}
-	o.recorder.AnnotatedEventf(o.obj, nil, meta, corev1.EventTypeNormal, reason, actionOfVerb(verb).String(), "%s", msg)
+	o.recorder.AnnotatedEventf(o.obj, nil, meta, eventType, reason, actionOfVerb(verb).String(), "%s", msg)
 }

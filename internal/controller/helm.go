@@ -229,12 +229,13 @@ func (h *helmRunner) Uninstall(ctx context.Context) error {
 }
 
 // event emits an event on the HelmRelease about what action did, when the
-// runner has a recorder: recreated objects, hook cleanup.
+// runner has a recorder: recreated objects, hook cleanup. It carries the
+// metadata of the attempt, as upstream's events about a release do.
 func (h *helmRunner) event(action helmv2.Action, eventType, reason, msg string) {
 	if h.recorder == nil {
 		return
 	}
-	h.recorder.AnnotatedEventf(h.obj, nil, nil, eventType, reason, action.String(), "%s", msg)
+	h.recorder.AnnotatedEventf(h.obj, nil, attemptEventMeta(h.obj), eventType, reason, action.String(), "%s", msg)
 }
 
 // actionOfVerb is the Flux 2.10 event action of a Helm action by the verb

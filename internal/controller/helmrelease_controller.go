@@ -190,12 +190,15 @@ func (r *HelmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 	}
 
+	// Of Flux's per-object metrics only the reconcile duration is recorded,
+	// as upstream v1.6 does: gotk_suspend_status and gotk_reconcile_condition
+	// are no longer served by Flux's controllers (kube-state-metrics reads
+	// suspend and conditions from the objects), and TestMetricsMatchUpstream
+	// holds us to what upstream serves.
 	if obj.Spec.Suspend {
 		log.Info("reconciliation is suspended for this object")
-		r.Metrics.RecordSuspend(ctx, obj, true)
 		return ctrl.Result{}, nil
 	}
-	r.Metrics.RecordSuspend(ctx, obj, false)
 
 	if result, stop, err := r.waitForDependencies(ctx, obj); stop {
 		return result, err
@@ -374,7 +377,6 @@ func (r *HelmReleaseReconciler) reconcileDelete(ctx context.Context, obj *v2.Hel
 	r.Targets.Forget(helmv2.HelmReleaseKind, obj.Namespace, obj.Name)
 	defer r.Redactions.Set(client.ObjectKeyFromObject(obj), nil)
 	controllerutil.RemoveFinalizer(obj, helmv2.HelmReleaseFinalizer)
-	r.Metrics.RecordReadiness(ctx, obj)
 	return nil
 }
 
@@ -433,9 +435,6 @@ func (r *HelmReleaseReconciler) finalizeStatus(ctx context.Context, patcher *pat
 	}
 	if err != nil {
 		return fmt.Errorf("failed to patch HelmRelease status: %w", err)
-	}
-	if !deleted {
-		r.Metrics.RecordReadiness(ctx, obj)
 	}
 	return nil
 }

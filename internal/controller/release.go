@@ -36,9 +36,9 @@ import (
 
 // Reasons for failures before any Helm action runs.
 const (
-	// InitFailedReason: the Helm configuration for the release could not
-	// be built.
-	InitFailedReason = "InitFailed"
+	// FactoryErrorReason: the Helm configuration for the release could not
+	// be built (upstream's reason).
+	FactoryErrorReason = "FactoryError"
 	// ValuesErrorReason: spec.values and spec.valuesFrom could not be
 	// composed (upstream's reason).
 	ValuesErrorReason = "ValuesError"
@@ -144,7 +144,7 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	runner, err := r.newHelmRunner(ctx, obj, runnerExtras{progress: progress, driftIgnore: driftIgnore,
 		healthChecks: healthChecks, newRevision: newRevision})
 	if err != nil {
-		reason := InitFailedReason
+		reason := FactoryErrorReason
 		if errors.As(err, new(*targetError)) {
 			reason = RESTClientErrorReason
 		}

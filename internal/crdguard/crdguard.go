@@ -34,8 +34,19 @@ const (
 	// servedVersion is the API version the controller reads.
 	servedVersion = "v2"
 	// MetricName is the gauge: 1 when the served schema has waitStrategy
-	// under install, upgrade and rollback, 0 when not.
+	// under install, upgrade and rollback, 0 when not, -1 (Unknown) while
+	// the guard cannot tell.
 	MetricName = "helm_controller_crd_wait_strategy_served"
+)
+
+// Values of the gauge.
+const (
+	Served = 1
+	Pruned = 0
+	// Unknown: not checked yet, or the controller may not read the CRD
+	// (RBAC). It is not 0, so an alert on "== 0" fires only when the
+	// guard has seen the field missing.
+	Unknown = -1
 )
 
 // actions are the spec fields that take a waitStrategy.
@@ -104,8 +115,9 @@ func New(cfg *rest.Config, reg prometheus.Registerer, log logr.Logger) (*Guard, 
 func newGuard(cs apiextensionsclient.Interface, reg prometheus.Registerer, log logr.Logger) (*Guard, error) {
 	g := &Guard{client: cs, log: log.WithName("crd-guard"), gauge: prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: MetricName,
-		Help: "1 when the served HelmRelease CRD has waitStrategy under install, upgrade and rollback; 0 when the API server would prune it.",
+		Help: "1 when the served HelmRelease CRD has waitStrategy under install, upgrade and rollback; 0 when the API server would prune it; -1 when the controller cannot tell (not checked yet, or RBAC forbids reading the CRD).",
 	})}
+	g.gauge.Set(Unknown)
 	if err := reg.Register(g.gauge); err != nil {
 		return nil, fmt.Errorf("registering %s: %w", MetricName, err)
 	}
@@ -120,6 +132,7 @@ func (g *Guard) Start(ctx context.Context) error {
 	crd, err := g.client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, CRDName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsForbidden(err):
+		// The gauge stays Unknown: nothing says the field is pruned.
 		g.log.Info("cannot read the HelmRelease CRD, so cannot check it serves waitStrategy; "+
 			"grant get/list/watch on customresourcedefinitions to check", "error", err.Error())
 		return nil
@@ -168,9 +181,9 @@ func (g *Guard) report(crd *apiextensionsv1.CustomResourceDefinition) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(missing) == 0 {
-		g.gauge.Set(1)
+		g.gauge.Set(Served)
 	} else {
-		g.gauge.Set(0)
+		g.gauge.Set(Pruned)
 	}
 	if g.reported && verdict == g.last {
 		return

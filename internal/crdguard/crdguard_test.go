@@ -2,6 +2,7 @@ package crdguard
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,7 +16,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/fake"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/yaml"
 
 	"github.com/afterhooks/helm-controller/test/upstreamcrd"
@@ -158,4 +163,32 @@ func contains(s string, parts ...string) bool {
 		}
 	}
 	return true
+}
+
+// TestGuardForbiddenIsUnknown: when RBAC forbids reading the CRD the gauge
+// says Unknown, not Pruned, so the documented alert (== 0) stays quiet, and
+// the log says what to grant.
+func TestGuardForbiddenIsUnknown(t *testing.T) {
+	cs := fake.NewSimpleClientset()
+	cs.PrependReactor("get", "customresourcedefinitions", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"},
+			CRDName, errors.New("RBAC: access denied"))
+	})
+	logs := logLines{ch: make(chan string, 16)}
+	g, err := newGuard(cs, prometheus.NewRegistry(), logs.logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := testutil.ToFloat64(g.gauge); v != Unknown {
+		t.Errorf("%s = %v before the first check, want %d", MetricName, v, Unknown)
+	}
+	if err := g.Start(context.Background()); err != nil {
+		t.Fatalf("Start returned %v", err)
+	}
+	if line := logs.next(t); !contains(line, "cannot check it serves waitStrategy", "customresourcedefinitions") {
+		t.Errorf("the log does not say the check is not possible: %s", line)
+	}
+	if v := testutil.ToFloat64(g.gauge); v != Unknown {
+		t.Errorf("%s = %v when RBAC forbids the check, want %d", MetricName, v, Unknown)
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -20,13 +19,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/afterhooks/helm-controller/test/testcharts"
 )
 
-// podinfoRelease is a release of the real podinfo chart shipped beside the
-// repository, with a manifest of the size a render gives.
+// podinfoRelease is a release of the real podinfo chart (the repository's
+// copy), with a manifest of the size a render gives.
 func podinfoRelease(t testing.TB, version int, status common.Status) *releasev1.Release {
 	t.Helper()
-	chart, err := loader.LoadDir(filepath.Join("..", "..", "..", "shared", "charts", "podinfo"))
+	chart, err := loader.LoadDir(testcharts.Podinfo)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ type Options struct {
 	// RepoRoot is the checkout Ours is built from and whose CRDs are
 	// installed; the module of the working directory when empty.
 	RepoRoot string
-	// ChartDir is the podinfo chart; RepoRoot/../shared/charts/podinfo
+	// ChartDir is the podinfo chart; the repository's copy
 	// when empty.
 	ChartDir string
 	// ToolBinDir holds the cluster binaries and upstream's controller;
@@ -99,7 +99,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.RepoRoot = root
 	}
 	if o.ChartDir == "" {
-		o.ChartDir = filepath.Join(o.RepoRoot, "..", "shared", "charts", "podinfo")
+		o.ChartDir = filepath.Join(o.RepoRoot, "test", "e2e", "framework", "charts", "podinfo")
 	}
 	if _, err := os.Stat(filepath.Join(o.ChartDir, "Chart.yaml")); err != nil {
 		return o, fmt.Errorf("podinfo chart not found: %w", err)

@@ -26,16 +26,19 @@ import (
 	"helm.sh/helm/v4/pkg/getter"
 	"helm.sh/helm/v4/pkg/registry"
 	repo "helm.sh/helm/v4/pkg/repo/v1"
+
+	"github.com/afterhooks/helm-controller/test/testcharts"
 )
 
-const (
-	podinfoDir = "/work/shared/charts/podinfo"
-	minioDir   = "/work/shared/charts/minio"
+// The charts come from the repository, so these tests run on any clone:
+// podinfo, and a second chart written for the tests.
+var (
+	podinfoDir = testcharts.Podinfo
+	secondDir  = filepath.Join(testcharts.Dir, "afterhooks-deadlock")
 )
 
 func startServer(t *testing.T) *Server {
 	t.Helper()
-	requireDir(t, podinfoDir)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	s, err := Start(ctx)
@@ -48,13 +51,6 @@ func startServer(t *testing.T) *Server {
 		}
 	})
 	return s
-}
-
-func requireDir(t *testing.T, dir string) {
-	t.Helper()
-	if _, err := os.Stat(filepath.Join(dir, "Chart.yaml")); err != nil {
-		t.Skipf("fixture chart not available: %v", err)
-	}
 }
 
 func addChart(t *testing.T, s *Server, dir string, opts ...Option) ChartRef {
@@ -459,21 +455,20 @@ func TestAddChartVariants(t *testing.T) {
 }
 
 func TestSecondChart(t *testing.T) {
-	requireDir(t, minioDir)
 	s := startServer(t)
 	podinfo := addChart(t, s, podinfoDir)
-	minio := addChart(t, s, minioDir)
+	second := addChart(t, s, secondDir)
 
-	src, err := loader.LoadDir(minioDir)
+	src, err := loader.LoadDir(secondDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if minio.Name != src.Name() || minio.Version != src.Metadata.Version {
-		t.Errorf("minio ref = %s %s, want %s %s", minio.Name, minio.Version, src.Name(), src.Metadata.Version)
+	if second.Name != src.Name() || second.Version != src.Metadata.Version {
+		t.Errorf("second chart ref = %s %s, want %s %s", second.Name, second.Version, src.Name(), src.Metadata.Version)
 	}
 
 	idx := fetchIndex(t, s)
-	for _, ref := range []ChartRef{podinfo, minio} {
+	for _, ref := range []ChartRef{podinfo, second} {
 		cv, err := idx.Get(ref.Name, ref.Version)
 		if err != nil {
 			t.Errorf("index.Get(%s, %s): %v", ref.Name, ref.Version, err)
@@ -484,13 +479,13 @@ func TestSecondChart(t *testing.T) {
 		}
 	}
 
-	res, err := newRegistryClient(t).Pull(strings.TrimPrefix(minio.OCIReference, "oci://"))
+	res, err := newRegistryClient(t).Pull(strings.TrimPrefix(second.OCIReference, "oci://"))
 	if err != nil {
-		t.Fatalf("Pull minio: %v", err)
+		t.Fatalf("Pull the second chart: %v", err)
 	}
 	var loaded *chart.Chart
 	if loaded, err = loader.LoadArchive(bytes.NewReader(res.Chart.Data)); err != nil {
-		t.Fatalf("loading pulled minio: %v", err)
+		t.Fatalf("loading the pulled second chart: %v", err)
 	}
 	if loaded.Name() != src.Name() || len(loaded.Templates) != len(src.Templates) {
 		t.Errorf("pulled %s with %d templates, want %s with %d", loaded.Name(), len(loaded.Templates), src.Name(), len(src.Templates))
@@ -558,7 +553,6 @@ func TestConcurrentAddChart(t *testing.T) {
 }
 
 func TestStopsWhenContextDone(t *testing.T) {
-	requireDir(t, podinfoDir)
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := Start(ctx)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -23,6 +22,7 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/test/chartserver"
 	"github.com/afterhooks/helm-controller/test/e2e/framework"
+	"github.com/afterhooks/helm-controller/test/testcharts"
 )
 
 // The shared minio chart installed as release "minio": its fullname, and so
@@ -91,9 +91,9 @@ func TestMinioAfterHooks(t *testing.T) {
 	start := time.Now()
 	ns := env.Namespace(t)
 	repo := env.HelmRepository(t, ns)
-	ref, err := env.Charts.AddChart(filepath.Join(framework.SharedChartsDir, "minio"), chartserver.WithVersion("5.4.0-"+ns))
+	ref, err := env.Charts.AddChart(testcharts.External(t, "minio"), chartserver.WithVersion("5.4.0-"+ns))
 	if err != nil {
-		t.Fatalf("publishing the shared minio chart: %v", err)
+		t.Fatalf("publishing the minio chart: %v", err)
 	}
 
 	// The control: the same chart and values with Helm's wait order. It

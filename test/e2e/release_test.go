@@ -18,6 +18,7 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/test/chartserver"
 	"github.com/afterhooks/helm-controller/test/e2e/framework"
+	"github.com/afterhooks/helm-controller/test/testcharts"
 )
 
 // TestChartTemplateLifecycle installs podinfo from a chart template, checks
@@ -76,7 +77,7 @@ func TestChartTemplateLifecycle(t *testing.T) {
 	})
 
 	t.Run("upgrade on chart version change", func(t *testing.T) {
-		next, err := env.Charts.AddChart(framework.SharedChartsDir+"/podinfo", chartserver.WithVersion(env.Podinfo.Version+"-next"+strings.ReplaceAll(ns, "-", "")))
+		next, err := env.Charts.AddChart(testcharts.Podinfo, chartserver.WithVersion(env.Podinfo.Version+"-next"+strings.ReplaceAll(ns, "-", "")))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,8 @@ package dist
 import (
 	"context"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -112,5 +114,33 @@ func TestPush(t *testing.T) {
 	}
 	if _, err := Push(context.Background(), idx, host+"/x:bad tag"); err == nil {
 		t.Errorf("an invalid reference was accepted")
+	}
+}
+
+// GitBuild works outside a git checkout (a source archive, a copy), as
+// hack/version.sh does.
+func TestGitBuildOutsideGit(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "hack"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile(filepath.Join("..", "..", "version.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "hack", "version.sh"), script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SOURCE_DATE_EPOCH", "")
+	b, err := GitBuild(dir, "")
+	if err != nil {
+		t.Fatalf("GitBuild outside git: %v", err)
+	}
+	if b.Version != "v0.1.0-dev" || b.Revision != UnknownRevision || b.Created.Unix() != 0 {
+		t.Errorf("got version %q revision %q created %s; want v0.1.0-dev, %s, the epoch", b.Version, b.Revision, b.Created, UnknownRevision)
+	}
+	b.WorkDir = dir
+	if err := b.validate(); err != nil {
+		t.Errorf("the fallback build does not validate: %v", err)
 	}
 }

@@ -66,18 +66,29 @@ type Build struct {
 // GitBuild fills Revision and Created from the repository at root, and
 // Version from hack/version.sh unless version is set. SOURCE_DATE_EPOCH, when
 // set, replaces the commit time, as reproducible-builds tools expect.
+// Outside a git checkout (a source archive) the revision is "unknown" and
+// the time SOURCE_DATE_EPOCH or else the Unix epoch, so the build still
+// works and stays reproducible.
 func GitBuild(root, version string) (Build, error) {
-	b := Build{Root: root, Version: version}
-	rev, err := gitOutput(root, "rev-parse", "HEAD")
-	if err != nil {
-		return b, err
+	b := Build{Root: root, Version: version, Revision: UnknownRevision}
+	inGit := isCheckoutRoot(root)
+	if inGit {
+		rev, err := gitOutput(root, "rev-parse", "HEAD")
+		if err != nil {
+			return b, err
+		}
+		b.Revision = rev
 	}
-	b.Revision = rev
 	epoch := os.Getenv("SOURCE_DATE_EPOCH")
-	if epoch == "" {
+	switch {
+	case epoch != "":
+	case inGit:
+		var err error
 		if epoch, err = gitOutput(root, "log", "-1", "--format=%ct"); err != nil {
 			return b, err
 		}
+	default:
+		epoch = "0"
 	}
 	secs, err := strconv.ParseInt(epoch, 10, 64)
 	if err != nil {
@@ -92,6 +103,27 @@ func GitBuild(root, version string) (Build, error) {
 		b.Version = strings.TrimSpace(string(out))
 	}
 	return b, nil
+}
+
+// UnknownRevision is the revision of a build outside a git checkout.
+const UnknownRevision = "unknown"
+
+// isCheckoutRoot tells whether root is the top of a git checkout of its
+// own (a copy placed inside another checkout is not).
+func isCheckoutRoot(root string) bool {
+	top, err := gitOutput(root, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return false
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return false
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return false
+	}
+	return filepath.Clean(top) == real
 }
 
 func gitOutput(root string, args ...string) (string, error) {

@@ -25,6 +25,7 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/test/chartserver"
 	"github.com/afterhooks/helm-controller/test/cluster"
+	"github.com/afterhooks/helm-controller/test/testcharts"
 )
 
 // Env is the shared test environment.
@@ -103,7 +104,7 @@ func Setup(ctx context.Context, opts Options) (_ *Env, err error) {
 		return nil, fmt.Errorf("starting the chart server: %w", err)
 	}
 	e.closers = append(e.closers, func() error { e.Charts.Close(); return nil })
-	if e.Podinfo, err = e.Charts.AddChart(filepath.Join(SharedChartsDir, "podinfo")); err != nil {
+	if e.Podinfo, err = e.Charts.AddChart(testcharts.Podinfo); err != nil {
 		return nil, fmt.Errorf("publishing podinfo: %w", err)
 	}
 

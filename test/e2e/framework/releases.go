@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -24,24 +23,13 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/test/chartserver"
+	"github.com/afterhooks/helm-controller/test/testcharts"
 )
 
-// ChartsDir holds the charts written for the tests (one place for every
-// suite); SharedChartsDir the real charts shipped beside the repository.
-var (
-	ChartsDir       = filepath.Join(frameworkDir(), "charts")
-	SharedChartsDir = filepath.Join(frameworkDir(), "..", "..", "..", "..", "shared", "charts")
-)
-
-// frameworkDir is this package's source directory, so that any test
-// package finds the fixtures whatever its working directory.
-func frameworkDir() string {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		panic("framework: cannot locate the package source")
-	}
-	return filepath.Dir(file)
-}
+// ChartsDir holds the charts the tests install, one place for every suite:
+// charts written for the tests and the repository's copy of podinfo (see
+// package testcharts for charts from outside the repository).
+var ChartsDir = testcharts.Dir
 
 // PublishChart publishes ChartsDir/<dir> as version base-<ns>, a
 // version no other test uses, so that tests may change a chart freely.
