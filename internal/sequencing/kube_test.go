@@ -271,6 +271,9 @@ func newClient(f *fakeKube, opts Options) *Client {
 	if opts.Deadline.IsZero() {
 		opts.Deadline = time.Now().Add(time.Minute)
 	}
+	if opts.Get == nil {
+		opts.Get = f.GetObject
+	}
 	return Wrap(f, opts)
 }
 

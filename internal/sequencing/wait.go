@@ -242,6 +242,9 @@ func (c *Client) get(info *resource.Info) (runtime.Object, error) {
 }
 
 func getFromServer(info *resource.Info) (runtime.Object, error) {
+	if info.Client == nil || info.Mapping == nil {
+		return nil, fmt.Errorf("%s: no client to read it with", idOf(info))
+	}
 	return resource.NewHelper(info.Client, info.Mapping).Get(info.Namespace, info.Name)
 }
 
