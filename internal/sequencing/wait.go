@@ -59,7 +59,9 @@ func (c *Client) await(ctx context.Context, i int, batches []batch) error {
 		g.Go(func() error { return c.waitStandard(gctx, standard, timeout) })
 	}
 	if len(custom) > 0 {
-		g.Go(func() error { return c.waitCustom(gctx, custom, timedOut, func(detail string) { c.observe(i, batches, PhaseWaiting, detail, false) }) })
+		g.Go(func() error {
+			return c.waitCustom(gctx, custom, timedOut, func(detail string) { c.observe(i, batches, PhaseWaiting, detail, false) })
+		})
 	}
 	probing, stopProbe := context.WithCancel(gctx)
 	defer stopProbe()
