@@ -75,7 +75,7 @@ vet: ## Run go vet on every package.
 	go vet ./...
 
 .PHONY: tools
-tools: ## Build (or reuse cached) etcd, kube-*, kwok, source-controller and upstream helm-controller; fetch Flux's manifests.
+tools: ## Build (or reuse cached) etcd, kube-*, kwok, source-controller, upstream helm-controller and the helm CLI; fetch Flux's manifests.
 	hack/tools/build.sh >/dev/null
 
 ##@ Test
@@ -103,6 +103,13 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 1m), one after the oth
 .PHONY: bench
 bench: tools ## Benchmark upstream helm-controller against ours on BENCH_N podinfo releases (default 100) and print a table.
 	go run ./hack/bench -n $(BENCH_N)
+
+##@ Charts
+
+.PHONY: sequencing-plan
+sequencing-plan: ## Print the order waitStrategy ordered applies CHART (a directory or archive) in, with VALUES (a file), and its warnings; nothing is applied.
+	@test -n "$(CHART)" || { echo "usage: make sequencing-plan CHART=<chart dir or .tgz> [VALUES=<values file>]" >&2; exit 2; }
+	go run ./hack/sequencing-plan $(if $(VALUES),-f $(VALUES)) $(CHART)
 
 ##@ Demo
 

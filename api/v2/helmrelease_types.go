@@ -80,6 +80,75 @@ type WaitStrategy struct {
 	// +kubebuilder:validation:Enum=poller;legacy;ordered
 	// +required
 	Name helmv2.WaitStrategyName `json:"name"`
+
+	// ReadinessTimeout bounds, with name ordered, how long each batch of
+	// resource groups may take to become ready (or, when deleted, to be
+	// gone), as HIP-0025's readiness timeout does; the action's timeout
+	// still bounds the whole action. Unset, only the action's timeout
+	// applies.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	// +optional
+	ReadinessTimeout *metav1.Duration `json:"readinessTimeout,omitempty"`
+}
+
+// GetReadinessTimeout returns spec.waitStrategy.readinessTimeout, zero
+// when unset.
+func (in *HelmRelease) GetReadinessTimeout() time.Duration {
+	if in.Spec.WaitStrategy == nil || in.Spec.WaitStrategy.ReadinessTimeout == nil {
+		return 0
+	}
+	return in.Spec.WaitStrategy.ReadinessTimeout.Duration
+}
+
+// Our status is upstream's with one more field, the plan of the last
+// ordered action. Its description is upstream's word for word, which the
+// CRD superset test requires.
+
+// HelmReleaseStatus defines the observed state of a HelmRelease.
+type HelmReleaseStatus struct {
+	helmv2.HelmReleaseStatus `json:",inline"`
+
+	// Sequence is the plan of the last action applied or uninstalled in
+	// order (spec.waitStrategy.name ordered), and where each of its
+	// batches is. Cleared when an action runs without order.
+	// +optional
+	Sequence *SequenceStatus `json:"sequence,omitempty"`
+}
+
+// SequenceStatus is the plan of an ordered action.
+type SequenceStatus struct {
+	// Action is install, upgrade, rollback or uninstall.
+	Action string `json:"action"`
+	// Batches are the batches in the order they start: each after those
+	// it needs (on an uninstall, after those that need it).
+	// +optional
+	Batches []SequenceBatch `json:"batches,omitempty"`
+	// Warnings are the chart's misconfigured ordering annotations, and a
+	// subchart order that looks lost in packaging.
+	// +optional
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// SequenceBatch is one batch of an ordered action.
+type SequenceBatch struct {
+	// Name is the batch's resource groups ("db", "backend/cache"),
+	// "subchart <name>" for a subchart's resources without group, or
+	// "unsequenced".
+	Name string `json:"name"`
+	// Needs are the positions (from 1) of the batches that must be ready
+	// before this one is applied.
+	// +optional
+	Needs []int `json:"needs,omitempty"`
+	// Resources is how many objects the batch holds.
+	Resources int `json:"resources"`
+	// Phase is pending, applying, waiting, ready, applied (not waited
+	// for: nothing needs it), failed, deleting, deleted or stuck.
+	Phase string `json:"phase"`
+	// Detail names, while the batch waits, the object it waits for and
+	// why; for a failed or stuck batch, what failed or holds it.
+	// +optional
+	Detail string `json:"detail,omitempty"`
 }
 
 // IsOrdered tells whether spec.waitStrategy asks for an ordered apply.
@@ -223,7 +292,7 @@ type HelmRelease struct {
 
 	Spec HelmReleaseSpec `json:"spec,omitempty"`
 	// +kubebuilder:default:={"observedGeneration":-1}
-	Status helmv2.HelmReleaseStatus `json:"status,omitempty"`
+	Status HelmReleaseStatus `json:"status,omitempty"`
 }
 
 // GetInstall returns the install configuration, the zero value when unset.
@@ -322,7 +391,7 @@ func (in *HelmRelease) Upstream() *helmv2.HelmRelease {
 	}
 	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	in.Spec.HelmReleaseSpec.DeepCopyInto(&out.Spec)
-	in.Status.DeepCopyInto(&out.Status)
+	in.Status.HelmReleaseStatus.DeepCopyInto(&out.Status)
 	if in.Spec.Install != nil {
 		out.Spec.Install = in.Spec.Install.Install.DeepCopy()
 	}

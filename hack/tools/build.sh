@@ -102,8 +102,24 @@ install_flux_manifests() {
 	ln -sfn "$target" "$bin_dir/flux2-manifests"
 }
 
+# helm_version is the Helm SDK the controller is built with; the helm CLI
+# of the tests must be the same, or a test of "what `helm package` keeps"
+# would test another Helm.
+helm_version() {
+	sed -n 's/^\(require\)\{0,1\}[[:space:]]*helm\.sh\/helm\/v4 \(v[^ ]*\).*$/\2/p' "$1" | head -1
+}
+check_helm_pin() {
+	local ours pinned
+	ours=$(helm_version "$here/../../go.mod")
+	pinned=$(helm_version "$here/helm/go.mod")
+	if [[ -z $ours || $ours != "$pinned" ]]; then
+		echo "hack/tools/helm pins helm.sh/helm/v4 $pinned, go.mod has $ours: update hack/tools/helm/go.mod" >&2
+		exit 1
+	fi
+}
+
 want=("$@")
-[[ ${#want[@]} -gt 0 ]] || want=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok source-controller helm-controller-upstream flux2-manifests)
+[[ ${#want[@]} -gt 0 ]] || want=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok source-controller helm-controller-upstream flux2-manifests helm)
 for tool in "${want[@]}"; do
 	case $tool in
 	etcd) build_tool etcd etcd go.etcd.io/etcd/server/v3 ;;
@@ -118,6 +134,11 @@ for tool in "${want[@]}"; do
 		build_tool helm-controller helm-controller-upstream github.com/fluxcd/helm-controller
 		install_module_dir helm-controller helm-controller-upstream-config github.com/fluxcd/helm-controller config ;;
 	flux2-manifests) install_flux_manifests ;;
+	helm)
+		# The helm CLI, for tests that package and push charts as authors do.
+		check_helm_pin
+		build_tool helm helm helm.sh/helm/v4/cmd/helm \
+			"-s -w -X helm.sh/helm/v4/internal/version.version=$(helm_version "$here/helm/go.mod")" ;;
 	*) echo "unknown tool $tool" >&2; exit 2 ;;
 	esac
 done

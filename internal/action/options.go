@@ -74,6 +74,13 @@ type Options struct {
 	// nil.
 	SequenceObserver func(sequencing.Progress)
 	SequenceWarn     func(string)
+	// SequencePlanned hears the plan of each ordered apply or uninstall
+	// before it starts; it may be nil.
+	SequencePlanned func(sequencing.Planned)
+	// SequenceReadinessTimeout bounds the wait of each batch of an
+	// ordered action (spec.waitStrategy.readinessTimeout); zero leaves
+	// only the action's timeout.
+	SequenceReadinessTimeout time.Duration
 
 	// RecreateImmutable is the RecreateImmutableResources feature gate:
 	// objects of the built-in kinds it covers may be recreated when the

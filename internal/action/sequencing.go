@@ -92,6 +92,9 @@ func withOrdering(ctx context.Context, cfg *helmaction.Configuration, up *helmv2
 		Context:     ctx,
 		Observer:    o.SequenceObserver,
 		Warn:        o.SequenceWarn,
+		Planned:     o.SequencePlanned,
+		// The HIP's readiness timeout never outlasts the action's.
+		ReadinessTimeout: min(o.SequenceReadinessTimeout, ord.timeout),
 	})
 	if ord.learn != "" {
 		if err := kc.Learn(ord.learn); err != nil {

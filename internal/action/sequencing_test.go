@@ -84,10 +84,16 @@ type progressLog struct {
 	lines []string
 }
 
+// observe logs each phase once: a waiting batch is heard again each time
+// what it waits for changes.
 func (l *progressLog) observe(p sequencing.Progress) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf("%d/%d %s %s", p.Index, p.Total, p.Batch, p.Phase))
+	line := fmt.Sprintf("%d/%d %s %s", p.Index, p.Total, p.Batch, p.Phase)
+	if n := len(l.lines); n > 0 && l.lines[n-1] == line {
+		return
+	}
+	l.lines = append(l.lines, line)
 }
 
 func (l *progressLog) get() []string {
@@ -171,7 +177,8 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 				t.Errorf("%s missing after the install", name)
 			}
 		}
-		want := []string{"1/3 db applying", "1/3 db waiting", "1/3 db ready", "2/3 app applying", "2/3 app waiting", "2/3 app ready", "3/3 unsequenced applying"}
+		// Nothing needs the app group: it is not waited for.
+		want := []string{"1/3 db applying", "1/3 db waiting", "1/3 db ready", "2/3 app applying", "2/3 app applied", "3/3 unsequenced applying", "3/3 unsequenced applied"}
 		if got := log.get(); !slices.Equal(got, want) {
 			t.Errorf("progress\n got: %q\nwant: %q", got, want)
 		}
@@ -209,8 +216,8 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 		if err := Rollback(ctx, build(), notOrdered, 1, o); err != nil {
 			t.Fatalf("rollback: %v", err)
 		}
-		want = []string{"1/3 db applying", "1/3 db waiting", "1/3 db ready", "2/3 app applying", "2/3 app waiting", "2/3 app ready",
-			"3/3 unsequenced applying", "2/3 next deleting"}
+		want = []string{"1/3 db applying", "1/3 db waiting", "1/3 db ready", "2/3 app applying", "2/3 app applied",
+			"3/3 unsequenced applying", "3/3 unsequenced applied", "2/3 next deleting", "2/3 next deleted"}
 		if got := log.get(); !slices.Equal(got, want) {
 			t.Errorf("rollback progress\n got: %q\nwant: %q", got, want)
 		}
@@ -224,7 +231,7 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 		if _, err := Uninstall(ctx, build(), obj, o); err != nil {
 			t.Fatalf("uninstall: %v", err)
 		}
-		want = []string{"3/3 unsequenced deleting", "2/3 app deleting", "1/3 db deleting"}
+		want = []string{"3/3 unsequenced deleting", "3/3 unsequenced deleted", "2/3 app deleting", "2/3 app deleted", "1/3 db deleting", "1/3 db deleted"}
 		if got := log.get(); !slices.Equal(got, want) {
 			t.Errorf("uninstall progress\n got: %q\nwant: %q", got, want)
 		}
@@ -246,6 +253,23 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 		}
 		if configMapExists("broken-app") || configMapExists("broken-plain") {
 			t.Error("groups after the failed one were applied")
+		}
+	})
+
+	t.Run("the readiness timeout bounds a batch within the action's timeout", func(t *testing.T) {
+		obj := hr("slowgate")
+		began := time.Now()
+		_, err := Install(ctx, build(), obj, orderedChart("1"), nil, Options{SequenceReadinessTimeout: 2 * time.Second})
+		for _, want := range []string{"resource group db (1/3)", "readiness timeout of 2s"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("install error = %v, want it to contain %q", err, want)
+			}
+		}
+		if took := time.Since(began); took > 30*time.Second {
+			t.Errorf("the install took %s, want the readiness timeout to end it", took)
+		}
+		if configMapExists("slowgate-app") {
+			t.Error("the group after the timed out one was applied")
 		}
 	})
 
@@ -315,7 +339,7 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatalf("install: %v", err)
 		}
-		want := []string{"1/2 subchart db applying", "1/2 subchart db waiting", "1/2 subchart db ready", "2/2 unsequenced applying"}
+		want := []string{"1/2 subchart db applying", "1/2 subchart db waiting", "1/2 subchart db ready", "2/2 unsequenced applying", "2/2 unsequenced applied"}
 		if got := log.get(); !slices.Equal(got, want) {
 			t.Errorf("progress\n got: %q\nwant: %q", got, want)
 		}

@@ -149,8 +149,13 @@ func (h *helmRunner) actionOptions(verb string, strategy v2.HookWaitStrategy, re
 	opts.DefaultWaitStrategy = h.defaultWait
 	opts.AfterHooksObserver = &afterHooksObserver{obj: h.obj, release: h.releaseName(), recorder: h.recorder, progress: h.progress}
 	groups := newSequenceObserver(h.obj, verb, strategy, h.recorder, h.progress)
-	opts.SequenceObserver, opts.SequenceWarn = groups.observe, groups.warn
+	opts.SequenceObserver, opts.SequenceWarn, opts.SequencePlanned = groups.observe, groups.warn, groups.planned
+	opts.SequenceReadinessTimeout = h.obj.GetReadinessTimeout()
 	opts.RecreateObserver = func(r recreate.Recreated) { h.recreated(actionOfVerb(verb), r) }
+	if render && !h.obj.IsOrdered() {
+		// The plan shown is the last ordered action's; this one is not.
+		h.obj.Status.Sequence = nil
+	}
 	if render {
 		pr, err := h.postRenderer()
 		if err != nil {
@@ -218,7 +223,8 @@ func (h *helmRunner) ResumeWait(ctx context.Context, rel *releasev1.Release) (*r
 func (h *helmRunner) Uninstall(ctx context.Context) error {
 	opts := h.opts
 	groups := newSequenceObserver(h.obj, "uninstall", "", h.recorder, h.progress)
-	opts.SequenceObserver, opts.SequenceWarn = groups.observe, groups.warn
+	opts.SequenceObserver, opts.SequenceWarn, opts.SequencePlanned = groups.observe, groups.warn, groups.planned
+	opts.SequenceReadinessTimeout = h.obj.GetReadinessTimeout()
 	opts.HookResourcesDeleted = h.hookResourcesDeleted
 	opts.HookResourcesLeft = h.hookResourcesLeft
 	_, err := action.Uninstall(ctx, h.cfg, h.obj, opts)

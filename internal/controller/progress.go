@@ -54,6 +54,12 @@ type progressReporter struct {
 }
 
 func (p *progressReporter) report(msg string) {
+	p.update(nil, msg)
+}
+
+// update applies change (when not nil) to the object's status and marks
+// it Reconciling with msg (when not empty), then patches both.
+func (p *progressReporter) update(change func(*v2.HelmRelease), msg string) {
 	if p == nil {
 		return
 	}
@@ -62,7 +68,12 @@ func (p *progressReporter) report(msg string) {
 	if p.closed {
 		return
 	}
-	conditions.MarkReconciling(p.obj, meta.ProgressingReason, "%s", msg)
+	if change != nil {
+		change(p.obj)
+	}
+	if msg != "" {
+		conditions.MarkReconciling(p.obj, meta.ProgressingReason, "%s", msg)
+	}
 	redactConditions(p.obj, p.redactions)
 	if err := p.patcher.Patch(p.ctx, p.obj, patch.WithOwnedConditions{Conditions: ownedConditions}, patch.WithFieldOwner(p.owner)); err != nil {
 		ctrl.LoggerFrom(p.ctx).V(1).Info("could not report progress", "message", msg, "error", err.Error())

@@ -31,7 +31,7 @@ func TestReleaseTargetChanged(t *testing.T) {
 		wantChanged bool
 	}{
 		{name: "unchanged", obj: released(nil)},
-		{name: "never released", obj: released(func(o *v2.HelmRelease) { o.Status = helmv2.HelmReleaseStatus{} })},
+		{name: "never released", obj: released(func(o *v2.HelmRelease) { o.Status = v2.HelmReleaseStatus{} })},
 		{name: "no history", obj: released(func(o *v2.HelmRelease) { o.Status.History = nil })},
 		{name: "explicit names equal to the defaults", obj: released(func(o *v2.HelmRelease) {
 			o.Spec.ReleaseName, o.Spec.StorageNamespace = "web", "apps"

@@ -1411,12 +1411,12 @@ func TestFinishedButUnrecordedInstallIsRecorded(t *testing.T) {
 	h.mustRun(t) // v1 deployed
 	h.calls()
 	lastAttempted := h.obj.Status
-	h.obj.Status = helmv2.HelmReleaseStatus{
+	h.obj.Status = v2.HelmReleaseStatus{HelmReleaseStatus: helmv2.HelmReleaseStatus{
 		LastAttemptedGeneration:    lastAttempted.LastAttemptedGeneration,
 		LastAttemptedConfigDigest:  lastAttempted.LastAttemptedConfigDigest,
 		LastAttemptedRevision:      lastAttempted.LastAttemptedRevision,
 		LastAttemptedReleaseAction: helmv2.ReleaseActionInstall,
-	}
+	}}
 
 	h.mustRun(t)
 	if got := h.calls(); len(got) != 0 {
@@ -1436,7 +1436,7 @@ func TestForeignReleaseWithoutHistoryIsUpgraded(t *testing.T) {
 	h := newHarness()
 	h.mustRun(t) // v1 deployed
 	h.calls()
-	h.obj.Status = helmv2.HelmReleaseStatus{}
+	h.obj.Status = v2.HelmReleaseStatus{}
 
 	h.mustRun(t)
 	if got := h.calls(); len(got) != 1 || !strings.HasPrefix(got[0], "upgrade") {

@@ -3,6 +3,8 @@ package sequencing
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"sigs.k8s.io/yaml"
@@ -46,19 +48,11 @@ func collectCharts(chrt *chartv2.Chart, path string, out Charts) error {
 	if err != nil {
 		return invalidOrder(fmt.Errorf("chart %s: Chart.yaml: %w", path, err))
 	}
-	facts := Chart{}
-	if raw, ok := file.Annotations[AnnotationDependsOnSubcharts]; ok {
-		if facts.DependsOn, err = nameListValue(raw); err != nil {
-			return fmt.Errorf("chart %s: annotation %s: %w", path, AnnotationDependsOnSubcharts, err)
-		}
+	facts, err := file.facts()
+	if err != nil {
+		return fmt.Errorf("chart %s: %w", path, err)
 	}
-	for _, dep := range file.Dependencies {
-		if facts.Dependencies == nil {
-			facts.Dependencies = map[string][]string{}
-		}
-		facts.Dependencies[dep.key()] = dep.DependsOn
-	}
-	if len(facts.DependsOn) > 0 || hasDependsOn(facts) {
+	if facts.OrderDeclared {
 		out[path] = facts
 	}
 	for _, dep := range file.Dependencies {
@@ -73,16 +67,47 @@ func collectCharts(chrt *chartv2.Chart, path string, out Charts) error {
 	return nil
 }
 
-// hasDependsOn tells whether any dependency names others. Facts made only
-// of dependency names order nothing, but they are kept when something
-// does, to tell disabled dependencies from unknown names.
-func hasDependsOn(c Chart) bool {
-	for _, deps := range c.Dependencies {
-		if len(deps) > 0 {
-			return true
+// facts reads the subchart order of one Chart.yaml: the annotations, and
+// the depends-on fields where the file still has them. A dependency named
+// in both places needs what either names.
+func (file chartFile) facts() (Chart, error) {
+	facts := Chart{}
+	if raw, ok := file.Annotations[AnnotationDependsOnSubcharts]; ok {
+		names, err := nameListValue(raw)
+		if err != nil {
+			return facts, invalidOrder(fmt.Errorf("annotation %s: %w", AnnotationDependsOnSubcharts, err))
+		}
+		facts.DependsOn, facts.OrderDeclared = names, true
+	}
+	byAnnotation := map[string][]string{}
+	if raw, ok := file.Annotations[AnnotationDependsOnDependencies]; ok {
+		var err error
+		if byAnnotation, err = dependencyMapValue(raw); err != nil {
+			return facts, invalidOrder(fmt.Errorf("annotation %s: %w", AnnotationDependsOnDependencies, err))
+		}
+		facts.OrderDeclared = true
+	}
+	for _, dep := range file.Dependencies {
+		if facts.Dependencies == nil {
+			facts.Dependencies = map[string][]string{}
+		}
+		needs := dep.DependsOn
+		if extra, ok := byAnnotation[dep.key()]; ok {
+			needs = append(slices.Clone(needs), extra...)
+			slices.Sort(needs)
+			needs = slices.Compact(needs)
+		}
+		facts.Dependencies[dep.key()] = needs
+		if len(dep.DependsOn) > 0 {
+			facts.OrderDeclared = true
 		}
 	}
-	return false
+	for name := range byAnnotation {
+		if _, declared := facts.Dependencies[name]; !declared {
+			return facts, &orderError{fmt.Sprintf("annotation %s: %q is not a dependency of the chart", AnnotationDependsOnDependencies, name)}
+		}
+	}
+	return facts, nil
 }
 
 func subchart(chrt *chartv2.Chart, name string) *chartv2.Chart {
@@ -133,4 +158,33 @@ func nameListValue(v any) ([]string, error) {
 	default:
 		return nil, &orderError{fmt.Sprintf("want a JSON list of names, got %v", v)}
 	}
+}
+
+// dependencyMapValue reads the helm.sh/depends-on/dependencies annotation:
+// a JSON object from dependency names to JSON lists of names, such as
+// {"api": ["db", "queue"]}.
+func dependencyMapValue(v any) (map[string][]string, error) {
+	raw, ok := v.(string)
+	if !ok {
+		return nil, &orderError{fmt.Sprintf("want a string holding a JSON object such as '{\"api\": [\"db\"]}', got %v", v)}
+	}
+	var lists map[string][]string
+	if err := json.Unmarshal([]byte(raw), &lists); err != nil {
+		return nil, &orderError{fmt.Sprintf("want a JSON object of lists of names such as {\"api\": [\"db\"]}, got: %s", raw)}
+	}
+	out := make(map[string][]string, len(lists))
+	for name, deps := range lists {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			return nil, &orderError{fmt.Sprintf("an empty dependency name in %s", raw)}
+		}
+		var kept []string
+		for _, d := range deps {
+			if d = strings.TrimSpace(d); d != "" && !slices.Contains(kept, d) {
+				kept = append(kept, d)
+			}
+		}
+		out[name] = kept
+	}
+	return out, nil
 }

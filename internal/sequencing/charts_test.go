@@ -1,6 +1,7 @@
 package sequencing
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -52,10 +53,11 @@ dependencies:
 	}
 	want := Charts{
 		"shop": {
-			DependsOn:    []string{"db", "rabbitmq"},
-			Dependencies: map[string][]string{"db": nil, "rabbitmq": nil, "web": {"db", "rabbitmq"}},
+			DependsOn:     []string{"db", "rabbitmq"},
+			Dependencies:  map[string][]string{"db": nil, "rabbitmq": nil, "web": {"db", "rabbitmq"}},
+			OrderDeclared: true,
 		},
-		"shop/db": {DependsOn: []string{"backup"}, Dependencies: map[string][]string{"backup": nil}},
+		"shop/db": {DependsOn: []string{"backup"}, Dependencies: map[string][]string{"backup": nil}, OrderDeclared: true},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ChartsOf\n got: %+v\nwant: %+v", got, want)
@@ -79,8 +81,97 @@ func TestChartsOfWithoutRawFallsBackToMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Charts{"shop": {DependsOn: []string{"db"}, Dependencies: map[string][]string{"db": nil}}}
+	want := Charts{"shop": {DependsOn: []string{"db"}, Dependencies: map[string][]string{"db": nil}, OrderDeclared: true}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ChartsOf = %+v, want %+v", got, want)
+	}
+}
+
+// packagedShop is the shop chart's Chart.yaml as helm package writes it:
+// the dependencies' depends-on is gone, the annotations are kept.
+const packagedShop = `apiVersion: v2
+name: shop
+version: 1.0.0
+annotations:
+  helm.sh/depends-on/dependencies: '{"web": ["db", "queue"], "queue": ["db"]}'
+dependencies:
+- name: postgres
+  alias: db
+  version: 1.0.0
+- name: rabbitmq
+  alias: queue
+  version: 1.0.0
+- name: web
+  version: 1.0.0
+`
+
+func TestChartsOfReadsTheSubchartOrderAnnotation(t *testing.T) {
+	tests := []struct {
+		name      string
+		chartYAML string
+		want      Charts
+		wantErr   string
+	}{{
+		name:      "a packaged chart: the annotation alone",
+		chartYAML: packagedShop,
+		want: Charts{"shop": {
+			Dependencies:  map[string][]string{"db": nil, "queue": {"db"}, "web": {"db", "queue"}},
+			OrderDeclared: true,
+		}},
+	}, {
+		name: "the raw depends-on field and the annotation add up",
+		chartYAML: `name: shop
+annotations:
+  helm.sh/depends-on/dependencies: '{"web": ["queue"]}'
+dependencies:
+- name: postgres
+  alias: db
+- name: rabbitmq
+  alias: queue
+- name: web
+  depends-on: [db]
+`,
+		want: Charts{"shop": {
+			Dependencies:  map[string][]string{"db": nil, "queue": nil, "web": {"db", "queue"}},
+			OrderDeclared: true,
+		}},
+	}, {
+		name: "an empty helm.sh/depends-on/subcharts declares that no order is meant",
+		chartYAML: `name: shop
+annotations:
+  helm.sh/depends-on/subcharts: '[]'
+dependencies:
+- name: web
+`,
+		want: Charts{"shop": {Dependencies: map[string][]string{"web": nil}, OrderDeclared: true}},
+	}, {
+		name:      "no word on the order: no facts",
+		chartYAML: "name: shop\ndependencies:\n- name: web\n- name: db\n",
+		want:      Charts{},
+	}, {
+		name:      "a name that is not a dependency",
+		chartYAML: "name: shop\nannotations:\n  helm.sh/depends-on/dependencies: '{\"wbe\": [\"db\"]}'\ndependencies:\n- name: web\n- name: db\n",
+		wantErr:   `"wbe" is not a dependency of the chart`,
+	}, {
+		name:      "not a JSON object of lists",
+		chartYAML: "name: shop\nannotations:\n  helm.sh/depends-on/dependencies: '[\"db\"]'\ndependencies:\n- name: web\n",
+		wantErr:   "want a JSON object of lists of names",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ChartsOf(loadedChart("shop", tt.chartYAML))
+			if tt.wantErr != "" {
+				if err == nil || !contains(err.Error(), tt.wantErr) || !contains(err.Error(), AnnotationDependsOnDependencies) || !errors.Is(err, ErrInvalidOrder) {
+					t.Fatalf("error = %v, want an invalid order naming %s and containing %q", err, AnnotationDependsOnDependencies, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("ChartsOf\n got: %+v\nwant: %+v", got, tt.want)
+			}
+		})
 	}
 }

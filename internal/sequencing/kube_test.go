@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"helm.sh/helm/v4/pkg/kube"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,14 +22,24 @@ import (
 )
 
 // fakeKube is a Helm kube client that records what it is asked to do, in
-// order, as "create a b", "update a b", "delete a b", "wait a b" and
-// "gone a b" (object names, sorted).
+// order, as "create a b", "update a b", "delete a b", "keep a", "wait a b"
+// and "gone a b" (object names, sorted). It knows which objects exist, so
+// that a wait for deletion waits for what is really still there.
 type fakeKube struct {
 	kube.Interface
 	mu    sync.Mutex
 	calls []string
 	// notReady makes the wait of a list holding this object fail.
 	notReady string
+	// gates hold the wait of a list holding the object until the channel
+	// is closed or the wait's timeout ends.
+	gates map[string]chan struct{}
+	// held objects stay after their deletion, as behind a finalizer;
+	// refused ones cannot be deleted at all.
+	held, refused map[string]bool
+	// exists are the objects created or updated and not deleted since;
+	// deleted are those whose deletion was asked for.
+	exists, deleted map[string]bool
 }
 
 func (f *fakeKube) record(verb string, list kube.ResourceList) {
@@ -46,6 +57,69 @@ func (f *fakeKube) Calls() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.calls)
+}
+
+// called tells whether call was recorded.
+func (f *fakeKube) called(call string) bool {
+	return slices.Contains(f.Calls(), call)
+}
+
+func (f *fakeKube) setExists(list kube.ResourceList) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.exists == nil {
+		f.exists = map[string]bool{}
+	}
+	for _, info := range list {
+		f.exists[info.Name] = true
+	}
+}
+
+// remove deletes the objects of list as the API server would: refused
+// ones fail, held ones stay (marked deleted), the others go.
+func (f *fakeKube) remove(list kube.ResourceList) (kube.ResourceList, []error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.deleted == nil {
+		f.deleted = map[string]bool{}
+	}
+	var removed kube.ResourceList
+	var errs []error
+	for _, info := range list {
+		if f.refused[info.Name] {
+			errs = append(errs, fmt.Errorf("%s is forbidden", info.Name))
+			continue
+		}
+		f.deleted[info.Name] = true
+		if !f.held[info.Name] {
+			delete(f.exists, info.Name)
+		}
+		removed = append(removed, info)
+	}
+	return removed, errs
+}
+
+func (f *fakeKube) present(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.exists[name]
+}
+
+// GetObject is an Options.Get over the fake's objects: held objects carry a
+// deletion timestamp and a finalizer.
+func (f *fakeKube) GetObject(info *resource.Info) (runtime.Object, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.exists[info.Name] {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, info.Name)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": info.Name}}}
+	if f.deleted[info.Name] {
+		now := metav1.Now()
+		u.SetDeletionTimestamp(&now)
+		u.SetFinalizers([]string{"example.com/block"})
+	}
+	return u, nil
 }
 
 // Build turns each YAML document into an Info in namespace "ns" unless it
@@ -79,25 +153,50 @@ func (f *fakeKube) Build(r io.Reader, _ bool) (kube.ResourceList, error) {
 
 func (f *fakeKube) Create(list kube.ResourceList, _ ...kube.ClientCreateOption) (*kube.Result, error) {
 	f.record("create", list)
+	f.setExists(list)
 	return &kube.Result{Created: list}, nil
 }
 
+// Update applies target and deletes what original has and target does
+// not, skipping objects with helm.sh/resource-policy: keep as Helm does.
 func (f *fakeKube) Update(original, target kube.ResourceList, _ ...kube.ClientUpdateOption) (*kube.Result, error) {
 	res := &kube.Result{}
 	if len(target) > 0 {
 		f.record("update", target)
+		f.setExists(target)
 		res.Updated = target
 	}
-	if gone := original.Difference(target); len(gone) > 0 {
+	var kept, gone kube.ResourceList
+	for _, info := range original.Difference(target) {
+		if m, err := meta.Accessor(info.Object); err == nil && m.GetAnnotations()[kube.ResourcePolicyAnno] == kube.KeepPolicy {
+			kept = append(kept, info)
+			continue
+		}
+		gone = append(gone, info)
+	}
+	if len(kept) > 0 {
+		f.record("keep", kept)
+	}
+	if len(gone) > 0 {
 		f.record("delete", gone)
-		res.Deleted = gone
+		removed, errs := f.remove(gone)
+		res.Deleted = removed
+		if len(errs) > 0 {
+			return res, errors.Join(errs...)
+		}
 	}
 	return res, nil
 }
 
+// Delete deletes as Helm's client does: everything it can, and no result
+// when anything failed.
 func (f *fakeKube) Delete(list kube.ResourceList, _ metav1.DeletionPropagation) (*kube.Result, []error) {
 	f.record("delete", list)
-	return &kube.Result{Deleted: list}, nil
+	removed, errs := f.remove(list)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return &kube.Result{Deleted: removed}, nil
 }
 
 func (f *fakeKube) GetWaiter(ws kube.WaitStrategy) (kube.Waiter, error) {
@@ -110,11 +209,18 @@ func (f *fakeKube) GetWaiterWithOptions(kube.WaitStrategy, ...kube.WaitOption) (
 
 type fakeWaiter struct{ f *fakeKube }
 
-func (w fakeWaiter) Wait(list kube.ResourceList, _ time.Duration) error {
+func (w fakeWaiter) Wait(list kube.ResourceList, timeout time.Duration) error {
 	w.f.record("wait", list)
 	for _, info := range list {
 		if info.Name == w.f.notReady {
 			return fmt.Errorf("resource %s not ready", info.Name)
+		}
+		if gate, ok := w.f.gates[info.Name]; ok {
+			select {
+			case <-gate:
+			case <-time.After(timeout):
+				return fmt.Errorf("context deadline exceeded: resource %s not ready", info.Name)
+			}
 		}
 	}
 	return nil
@@ -124,9 +230,20 @@ func (w fakeWaiter) WaitWithJobs(list kube.ResourceList, timeout time.Duration) 
 	return w.Wait(list, timeout)
 }
 
-func (w fakeWaiter) WaitForDelete(list kube.ResourceList, _ time.Duration) error {
+// WaitForDelete waits until no object of list exists, or the timeout.
+func (w fakeWaiter) WaitForDelete(list kube.ResourceList, timeout time.Duration) error {
 	w.f.record("gone", list)
-	return nil
+	end := time.Now().Add(timeout)
+	for {
+		left := slices.ContainsFunc(list, func(info *resource.Info) bool { return w.f.present(info.Name) })
+		if !left {
+			return nil
+		}
+		if time.Now().After(end) {
+			return errors.New("context deadline exceeded")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (w fakeWaiter) WatchUntilReady(kube.ResourceList, time.Duration) error { return nil }
@@ -153,6 +270,9 @@ var shopManifest = object("shop/templates/db.yaml", "ConfigMap", "db", Annotatio
 func newClient(f *fakeKube, opts Options) *Client {
 	if opts.Deadline.IsZero() {
 		opts.Deadline = time.Now().Add(time.Minute)
+	}
+	if opts.Get == nil {
+		opts.Get = f.GetObject
 	}
 	return Wrap(f, opts)
 }
@@ -183,15 +303,17 @@ func TestCreateAppliesBatchByBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCalls(t, f, "create db", "wait db", "create migrate", "wait migrate", "create app", "wait app", "create plain")
+	// The app group is not waited for: nothing needs it; the action's own
+	// wait covers it, as the unsequenced resources.
+	wantCalls(t, f, "create db", "wait db", "create migrate", "wait migrate", "create app", "create plain")
 	if len(res.Created) != 4 {
 		t.Errorf("result lists %d created objects, want all 4", len(res.Created))
 	}
 	wantSeen := []string{
 		"1/4 db applying", "1/4 db waiting", "1/4 db ready",
 		"2/4 migrate applying", "2/4 migrate waiting", "2/4 migrate ready",
-		"3/4 app applying", "3/4 app waiting", "3/4 app ready",
-		"4/4 unsequenced applying",
+		"3/4 app applying", "3/4 app applied",
+		"4/4 unsequenced applying", "4/4 unsequenced applied",
 	}
 	if !slices.Equal(seen, wantSeen) {
 		t.Errorf("progress\n got: %q\nwant: %q", seen, wantSeen)
@@ -258,7 +380,7 @@ func TestUpdateKeepsTheOrderAndDeletesRemovedInReverse(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCalls(t, f,
-		"update db", "wait db", "update migrate", "wait migrate", "update app", "wait app", "update plain",
+		"update db", "wait db", "update migrate", "wait migrate", "update app", "update plain",
 		// Removed: the app group's object first, gone, then the db group's.
 		"delete old-app", "gone old-app", "delete old-db")
 }
@@ -326,7 +448,7 @@ func TestCustomReadinessDecides(t *testing.T) {
 		if _, err := c.Create(build(t, c, judgedBoth)); err != nil {
 			t.Fatal(err)
 		}
-		wantCalls(t, f, "create db", "wait db", "create migrate", "create app", "wait app")
+		wantCalls(t, f, "create db", "wait db", "create migrate", "create app")
 	})
 	t.Run("a failure condition fails the batch and names it", func(t *testing.T) {
 		f := &fakeKube{}
@@ -352,9 +474,224 @@ func TestCustomReadinessDecides(t *testing.T) {
 		if _, err := c.Create(build(t, c, job(AnnotationReadinessSuccess, `["{.succeeded} >= 1"]`))); err != nil {
 			t.Fatal(err)
 		}
-		wantCalls(t, f, "create db", "wait db", "create migrate", "wait migrate", "create app", "wait app")
+		wantCalls(t, f, "create db", "wait db", "create migrate", "wait migrate", "create app")
 		if len(warnings) != 1 || !strings.Contains(warnings[0], "Job/ns/migrate") || !strings.Contains(warnings[0], AnnotationReadinessFailure) {
 			t.Errorf("warnings = %q, want one naming Job/migrate and the missing annotation", warnings)
 		}
 	})
+}
+
+// keptManifest is the shop release with an object of the app group that
+// Helm keeps when it is dropped, and one of the db group.
+var keptManifest = shopManifest +
+	object("shop/templates/kept.yaml", "ConfigMap", "kept", AnnotationResourceGroup, "app", AnnotationDependsOnGroups, `["migrate"]`,
+		kube.ResourcePolicyAnno, kube.KeepPolicy) +
+	object("shop/templates/old-db.yaml", "ConfigMap", "old-db", AnnotationResourceGroup, "db")
+
+func TestUpgradeDroppingAKeptObjectDoesNotWaitForIt(t *testing.T) {
+	f := &fakeKube{}
+	c := newClient(f, Options{Deadline: time.Now().Add(5 * time.Second)})
+	original := build(t, c, keptManifest)
+	f.setExists(original)
+	target := build(t, c, shopManifest)
+	began := time.Now()
+	if _, err := c.Update(original, target); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took > 2*time.Second {
+		t.Errorf("the upgrade took %s: it waited for the kept object to go", took)
+	}
+	wantCalls(t, f,
+		"update db", "wait db", "update migrate", "wait migrate", "update app", "update plain",
+		// The kept object is not deleted, so not waited for; the db
+		// group's removal comes after the app group's all the same.
+		"keep kept", "delete old-db")
+}
+
+// threeGroups is a release of three groups in a chain, each of one
+// ConfigMap named after its group, and a ConfigMap without a group.
+var threeGroups = object("shop/templates/a.yaml", "ConfigMap", "a", AnnotationResourceGroup, "a") +
+	object("shop/templates/b.yaml", "ConfigMap", "b", AnnotationResourceGroup, "b", AnnotationDependsOnGroups, `["a"]`) +
+	object("shop/templates/c.yaml", "ConfigMap", "c", AnnotationResourceGroup, "c", AnnotationDependsOnGroups, `["b"]`)
+
+// uninstall deletes the release of manifest as Helm's uninstall does: the
+// objects, then its wait for their deletion with the action's timeout.
+func uninstall(t *testing.T, f *fakeKube, c *Client, manifest string, timeout time.Duration) (deleteErrs []error, waitErr error) {
+	t.Helper()
+	if err := c.Learn(manifest); err != nil {
+		t.Fatal(err)
+	}
+	list := build(t, c, manifest)
+	f.setExists(list)
+	res, errs := c.Delete(list, metav1.DeletePropagationBackground)
+	waiter, err := c.GetWaiterWithOptions(kube.StatusWatcherStrategy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return errs, waiter.WaitForDelete(res.Deleted, timeout)
+}
+
+func TestUninstallGoesOnPastAStuckBatch(t *testing.T) {
+	f := &fakeKube{held: map[string]bool{"b": true}}
+	var mu sync.Mutex
+	var seen []string
+	timeout := time.Second
+	c := newClient(f, Options{Deadline: time.Now().Add(timeout), Get: f.GetObject, Observer: func(p Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, fmt.Sprintf("%s %s %s", p.Batch, p.Phase, p.Detail))
+	}})
+	began := time.Now()
+	deleteErrs, waitErr := uninstall(t, f, c, threeGroups, timeout)
+	took := time.Since(began)
+	if len(deleteErrs) > 0 {
+		t.Errorf("Delete errors %v: a deletion under way is not an error of the delete", deleteErrs)
+	}
+	// c goes first and is gone; b stays; a is deleted all the same.
+	for _, call := range []string{"delete c", "gone c", "delete b", "gone b", "delete a"} {
+		if !f.called(call) {
+			t.Errorf("calls %q, want %q among them", f.Calls(), call)
+		}
+	}
+	if f.present("a") || f.present("c") {
+		t.Errorf("a or c left behind: the batches before a stuck one are deleted too")
+	}
+	if waitErr == nil || !strings.Contains(waitErr.Error(), "ConfigMap/ns/b: held by finalizer(s) example.com/block") {
+		t.Errorf("wait for deletion = %v, want it to name the object left and its finalizer", waitErr)
+	}
+	if took > timeout+time.Second {
+		t.Errorf("the uninstall took %s, want it over within its timeout of %s", took, timeout)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.ContainsFunc(seen, func(s string) bool {
+		return strings.HasPrefix(s, "b stuck") && strings.Contains(s, "ConfigMap/ns/b: held by finalizer(s) example.com/block")
+	}) {
+		t.Errorf("progress %q, want batch b reported stuck with what holds it", seen)
+	}
+}
+
+func TestUninstallGoesOnPastARefusedDeletion(t *testing.T) {
+	f := &fakeKube{refused: map[string]bool{"b": true}}
+	c := newClient(f, Options{Get: f.GetObject})
+	deleteErrs, _ := uninstall(t, f, c, threeGroups, time.Minute)
+	if err := errors.Join(deleteErrs...); err == nil || !strings.Contains(err.Error(), "resource group b (2/3)") || !strings.Contains(err.Error(), "ConfigMap/ns/b: b is forbidden") {
+		t.Errorf("Delete errors = %v, want the refused object named with its group", err)
+	}
+	if f.present("a") || f.present("c") {
+		t.Errorf("a or c left behind: the other batches are deleted all the same")
+	}
+	if !f.present("b") {
+		t.Errorf("b is gone, yet its deletion was refused")
+	}
+}
+
+// siblings is a release of two subcharts without an order between them,
+// each a chain of two groups.
+var siblings = object("shop/charts/slow/templates/a.yaml", "ConfigMap", "slow-a", AnnotationResourceGroup, "a") +
+	object("shop/charts/slow/templates/b.yaml", "ConfigMap", "slow-b", AnnotationResourceGroup, "b", AnnotationDependsOnGroups, `["a"]`) +
+	object("shop/charts/fast/templates/a.yaml", "ConfigMap", "fast-a", AnnotationResourceGroup, "a") +
+	object("shop/charts/fast/templates/b.yaml", "ConfigMap", "fast-b", AnnotationResourceGroup, "b", AnnotationDependsOnGroups, `["a"]`)
+
+func TestSiblingSubchartsProgressIndependently(t *testing.T) {
+	gate := make(chan struct{})
+	f := &fakeKube{gates: map[string]chan struct{}{"slow-a": gate}}
+	c := newClient(f, Options{Charts: Charts{"shop": {OrderDeclared: true}}})
+	list := build(t, c, siblings)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Create(list)
+		done <- err
+	}()
+	// The fast subchart goes all the way while the slow one's first
+	// group is not ready.
+	deadline := time.Now().Add(5 * time.Second)
+	for !f.called("create fast-b") {
+		if time.Now().After(deadline) {
+			close(gate)
+			t.Fatalf("calls %q: the fast subchart waited for the slow one", f.Calls())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if f.called("create slow-b") {
+		t.Errorf("calls %q: slow-b applied before slow-a was ready", f.Calls())
+	}
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !f.called("create slow-b") {
+		t.Errorf("calls %q: slow-b never applied", f.Calls())
+	}
+}
+
+func TestAFailureStopsWhatHasNotStarted(t *testing.T) {
+	f := &fakeKube{notReady: "fast-a", gates: map[string]chan struct{}{"slow-a": make(chan struct{})}}
+	c := newClient(f, Options{Charts: Charts{"shop": {OrderDeclared: true}}})
+	began := time.Now()
+	_, err := c.Create(build(t, c, siblings))
+	if err == nil || !strings.Contains(err.Error(), "resource group fast/a") || !strings.Contains(err.Error(), "resource fast-a not ready") {
+		t.Fatalf("error = %v, want the failed group's", err)
+	}
+	if f.called("create fast-b") || f.called("create slow-b") {
+		t.Errorf("calls %q: a batch started after the failure", f.Calls())
+	}
+	if took := time.Since(began); took > 5*time.Second {
+		t.Errorf("Create took %s: the sibling's wait went on after the failure", took)
+	}
+}
+
+func TestReadinessTimeoutBoundsEachBatch(t *testing.T) {
+	f := &fakeKube{gates: map[string]chan struct{}{"db": make(chan struct{})}}
+	c := newClient(f, Options{ReadinessTimeout: 100 * time.Millisecond})
+	began := time.Now()
+	_, err := c.Create(build(t, c, shopManifest))
+	if err == nil || !strings.Contains(err.Error(), "resource group db (1/4)") || !strings.Contains(err.Error(), "readiness timeout of 100ms") {
+		t.Fatalf("error = %v, want the readiness timeout named for the db group", err)
+	}
+	if took := time.Since(began); took > 5*time.Second {
+		t.Errorf("Create took %s, want the readiness timeout to end it", took)
+	}
+}
+
+func TestPlannedAndWhatABatchWaitsFor(t *testing.T) {
+	gate := make(chan struct{})
+	f := &fakeKube{gates: map[string]chan struct{}{"db": gate}}
+	var planned []Planned
+	details := make(chan string, 100)
+	deployment := func(info *resource.Info) (runtime.Object, error) {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata": map[string]any{"name": info.Name, "generation": int64(1)},
+			"spec":     map[string]any{"replicas": int64(1)},
+			"status":   map[string]any{"observedGeneration": int64(1), "replicas": int64(1), "readyReplicas": int64(0)},
+		}}, nil
+	}
+	c := newClient(f, Options{PollInterval: 10 * time.Millisecond, Get: deployment,
+		Planned: func(p Planned) { planned = append(planned, p) },
+		Observer: func(p Progress) {
+			if p.Phase == PhaseWaiting && p.Detail != "" {
+				details <- p.Detail
+			}
+		}})
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Create(build(t, c, shopManifest))
+		done <- err
+	}()
+	select {
+	case d := <-details:
+		if !strings.HasPrefix(d, "ConfigMap/ns/db: ") || !strings.Contains(d, "0/1") {
+			t.Errorf("waiting detail %q, want the object and what kstatus says of it", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("no detail on what the db group waits for")
+	}
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(planned) != 1 || planned[0].Deleting || len(planned[0].Plan.Batches) != 4 || planned[0].Plan.Batches[1].Name != "migrate" {
+		t.Errorf("planned %+v, want the plan of the apply once", planned)
+	}
 }

@@ -20,8 +20,9 @@ func res(chart, name, group, dependsOn string) Resource {
 	return Resource{ID: ObjectID{Kind: "ConfigMap", Name: name}, Chart: chart, Annotations: a}
 }
 
-// batches renders a plan as "name: a b | name: c" with the unsequenced
-// batch last, for compact comparisons.
+// batches renders a plan as "a: x y | b <a: z | c ~b: w", batches in
+// plan order, each with the batches it needs ready (<) and those it only
+// comes after (~), for compact comparisons.
 func batches(p *Plan) string {
 	var parts []string
 	for _, b := range p.Batches {
@@ -30,9 +31,45 @@ func batches(p *Plan) string {
 			names = append(names, id.Name)
 		}
 		slices.Sort(names)
-		parts = append(parts, b.Name+": "+strings.Join(names, " "))
+		head := b.Name
+		for _, n := range b.Needs {
+			head += " <" + p.Batches[n].Name
+		}
+		for _, n := range b.After {
+			head += " ~" + p.Batches[n].Name
+		}
+		parts = append(parts, head+": "+strings.Join(names, " "))
 	}
 	return strings.Join(parts, " | ")
+}
+
+// checkPlanShape checks what holds for every plan: each resource in one
+// batch, no empty batch, a batch comes after earlier batches only, and it
+// is waited for exactly when a later batch needs it.
+func checkPlanShape(t *testing.T, plan *Plan, resources int) {
+	t.Helper()
+	needed := map[int]bool{}
+	for i, b := range plan.Batches {
+		if len(b.Resources) == 0 {
+			t.Errorf("batch %q is empty", b.Name)
+		}
+		for _, prev := range b.Predecessors() {
+			if prev >= i {
+				t.Errorf("batch %d %q comes after batch %d, which is not earlier", i, b.Name, prev)
+			}
+		}
+		for _, n := range b.Needs {
+			needed[n] = true
+		}
+	}
+	for i, b := range plan.Batches {
+		if b.Wait != needed[i] {
+			t.Errorf("batch %q: Wait = %v, want it waited exactly when a later batch needs it (%v)", b.Name, b.Wait, needed[i])
+		}
+	}
+	if count(plan) != resources {
+		t.Errorf("plan holds %d resources, want each of the %d once", count(plan), resources)
+	}
 }
 
 func TestNewPlan(t *testing.T) {
@@ -47,7 +84,7 @@ func TestNewPlan(t *testing.T) {
 		resources: []Resource{res("app", "a", "", ""), res("app", "b", "", "")},
 		want:      "unsequenced: a b",
 	}, {
-		name: "a chain of groups, each its own batch",
+		name: "a chain of groups, each its own batch; the last is not waited for, nothing needs it",
 		resources: []Resource{
 			res("app", "web", "app", `["migrate"]`),
 			res("app", "job", "migrate", `["db"]`),
@@ -55,7 +92,7 @@ func TestNewPlan(t *testing.T) {
 			res("app", "secret", "db", ""),
 			res("app", "plain", "", ""),
 		},
-		want: "db: secret sts | migrate: job | app: web | unsequenced: plain",
+		want: "db: secret sts | migrate <db: job | app <migrate: web | unsequenced ~app: plain",
 	}, {
 		name: "independent groups share a batch (the HIP's database and queue)",
 		resources: []Resource{
@@ -63,7 +100,7 @@ func TestNewPlan(t *testing.T) {
 			res("app", "queue", "queue", ""),
 			res("app", "web", "app", `["database", "queue"]`),
 		},
-		want: "database, queue: db queue | app: web",
+		want: "database, queue: db queue | app <database, queue: web",
 	}, {
 		name: "a group is applied once everything it needs is ready, not earlier",
 		resources: []Resource{
@@ -71,7 +108,7 @@ func TestNewPlan(t *testing.T) {
 			res("app", "b", "b", `["a"]`),
 			res("app", "c", "c", `["a","b"]`),
 		},
-		want: "a: a | b: b | c: c",
+		want: "a: a | b <a: b | c <b: c",
 	}, {
 		name: "members' needs add up for their group",
 		resources: []Resource{
@@ -80,7 +117,7 @@ func TestNewPlan(t *testing.T) {
 			res("app", "c1", "c", `["a"]`),
 			res("app", "c2", "c", `["b"]`),
 		},
-		want: "a, b: a b | c: c1 c2",
+		want: "a, b: a b | c <a, b: c1 c2",
 	}, {
 		name: "a missing group makes the resource unsequenced, with a warning",
 		resources: []Resource{
@@ -88,7 +125,7 @@ func TestNewPlan(t *testing.T) {
 			res("app", "b", "b", `["a"]`),
 			res("app", "lost", "b", `["nope"]`),
 		},
-		want:     "a: a | b: b | unsequenced: lost",
+		want:     "a: a | b <a: b | unsequenced ~b: lost",
 		warnings: []string{`ConfigMap/lost depends on resource group(s) "nope"`},
 	}, {
 		name: "dropping a missing dependency can leave another group without members",
@@ -112,16 +149,47 @@ func TestNewPlan(t *testing.T) {
 			res("app", "a", "a", ""),
 			res("app", "loner", "", `["a"]`),
 		},
-		want: "a: a | (ConfigMap/loner): loner",
+		want: "a: a | (ConfigMap/loner) <a: loner",
 	}, {
-		name: "groups are per chart: a subchart's group of the same name is another group",
+		name: "groups are per chart: a subchart's group of the same name is another group, and the two charts go their own ways",
 		resources: []Resource{
 			res("app", "a", "db", ""),
 			res("app", "b", "web", `["db"]`),
 			res("app/sub", "c", "db", ""),
 			res("app/sub", "d", "web", `["db"]`),
 		},
-		want: "db, sub/db: a c | web, sub/web: b d",
+		charts: Charts{"app": {OrderDeclared: true, Dependencies: map[string][]string{"sub": nil}}},
+		want:   "db: a | sub/db: c | web <db: b | sub/web <sub/db: d",
+	}, {
+		name: "subcharts using groups next to others, with no order declared: a lost order is suspected",
+		resources: []Resource{
+			res("app", "web", "", ""),
+			res("app/db", "sts", "db", ""),
+			res("app/db", "svc", "svc", `["db"]`),
+			res("app/api", "job", "", ""),
+		},
+		want:     "unsequenced, subchart api: job web | db/db: sts | db/svc <db/db: svc",
+		warnings: []string{`chart app: subchart(s) "db" order their resources with resource groups, but Chart.yaml declares no order`},
+	}, {
+		name: "an empty helm.sh/depends-on/subcharts says no order is meant",
+		resources: []Resource{
+			res("app", "web", "", ""),
+			res("app/db", "sts", "db", ""),
+			res("app/db", "svc", "svc", `["db"]`),
+		},
+		charts: Charts{"app": {OrderDeclared: true, Dependencies: map[string][]string{"db": nil}}},
+		want:   "unsequenced: web | db/db: sts | db/svc <db/db: svc",
+	}, {
+		name: "sibling subcharts progress independently: neither waits for the other's groups",
+		resources: []Resource{
+			res("app/fast", "x", "x", ""),
+			res("app/fast", "y", "y", `["x"]`),
+			res("app/slow", "a", "a", ""),
+			res("app/slow", "b", "b", `["a"]`),
+			res("app/slow", "c", "c", `["b"]`),
+		},
+		charts: Charts{"app": {OrderDeclared: true, Dependencies: map[string][]string{"fast": nil, "slow": nil}}},
+		want:   "fast/x: x | slow/a: a | fast/y <fast/x: y | slow/b <slow/a: b | slow/c <slow/b: c",
 	}, {
 		name: "the parent's own resources wait for the subcharts its annotation names",
 		resources: []Resource{
@@ -130,9 +198,9 @@ func TestNewPlan(t *testing.T) {
 			res("app/cache", "redis", "", ""),
 		},
 		charts: Charts{"app": {DependsOn: []string{"db"}, Dependencies: map[string][]string{"db": nil, "cache": nil}}},
-		want:   "subchart db: sts | unsequenced: redis web",
+		want:   "subchart cache: redis | subchart db: sts | unsequenced <subchart db: web",
 	}, {
-		name: "dependencies' depends-on order subcharts; a needed subchart completes, groups and all",
+		name: "dependencies' depends-on order subcharts; a needed subchart completes, groups and all, each waited for",
 		resources: []Resource{
 			res("app", "web", "", ""),
 			res("app/nginx", "ngx", "", ""),
@@ -145,7 +213,17 @@ func TestNewPlan(t *testing.T) {
 			DependsOn:    []string{"bar", "rabbitmq"},
 			Dependencies: map[string][]string{"nginx": nil, "rabbitmq": nil, "bar": {"nginx", "rabbitmq"}},
 		}},
-		want: "subchart nginx, subchart rabbitmq: ngx rmq | bar/a: bar-a | bar/b: bar-b | subchart bar: bar-plain | unsequenced: web",
+		want: "subchart nginx: ngx | subchart rabbitmq: rmq | bar/a <subchart nginx <subchart rabbitmq: bar-a | bar/b <bar/a: bar-b | " +
+			"subchart bar <subchart nginx <subchart rabbitmq <bar/b: bar-plain | unsequenced <subchart rabbitmq <subchart bar: web",
+	}, {
+		name: "a needed subchart includes its own subcharts, which are waited for too",
+		resources: []Resource{
+			res("app", "web", "", ""),
+			res("app/db", "sts", "", ""),
+			res("app/db/backup", "cron", "", ""),
+		},
+		charts: Charts{"app": {DependsOn: []string{"db"}, Dependencies: map[string][]string{"db": nil}}},
+		want:   "subchart db: sts | subchart db/backup: cron | unsequenced <subchart db <subchart db/backup: web",
 	}, {
 		name: "a disabled dependency is ignored silently, an unknown name with a warning",
 		resources: []Resource{
@@ -153,18 +231,26 @@ func TestNewPlan(t *testing.T) {
 			res("app/db", "sts", "", ""),
 		},
 		charts: Charts{"app": {DependsOn: []string{"db", "disabled", "typo"}, Dependencies: map[string][]string{"db": nil, "disabled": nil}}},
-		want:   "subchart db: sts | unsequenced: web",
+		want:   "subchart db: sts | unsequenced <subchart db: web",
 		warnings: []string{
 			`names "typo", which is not a dependency of the chart`,
 		},
 	}, {
-		name: "a subchart nothing waits for hands its unsequenced resources to the end",
+		name: "a subchart nothing waits for goes its own way, not after the parent's groups",
 		resources: []Resource{
 			res("app", "a", "a", ""),
 			res("app", "b", "b", `["a"]`),
 			res("app/side", "side", "", ""),
 		},
-		want: "a: a | b: b | unsequenced: side",
+		want: "a: a | subchart side: side | b <a: b",
+	}, {
+		name: "plain subcharts and a plain parent are one batch, as Helm applies them",
+		resources: []Resource{
+			res("app", "web", "", ""),
+			res("app/one", "x", "", ""),
+			res("app/two", "y", "", ""),
+		},
+		want: "unsequenced, subchart one, subchart two: web x y",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -183,17 +269,7 @@ func TestNewPlan(t *testing.T) {
 					t.Errorf("warning %d = %q, want it to contain %q", i, plan.Warnings[i], w)
 				}
 			}
-			for _, b := range plan.Batches {
-				if b.Wait == (b.Name == "unsequenced") {
-					t.Errorf("batch %q: Wait = %v; only the unsequenced batch is left to the action's own wait", b.Name, b.Wait)
-				}
-				if len(b.Resources) == 0 {
-					t.Errorf("batch %q is empty", b.Name)
-				}
-			}
-			if count(plan) != len(tt.resources) {
-				t.Errorf("plan holds %d resources, want each of the %d once", count(plan), len(tt.resources))
-			}
+			checkPlanShape(t, plan, len(tt.resources))
 		})
 	}
 }

@@ -7,9 +7,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"golang.org/x/sync/errgroup"
 	"helm.sh/helm/v4/pkg/kube"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/resource"
 )
@@ -18,38 +21,108 @@ import (
 // ready or gone.
 var errDeadline = errors.New("timed out: the action's timeout ran out")
 
-// await waits until batch i is ready: objects with both custom readiness
-// annotations are judged by them, the others by the action's waiter
-// (kstatus with healthCheckExprs, or Helm 3's legacy checks).
-func (c *Client) await(i int, batches []batch) error {
-	b := batches[i]
-	if !b.Wait {
-		return nil
-	}
+// budget is how long a batch may wait from now: until the action's
+// deadline, and at most the readiness timeout. The error says which ran
+// out when it does.
+func (c *Client) budget() (time.Duration, error) {
 	remaining := time.Until(c.opts.Deadline)
 	if remaining <= 0 {
-		return b.fail(i, len(batches), errDeadline)
+		return 0, errDeadline
 	}
-	c.observe(i, batches, PhaseWaiting)
+	if t := c.opts.ReadinessTimeout; t > 0 && t < remaining {
+		return t, fmt.Errorf("timed out: the readiness timeout of %s ran out", t)
+	}
+	return remaining, errDeadline
+}
+
+// await waits until batch i is ready: objects with both custom readiness
+// annotations are judged by them, the others by the action's waiter
+// (kstatus with healthCheckExprs, or Helm 3's legacy checks). While it
+// waits, the observer hears which object it waits for.
+func (c *Client) await(ctx context.Context, i int, batches []batch) error {
+	b := batches[i]
+	timeout, timedOut := c.budget()
+	if timeout <= 0 {
+		return b.fail(i, len(batches), timedOut)
+	}
+	c.observe(i, batches, PhaseWaiting, "", false)
 
 	standard, custom, err := c.splitByReadiness(b.list)
 	if err != nil {
 		return b.fail(i, len(batches), err)
 	}
-	ctx, cancel := context.WithTimeout(c.opts.Context, remaining)
+	began := time.Now()
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, timedOut)
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
 	if len(standard) > 0 {
-		g.Go(func() error { return c.waitStandard(gctx, standard, remaining) })
+		g.Go(func() error { return c.waitStandard(gctx, standard, timeout) })
 	}
 	if len(custom) > 0 {
-		g.Go(func() error { return c.waitCustom(gctx, custom) })
+		g.Go(func() error {
+			return c.waitCustom(gctx, custom, timedOut, func(detail string) { c.observe(i, batches, PhaseWaiting, detail, false) })
+		})
 	}
+	probing, stopProbe := context.WithCancel(gctx)
+	defer stopProbe()
+	go c.probe(probing, i, batches, standard)
 	if err := g.Wait(); err != nil {
+		// The waiter may see its timeout end before the context does.
+		if !errors.Is(err, timedOut) && (context.Cause(ctx) == timedOut || time.Since(began) >= timeout) {
+			err = fmt.Errorf("%w: %w", timedOut, err)
+		}
 		return b.fail(i, len(batches), err)
 	}
-	c.observe(i, batches, PhaseReady)
 	return nil
+}
+
+// probe tells the observer, every poll interval, the first object of list
+// that kstatus does not see ready yet, until ctx ends. It only informs:
+// the action's waiter decides.
+func (c *Client) probe(ctx context.Context, i int, batches []batch, list kube.ResourceList) {
+	if len(list) == 0 {
+		return
+	}
+	ticker := time.NewTicker(c.opts.PollInterval)
+	defer ticker.Stop()
+	last := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		detail := c.firstNotReady(list)
+		if detail != last && ctx.Err() == nil {
+			last = detail
+			c.observe(i, batches, PhaseWaiting, detail, false)
+		}
+	}
+}
+
+// firstNotReady describes the first object of list kstatus does not see
+// as current, or returns "" when it sees them all so (custom resources
+// without status, objects only healthCheckExprs judge).
+func (c *Client) firstNotReady(list kube.ResourceList) string {
+	for _, info := range list {
+		obj, err := c.get(info)
+		if err != nil {
+			return fmt.Sprintf("%s: %v", idOf(info), err)
+		}
+		content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			continue
+		}
+		res, err := status.Compute(&unstructured.Unstructured{Object: content})
+		if err != nil || res.Status == status.CurrentStatus {
+			continue
+		}
+		if res.Message == "" {
+			return fmt.Sprintf("%s: %s", idOf(info), res.Status)
+		}
+		return fmt.Sprintf("%s: %s", idOf(info), res.Message)
+	}
+	return ""
 }
 
 // judged is an object with custom readiness.
@@ -85,23 +158,37 @@ func (c *Client) splitByReadiness(list kube.ResourceList) (kube.ResourceList, []
 	return standard, custom, nil
 }
 
-// waitStandard runs the action's own waiter on list, stopped with ctx.
+// waitStandard runs the action's own waiter on list, stopped with ctx. A
+// waiter that does not heed ctx (Helm's legacy one follows its client's
+// context only) is left to end by its timeout: the batch does not wait
+// for it once ctx is done.
 func (c *Client) waitStandard(ctx context.Context, list kube.ResourceList, timeout time.Duration) error {
 	opts := append(append([]kube.WaitOption{}, c.opts.WaitOptions...),
 		kube.WithWaitMethodContext(ctx), kube.WithWaitWithJobsMethodContext(ctx))
-	waiter, err := c.GetWaiterWithOptions(c.opts.Strategy, opts...)
+	waiter, err := c.innerWaiter(c.opts.Strategy, opts...)
 	if err != nil {
 		return err
 	}
-	if c.opts.WaitForJobs {
-		return waiter.WaitWithJobs(list, timeout)
+	result := make(chan error, 1)
+	go func() {
+		if c.opts.WaitForJobs {
+			result <- waiter.WaitWithJobs(list, timeout)
+			return
+		}
+		result <- waiter.Wait(list, timeout)
+	}()
+	select {
+	case err := <-result:
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
 	}
-	return waiter.Wait(list, timeout)
 }
 
 // waitCustom polls the objects until every one is ready, one has failed,
-// or ctx ends; the error names what decided, or what is not ready.
-func (c *Client) waitCustom(ctx context.Context, objects []judged) error {
+// or ctx ends; the error names what decided, or what is not ready (after
+// timedOut when ctx ran out of time). waiting hears what is not ready.
+func (c *Client) waitCustom(ctx context.Context, objects []judged, timedOut error, waiting func(string)) error {
 	ticker := time.NewTicker(c.opts.PollInterval)
 	defer ticker.Stop()
 	pending := objects
@@ -125,9 +212,10 @@ func (c *Client) waitCustom(ctx context.Context, objects []judged) error {
 			return nil
 		}
 		pending = still
+		waiting(reasons[0])
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w; not ready: %s", errDeadline, strings.Join(reasons, "; "))
+			return fmt.Errorf("%w; not ready: %s", timedOut, strings.Join(reasons, "; "))
 		case <-ticker.C:
 		}
 	}
@@ -135,11 +223,7 @@ func (c *Client) waitCustom(ctx context.Context, objects []judged) error {
 
 // judge reads the object and evaluates its readiness expressions.
 func (c *Client) judge(o judged) (Verdict, string, error) {
-	get := c.opts.Get
-	if get == nil {
-		get = getFromServer
-	}
-	obj, err := get(o.info)
+	obj, err := c.get(o.info)
 	if err != nil {
 		return VerdictPending, "", err
 	}
@@ -151,22 +235,139 @@ func (c *Client) judge(o judged) (Verdict, string, error) {
 	return verdict, expr, nil
 }
 
+// get reads the object's current state.
+func (c *Client) get(info *resource.Info) (runtime.Object, error) {
+	if c.opts.Get != nil {
+		return c.opts.Get(info)
+	}
+	return getFromServer(info)
+}
+
 func getFromServer(info *resource.Info) (runtime.Object, error) {
+	if info.Client == nil || info.Mapping == nil {
+		return nil, fmt.Errorf("%s: no client to read it with", idOf(info))
+	}
 	return resource.NewHelper(info.Client, info.Mapping).Get(info.Namespace, info.Name)
 }
 
-// awaitDeletion waits until list is gone from the cluster.
-func (c *Client) awaitDeletion(list kube.ResourceList) error {
-	remaining := time.Until(c.opts.Deadline)
-	if remaining <= 0 {
-		return errDeadline
+// awaitDeletion waits until list is gone from the cluster, within the
+// batch's budget (see budget).
+func (c *Client) awaitDeletion(ctx context.Context, list kube.ResourceList) error {
+	timeout, timedOut := c.budget()
+	if timeout <= 0 {
+		return timedOut
 	}
-	ctx, cancel := context.WithTimeout(c.opts.Context, remaining)
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, timedOut)
 	defer cancel()
 	opts := append(append([]kube.WaitOption{}, c.opts.WaitOptions...), kube.WithWaitForDeleteMethodContext(ctx))
-	waiter, err := c.GetWaiterWithOptions(c.opts.Strategy, opts...)
+	waiter, err := c.innerWaiter(c.opts.Strategy, opts...)
 	if err != nil {
 		return err
 	}
-	return waiter.WaitForDelete(list, remaining)
+	if err := waiter.WaitForDelete(list, timeout); err != nil {
+		if context.Cause(ctx) == timedOut {
+			return timedOut
+		}
+		return err
+	}
+	return nil
+}
+
+// holders names each object of list that is still there and what holds
+// it: its finalizers, a deletion under way, or no deletion at all.
+func (c *Client) holders(list kube.ResourceList) []string {
+	var out []string
+	for _, info := range list {
+		obj, err := c.get(info)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			out = append(out, fmt.Sprintf("%s: cannot be read: %v", idOf(info), err))
+			continue
+		}
+		out = append(out, idOf(info).String()+": "+heldBy(obj))
+	}
+	return out
+}
+
+// heldBy says why obj, which should be gone, is still there.
+func heldBy(obj runtime.Object) string {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return "still there"
+	}
+	switch {
+	case m.GetDeletionTimestamp() == nil:
+		return "still there, not marked for deletion"
+	case len(m.GetFinalizers()) > 0:
+		return "held by finalizer(s) " + strings.Join(m.GetFinalizers(), ", ")
+	default:
+		return "deletion under way"
+	}
+}
+
+// deletionWaiter is the waiter Helm's actions get (see
+// GetWaiterWithOptions). Its wait for the deletion of objects an ordered
+// deletion deleted ends by the action's deadline: the batches have used
+// their time already, and waiting the whole timeout again would make an
+// uninstall with a stuck object take twice its timeout. What is left is
+// named with what holds it.
+type deletionWaiter struct {
+	kube.Waiter
+	c *Client
+}
+
+func (w deletionWaiter) WaitForDelete(list kube.ResourceList, timeout time.Duration) error {
+	ours, others := w.c.splitDeleted(list)
+	var errs []error
+	if len(others) > 0 {
+		errs = append(errs, w.Waiter.WaitForDelete(others, timeout))
+	}
+	if len(ours) > 0 {
+		errs = append(errs, w.c.finalDeletionCheck(ours, timeout))
+	}
+	return errors.Join(errs...)
+}
+
+// splitDeleted separates the objects an ordered deletion deleted from the
+// others (hooks).
+func (c *Client) splitDeleted(list kube.ResourceList) (ours, others kube.ResourceList) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, info := range list {
+		if c.deleted[idOf(info)] {
+			ours = append(ours, info)
+		} else {
+			others = append(others, info)
+		}
+	}
+	return ours, others
+}
+
+// finalDeletionCheck waits, until the deadline and at most timeout, for
+// the objects of list no batch gave up on, then fails naming every
+// object of list still there.
+func (c *Client) finalDeletionCheck(list kube.ResourceList, timeout time.Duration) error {
+	c.mu.Lock()
+	var pending kube.ResourceList
+	for _, info := range list {
+		if !c.stuck[idOf(info)] {
+			pending = append(pending, info)
+		}
+	}
+	c.mu.Unlock()
+	remaining := min(timeout, time.Until(c.opts.Deadline))
+	if len(pending) > 0 && remaining > 0 {
+		ctx, cancel := context.WithTimeout(c.opts.Context, remaining)
+		defer cancel()
+		opts := append(append([]kube.WaitOption{}, c.opts.WaitOptions...), kube.WithWaitForDeleteMethodContext(ctx))
+		if waiter, err := c.innerWaiter(c.opts.Strategy, opts...); err == nil {
+			_ = waiter.WaitForDelete(pending, remaining) // what is left is named below
+		}
+	}
+	if left := c.holders(list); len(left) > 0 {
+		return fmt.Errorf("not deleted within the uninstall timeout: %s", strings.Join(left, "; "))
+	}
+	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/common"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	"helm.sh/helm/v4/pkg/downloader"
 	"helm.sh/helm/v4/pkg/getter"
 	"helm.sh/helm/v4/pkg/registry"
@@ -642,4 +643,50 @@ func rawFile(files []*common.File, name string) string {
 		}
 	}
 	return ""
+}
+
+// AddArchive serves a chart packaged elsewhere byte for byte, from the
+// HTTP repository and the OCI registry, under its own name and version.
+func TestAddArchiveServesTheBytesAsGiven(t *testing.T) {
+	s := startServer(t)
+	packaged := addChart(t, s, podinfoDir, WithName("elsewhere"), WithVersion("1.2.3"))
+	archive := httpGet(t, packaged.URL)
+	// The same archive under another name and version is another chart.
+	ch, err := loader.LoadArchive(bytes.NewReader(archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch.Metadata.Name, ch.Metadata.Version = "given", "2.0.0"
+	path, err := chartutil.Save(ch, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ref, err := s.AddArchive(data)
+	if err != nil {
+		t.Fatalf("AddArchive: %v", err)
+	}
+	if ref.Name != "given" || ref.Version != "2.0.0" || ref.Digest != "sha256:"+sha256Hex(data) {
+		t.Errorf("ref %+v, want given 2.0.0 with the archive's digest", ref)
+	}
+	if got := httpGet(t, ref.URL); !bytes.Equal(got, data) {
+		t.Error("the HTTP repository serves other bytes than given")
+	}
+	if !fetchIndex(t, s).Has("given", "2.0.0") {
+		t.Error("index.yaml does not list given 2.0.0")
+	}
+	pulled, err := newRegistryClient(t).Pull(strings.TrimPrefix(ref.OCIReference, "oci://"))
+	if err != nil {
+		t.Fatalf("Pull: %v", err)
+	}
+	if !bytes.Equal(pulled.Chart.Data, data) {
+		t.Error("the OCI registry serves other bytes than given")
+	}
+	if _, err := s.AddArchive(data); !errors.Is(err, ErrChartExists) {
+		t.Errorf("AddArchive again: %v, want ErrChartExists", err)
+	}
 }

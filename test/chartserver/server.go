@@ -3,6 +3,8 @@ package chartserver
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/registry"
 	repo "helm.sh/helm/v4/pkg/repo/v1"
 	"sigs.k8s.io/yaml"
@@ -178,6 +181,12 @@ func (s *Server) AddChart(dir string, opts ...Option) (ChartRef, error) {
 	if err != nil {
 		return ChartRef{}, err
 	}
+	return s.pushAndPublish(pkg, o)
+}
+
+// pushAndPublish pushes pkg to the OCI registry and lists it in
+// index.yaml. The caller holds addMu.
+func (s *Server) pushAndPublish(pkg *packagedChart, o options) (ChartRef, error) {
 	name, version := pkg.metadata.Name, pkg.metadata.Version
 	if s.has(name, version) {
 		return ChartRef{}, fmt.Errorf("%s %s: %w", name, version, ErrChartExists)
@@ -202,6 +211,30 @@ func (s *Server) AddChart(dir string, opts ...Option) (ChartRef, error) {
 	ref.OCIReference = "oci://" + pushed.Ref
 	ref.OCIManifestDigest = pushed.Manifest.Digest
 	return ref, nil
+}
+
+// AddArchive publishes a chart packaged elsewhere (by `helm package`, say)
+// byte for byte: it is listed in index.yaml under the name and version of
+// its own Chart.yaml and pushed to the OCI registry under its version.
+func (s *Server) AddArchive(data []byte) (ChartRef, error) {
+	ch, err := loader.LoadArchive(bytes.NewReader(data))
+	if err != nil {
+		return ChartRef{}, fmt.Errorf("reading chart archive: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	pkg := &packagedChart{
+		metadata:  ch.Metadata,
+		fileName:  ch.Metadata.Name + "-" + ch.Metadata.Version + ".tgz",
+		data:      data,
+		digestHex: hex.EncodeToString(sum[:]),
+	}
+
+	s.addMu.Lock()
+	defer s.addMu.Unlock()
+	if s.isClosed() {
+		return ChartRef{}, ErrClosed
+	}
+	return s.pushAndPublish(pkg, options{})
 }
 
 func (s *Server) isClosed() bool {

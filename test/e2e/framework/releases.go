@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -318,4 +320,44 @@ func WantInventory(t testing.TB, hr *v2.HelmRelease, ids ...string) {
 			t.Errorf("inventory lacks %s: %+v", id, hr.Status.Inventory.Entries)
 		}
 	}
+}
+
+// PackageWithHelm packages the chart directory dir (absolute, or below
+// ChartsDir) with the helm CLI of the tool cache, built from the Helm SDK
+// the controller uses, as `helm package --version <version>` would for a
+// chart author, and returns the archive.
+func PackageWithHelm(t testing.TB, dir, version string) []byte {
+	t.Helper()
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(ChartsDir, dir)
+	}
+	out := t.TempDir()
+	cmd := exec.Command(ToolPath(t, "helm"), "package", dir, "--version", version, "--destination", out)
+	// The CLI must read nothing of the machine's own Helm setup.
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+	if output, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("helm package %s: %v\n%s", dir, err, output)
+	}
+	archives, err := filepath.Glob(filepath.Join(out, "*.tgz"))
+	if err != nil || len(archives) != 1 {
+		t.Fatalf("helm package %s left %v (%v), want one archive", dir, archives, err)
+	}
+	data, err := os.ReadFile(archives[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// PublishArchive publishes a packaged chart byte for byte on the chart
+// server's HTTP repository and OCI registry, under the name and version of
+// its Chart.yaml.
+func (e *Env) PublishArchive(t testing.TB, archive []byte) chartserver.ChartRef {
+	t.Helper()
+	ref, err := e.Charts.AddArchive(archive)
+	if err != nil {
+		t.Fatalf("publishing a chart archive: %v", err)
+	}
+	return ref
 }
