@@ -265,11 +265,6 @@ var progressReasons = []string{
 	ResourceGroupDeletingReason,
 }
 
-// pendingOnIssue26 are the progress events the issue-26 branch (which owns
-// the ordered releases' events) makes Trace. Until both branches are merged
-// their check is skipped; once they are Trace the test asks to empty this.
-var pendingOnIssue26 = []string{ResourceGroupAppliedReason, ResourceGroupReadyReason, ResourceGroupDeletingReason}
-
 // ourOutcomeReasons are the events of ours that upstream does not emit and
 // that report an outcome (Normal or Warning): what was done, refused or
 // went wrong.
@@ -277,7 +272,7 @@ var ourOutcomeReasons = []string{
 	"DriftDetectionFailed", "ChartMutateError", "FactoryError", "RESTClientError", "ReconciliationFailed", "StateError",
 	"SourceNotReady", "InvalidDependency", "InvalidDriftDetection", "InvalidHealthCheckExprs", "InvalidPostRenderers",
 	HookResourcesDeletedReason, HookResourcesLeftReason, HookCleanupFailedReason,
-	ResourceRecreatedReason, ResourceGroupWarningReason,
+	ResourceRecreatedReason, ResourceGroupWarningReason, ResourceGroupStuckReason,
 }
 
 // TestEventTypes lists the events our code emits by type and checks them:
@@ -298,15 +293,10 @@ func TestEventTypes(t *testing.T) {
 	for _, reason := range progressReasons {
 		t.Run("progress "+reason, func(t *testing.T) {
 			types, emitted := ours[reason]
-			pending := slices.Contains(pendingOnIssue26, reason)
 			switch {
 			case !emitted:
 				t.Errorf("progress event %s is not emitted any more: update progressReasons", reason)
-			case slices.Equal(types, []string{typeTrace}) && pending:
-				t.Errorf("%s is Trace now: remove it from pendingOnIssue26", reason)
 			case slices.Equal(types, []string{typeTrace}):
-			case pending:
-				t.Skipf("progress event %s is still %v: the issue-26 branch makes it Trace", reason, types)
 			default:
 				t.Errorf("progress event %s is emitted as %v, want Trace only (alerts must carry outcomes only)", reason, types)
 			}

@@ -200,7 +200,7 @@ func (o *sequenceObserver) event(eventType, reason, msg string) {
 	if o.recorder == nil {
 		return
 	}
-	o.recorder.AnnotatedEventf(o.obj, nil, nil, eventType, reason, actionOfVerb(o.verb).String(), "%s", msg)
+	o.recorder.AnnotatedEventf(o.obj, nil, attemptEventMeta(o.obj), eventType, reason, actionOfVerb(o.verb).String(), "%s", msg)
 }
 
 // newSequenceObserver returns the observer of one action (verb: install,

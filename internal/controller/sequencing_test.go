@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -98,6 +99,29 @@ func TestSequenceObserverStatusAndEvents(t *testing.T) {
 	for i, w := range wantPrefixes {
 		if !strings.HasPrefix(events[i], w) {
 			t.Errorf("event %d %q, want %q…", i, events[i], w)
+		}
+	}
+}
+
+// The batch events carry the attempt's revision and token, as every other
+// event of the release, so that a ResourceGroupStuck or ResourceGroupWarning
+// alert names the revision it is about.
+func TestSequenceEventsCarryRevisionAndToken(t *testing.T) {
+	obj := &v2.HelmRelease{}
+	obj.Status.LastAttemptedRevision = "2.0.0"
+	obj.Status.LastAttemptedConfigDigest = "sha256:attempt"
+	rec := &annotatedRecorder{}
+	o := newSequenceObserver(obj, "uninstall", v2.BeforeHooks, rec, nil)
+	o.observe(sequencing.Progress{Index: 1, Total: 2, Batch: "app", Phase: sequencing.PhaseDeleting})
+	o.observe(sequencing.Progress{Index: 1, Total: 2, Batch: "app", Phase: sequencing.PhaseStuck, Detail: "ConfigMap/held: held by finalizer(s) example.com/block"})
+
+	want := map[string]string{"helm.toolkit.fluxcd.io/revision": "2.0.0", "helm.toolkit.fluxcd.io/token": "sha256:attempt"}
+	if len(rec.events) != 2 {
+		t.Fatalf("got %d events, want 2: %+v", len(rec.events), rec.events)
+	}
+	for _, e := range rec.events {
+		if !maps.Equal(e.meta, want) {
+			t.Errorf("event %s %s carries %v, want %v", e.eventType, e.reason, e.meta, want)
 		}
 	}
 }
