@@ -55,6 +55,28 @@ image-push: ## Push the image to IMAGE=registry/name:tag with the local Docker/P
 release-manifests: ## Write dist/helm-controller.crds.yaml and dist/helm-controller.deployment.yaml (image pinned by digest).
 	go run ./hack/release manifests -out $(DIST_DIR) -version $(VERSION)
 
+.PHONY: release-assets
+release-assets: ## Write every release asset into dist/: tarballs, manifests, SBOMs, provenance, checksums.txt.
+	go run ./hack/release assets -out $(DIST_DIR) -version $(VERSION)
+
+.PHONY: image-sign
+image-sign: ## Sign IMAGE=registry/name:tag (the digest this checkout builds) with cosign KEY=cosign.key; password in COSIGN_PASSWORD.
+	@if [ -z "$(IMAGE)" ] || [ -z "$(KEY)" ]; then echo "usage: make image-sign IMAGE=registry/name:tag KEY=cosign.key"; exit 2; fi
+	go run ./hack/release sign -out $(DIST_DIR) -version $(VERSION) -image $(IMAGE) -key $(KEY)
+
+.PHONY: image-verify
+image-verify: ## Verify IMAGE=registry/name:tag against the cosign public key KEY=cosign.pub.
+	@if [ -z "$(IMAGE)" ] || [ -z "$(KEY)" ]; then echo "usage: make image-verify IMAGE=registry/name:tag KEY=cosign.pub"; exit 2; fi
+	go run ./hack/release verify -image $(IMAGE) -key $(KEY)
+
+.PHONY: signing-key
+signing-key: ## Write cosign.key (encrypted with COSIGN_PASSWORD) and cosign.pub into KEY_DIR (default: .), as cosign generate-key-pair does.
+	go run ./hack/release keygen -out $(or $(KEY_DIR),.)
+
+.PHONY: release-check
+release-check: ## Run every local release step, publishing nothing: generated files, vet, CHANGELOG, assets, checksums, push/sign/verify rehearsal.
+	hack/release-check.sh $(VERSION) $(DIST_DIR)
+
 .PHONY: generate
 generate: ## Regenerate deepcopy code, the CRD (and its copies in config/flux and config/flux-operator) and the RBAC role.
 	go tool controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...

@@ -7,6 +7,7 @@
 //	go run ./hack/release sign      -image registry/name:tag -key cosign.key [-version v]
 //	go run ./hack/release verify    -image registry/name:tag -key cosign.pub
 //	go run ./hack/release keygen    [-out dir]
+//	go run ./hack/release rehearse  [-version v]
 //
 // image writes the OCI layout, the docker-load tarballs, an SPDX SBOM per
 // platform and the SLSA provenance (both also attached to the layout as
@@ -14,6 +15,8 @@
 // with one checksums.txt over all of them: what a GitHub release holds.
 // sign signs the digest this checkout builds, once it is in the registry;
 // the key's password comes from COSIGN_PASSWORD, as with cosign.
+// rehearse pushes, signs and verifies the build in a registry inside this
+// process with a throwaway key: the release steps, without publishing.
 //
 // The version defaults to hack/version.sh. Every command but verify and
 // keygen builds the image, since they need its digest.
@@ -23,10 +26,16 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/random"
 
 	"github.com/afterhooks/helm-controller/hack/release/dist"
 )
@@ -102,8 +111,10 @@ func run(args []string) error {
 		return nil
 	case "sign":
 		return sign(ctx, o, digest)
+	case "rehearse":
+		return rehearse(ctx, idx, b)
 	default:
-		return fmt.Errorf("unknown command %q: want image, manifests, assets, push, sign, verify or keygen", args[0])
+		return fmt.Errorf("unknown command %q: want image, manifests, assets, push, sign, verify, keygen or rehearse", args[0])
 	}
 }
 
@@ -236,5 +247,45 @@ func keygen(o options) error {
 		}
 		fmt.Printf("wrote %s\n", path)
 	}
+	return nil
+}
+
+// rehearse runs push, sign and verify against an in-process registry with
+// a throwaway key, and checks that another image under the tag fails.
+func rehearse(ctx context.Context, idx v1.ImageIndex, b dist.Build) error {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	image := strings.TrimPrefix(srv.URL, "http://") + "/afterhooks/helm-controller:" + b.Version
+	ref, err := dist.Push(ctx, idx, image)
+	if err != nil {
+		return err
+	}
+	digest, err := idx.Digest()
+	if err != nil {
+		return err
+	}
+	password := []byte("rehearsal")
+	priv, pub, err := dist.GenerateSigningKey(password)
+	if err != nil {
+		return err
+	}
+	if _, err := dist.Sign(ctx, dist.SignOptions{Image: ref.String(), WantDigest: digest.String(), KeyPEM: priv, Password: password}); err != nil {
+		return err
+	}
+	if _, err := dist.Verify(ctx, ref.String(), pub); err != nil {
+		return err
+	}
+	fmt.Printf("rehearsed: pushed, signed and verified %s@%s (in-process registry, throwaway key)\n", image, digest)
+	other, err := random.Index(64, 1, 1)
+	if err != nil {
+		return err
+	}
+	if _, err := dist.Push(ctx, other, image); err != nil {
+		return err
+	}
+	if _, err := dist.Verify(ctx, ref.String(), pub); err == nil {
+		return fmt.Errorf("an unsigned image pushed under %s verified", image)
+	}
+	fmt.Println("rehearsed: an unsigned image under the same tag fails to verify")
 	return nil
 }
