@@ -43,7 +43,7 @@ build: ## Build the helm-controller binary into bin/.
 	go build -o $(BIN_DIR)/helm-controller .
 
 .PHONY: image
-image: ## Build the linux/amd64+arm64+arm/v7 image without a daemon: dist/image (OCI layout) and docker-load tarballs.
+image: ## Build the linux/amd64+arm64+arm/v7 image without a daemon: dist/image (OCI layout, SBOMs and provenance attached), docker-load tarballs, checksums.txt.
 	go run ./hack/release image -out $(DIST_DIR) -version $(VERSION)
 
 .PHONY: image-push
