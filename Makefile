@@ -47,7 +47,7 @@ image: ## Build the linux/amd64+arm64+arm/v7 image without a daemon: dist/image 
 	go run ./hack/release image -out $(DIST_DIR) -version $(VERSION)
 
 .PHONY: image-push
-image-push: ## Push the image to IMAGE=registry/name:tag with the local Docker/Podman credentials.
+image-push: ## Push the image, its SBOMs and provenance (as referrers) to IMAGE=registry/name:tag with the local Docker/Podman credentials.
 	@if [ -z "$(IMAGE)" ]; then echo "usage: make image-push IMAGE=registry/name:tag"; exit 2; fi
 	go run ./hack/release push -out $(DIST_DIR) -version $(VERSION) -image $(IMAGE)
 

@@ -15,7 +15,7 @@
 // with one checksums.txt over all of them: what a GitHub release holds.
 // sign signs the digest this checkout builds, once it is in the registry;
 // the key's password comes from COSIGN_PASSWORD, as with cosign.
-// rehearse pushes, signs and verifies the build in a registry inside this
+// rehearse pushes (with the referrers), signs and verifies the build in a registry inside this
 // process with a throwaway key: the release steps, without publishing.
 //
 // The version defaults to hack/version.sh. Every command but verify and
@@ -33,6 +33,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/random"
@@ -108,7 +109,7 @@ func run(args []string) error {
 			return err
 		}
 		fmt.Printf("pushed %s@%s\n", ref, digest)
-		return nil
+		return pushAttestations(ctx, idx, b, ref)
 	case "sign":
 		return sign(ctx, o, digest)
 	case "rehearse":
@@ -165,6 +166,20 @@ func kind(a dist.Artifact) string {
 		return "sbom"
 	}
 	return "slsa"
+}
+
+// pushAttestations pushes the SBOMs and the provenance as referrers of
+// the image just pushed.
+func pushAttestations(ctx context.Context, idx v1.ImageIndex, b dist.Build, ref name.Reference) error {
+	arts, err := dist.Attestations(b, idx)
+	if err != nil {
+		return err
+	}
+	if err := dist.PushAttestations(ctx, ref.Context(), b.Created, arts); err != nil {
+		return err
+	}
+	fmt.Printf("pushed %d referrers (SBOMs, provenance) to %s\n", len(arts), ref.Context())
+	return nil
 }
 
 func writeManifests(b dist.Build, digest v1.Hash, out string) ([]string, error) {
@@ -258,6 +273,9 @@ func rehearse(ctx context.Context, idx v1.ImageIndex, b dist.Build) error {
 	image := strings.TrimPrefix(srv.URL, "http://") + "/afterhooks/helm-controller:" + b.Version
 	ref, err := dist.Push(ctx, idx, image)
 	if err != nil {
+		return err
+	}
+	if err := pushAttestations(ctx, idx, b, ref); err != nil {
 		return err
 	}
 	digest, err := idx.Digest()

@@ -3,6 +3,7 @@ package dist
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,9 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
@@ -261,4 +265,41 @@ func LayoutReferrers(layoutPath string, subject v1.Hash) ([]Artifact, error) {
 		})
 	}
 	return out, nil
+}
+
+// rawManifest is an artifact manifest ready to put into a registry.
+type rawManifest []byte
+
+func (m rawManifest) RawManifest() ([]byte, error)        { return m, nil }
+func (m rawManifest) MediaType() (types.MediaType, error) { return types.OCIManifestSchema1, nil }
+
+// PushAttestations uploads each artifact into repo as an OCI 1.1 referrer
+// of its subject, which must already be there (Push first). Registries
+// without the referrers API get the fallback tag sha256-<subject digest>,
+// as the OCI distribution spec describes, so `oras discover` and
+// `cosign tree` find them either way.
+func PushAttestations(ctx context.Context, repo name.Repository, created time.Time, arts []Artifact, extra ...remote.Option) error {
+	opts := remoteOptions(ctx, extra)
+	for _, a := range arts {
+		raw, blob, config, err := a.manifest(created)
+		if err != nil {
+			return err
+		}
+		for _, l := range []v1.Layer{
+			static.NewLayer(a.Data, blob.MediaType),
+			static.NewLayer([]byte(emptyConfig), config.MediaType),
+		} {
+			if err := remote.WriteLayer(repo, l, opts...); err != nil {
+				return fmt.Errorf("uploading %s: %w", a.FileName, err)
+			}
+		}
+		digest, _, err := v1.SHA256(bytes.NewReader(raw))
+		if err != nil {
+			return err
+		}
+		if err := remote.Put(repo.Digest(digest.String()), rawManifest(raw), opts...); err != nil {
+			return fmt.Errorf("pushing %s as a referrer of %s: %w", a.FileName, a.Subject.Digest, err)
+		}
+	}
+	return nil
 }

@@ -3,7 +3,12 @@ package dist
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,10 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
@@ -280,5 +287,78 @@ func TestWriteChecksums(t *testing.T) {
 	}
 	if _, err := WriteChecksums(dir, []string{"/etc/passwd"}); err == nil {
 		t.Error("a file outside the directory was accepted")
+	}
+}
+
+// PushAttestations puts the SBOMs and the provenance into a registry as
+// referrers: with the referrers API, and through the fallback tag
+// without it.
+func TestPushAttestations(t *testing.T) {
+	_, binary := testBinary(t)
+	b := testBuild()
+	idx := indexOf(t, b, binary)
+	arts, err := Attestations(b, idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, referrersAPI := range []bool{true, false} {
+		t.Run(fmt.Sprintf("referrers API %v", referrersAPI), func(t *testing.T) {
+			opts := []registry.Option{registry.Logger(log.New(io.Discard, "", 0))}
+			if referrersAPI {
+				opts = append(opts, registry.WithReferrersSupport(true))
+			}
+			srv := httptest.NewServer(registry.New(opts...))
+			defer srv.Close()
+			ref, err := Push(context.Background(), idx, strings.TrimPrefix(srv.URL, "http://")+"/afterhooks/helm-controller:"+b.Version)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := PushAttestations(context.Background(), ref.Context(), b.Created, arts); err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range arts {
+				refs, err := remote.Referrers(ref.Context().Digest(a.Subject.Digest.String()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, err := refs.IndexManifest()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(m.Manifests) != 1 {
+					t.Fatalf("referrers of %s: %+v, want one %s", a.Subject.Digest, m.Manifests, a.FileName)
+				}
+				// The descriptor's artifactType is the registry's reading
+				// (go-containerregistry's test registry reports the config
+				// media type); the manifest itself must carry ours.
+				img, err := remote.Image(ref.Context().Digest(m.Manifests[0].Digest.String()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				am, err := img.Manifest()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if am.ArtifactType != a.ArtifactType || am.Subject == nil || am.Subject.Digest != a.Subject.Digest {
+					t.Errorf("artifact manifest has artifactType %q and subject %v, want %q about %s", am.ArtifactType, am.Subject, a.ArtifactType, a.Subject.Digest)
+				}
+				layers, err := img.Layers()
+				if err != nil || len(layers) != 1 {
+					t.Fatalf("artifact layers %d: %v", len(layers), err)
+				}
+				rc, err := layers[0].Compressed()
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := io.ReadAll(rc)
+				rc.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, a.Data) {
+					t.Errorf("the registry holds another %s", a.FileName)
+				}
+			}
+		})
 	}
 }
