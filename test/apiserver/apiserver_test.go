@@ -39,6 +39,10 @@ type server struct {
 
 var ours, upstream, previous *server
 
+// binDir holds etcd and kube-apiserver; upstreamCRDPath is upstream's
+// generated CRD, for tests that start a server of their own.
+var binDir, upstreamCRDPath string
+
 func TestMain(m *testing.M) {
 	code, err := run(m)
 	if err != nil {
@@ -49,7 +53,8 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) (int, error) {
-	binDir, err := cluster.ToolBinDir("")
+	var err error
+	binDir, err = cluster.ToolBinDir("")
 	if err != nil {
 		return 0, err
 	}
@@ -63,7 +68,7 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(upstreamDir)
-	if _, err := upstreamcrd.Generate(upstreamDir); err != nil {
+	if upstreamCRDPath, err = upstreamcrd.Generate(upstreamDir); err != nil {
 		return 0, err
 	}
 	previousDir, err := os.MkdirTemp("", "previous-crd-")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/resmap"
@@ -36,6 +38,13 @@ import (
 
 var releaseAssetURL = regexp.MustCompile(`https://github\.com/fluxcd/helm-controller/releases/download/[^/]+/(helm-controller\.[a-z]+\.yaml)`)
 
+// Registries Flux's images come from: upstream's, and a mirror as
+// `flux bootstrap --registry` or an air-gapped install names it.
+const (
+	upstreamRegistry = "ghcr.io/fluxcd"
+	mirrorRegistry   = "registry.mirror.example:5000/platform/fluxcd"
+)
+
 func kustomizeBuild(t *testing.T, dir string) resmap.ResMap {
 	t.Helper()
 	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
@@ -54,8 +63,9 @@ func kustomizeYAML(t *testing.T, dir string) []byte {
 	return out
 }
 
-// renderFluxStandIn writes the stand-in's gotk-components.yaml into dir.
-func renderFluxStandIn(t *testing.T, dir string) string {
+// prepareFluxManifests copies flux2's manifests into dir with the
+// helm-controller base made buildable offline, and returns their path.
+func prepareFluxManifests(t *testing.T, dir string) string {
 	t.Helper()
 	manifests := filepath.Join(dir, "flux2-manifests")
 	if out, err := exec.Command("cp", "-r", framework.ToolPath(t, "flux2-manifests")+"/.", manifests).CombinedOutput(); err != nil {
@@ -76,9 +86,16 @@ func renderFluxStandIn(t *testing.T, dir string) string {
 		t.Fatalf("flux2's helm-controller base names %d release URLs, want 2:\n%s", n, k)
 	}
 	framework.WriteFile(t, filepath.Join(base, "kustomization.yaml"), releaseAssetURL.ReplaceAllString(string(k), "$1"))
+	return manifests
+}
 
-	// The helm-controller part of manifests/install, as `flux install` has it.
-	install := filepath.Join(manifests, "standin")
+// writeHelmControllerInstall writes, into manifests/<name>, the
+// helm-controller part of manifests/install as `flux install` (or the Flux
+// Operator) renders it, with Flux's images taken from registry, plus extra
+// kustomization lines; it returns the directory.
+func writeHelmControllerInstall(t *testing.T, manifests, name, registry, extra string) string {
+	t.Helper()
+	install := filepath.Join(manifests, name)
 	for _, f := range []string{"namespace.yaml", "labels.yaml"} {
 		data, err := os.ReadFile(filepath.Join(manifests, "install", f))
 		if err != nil {
@@ -98,19 +115,28 @@ transformers:
   - labels.yaml
 images:
   - name: fluxcd/helm-controller
-    newName: ghcr.io/fluxcd/helm-controller
-`)
+    newName: `+registry+`/helm-controller
+`+extra)
+	return install
+}
+
+// renderFluxStandIn writes the stand-in's gotk-components.yaml, with Flux's
+// images from registry, into dir.
+func renderFluxStandIn(t *testing.T, dir, registry string) string {
+	t.Helper()
+	install := writeHelmControllerInstall(t, prepareFluxManifests(t, dir), "standin", registry, "")
 	out := filepath.Join(dir, "gotk-components.yaml")
 	framework.WriteFile(t, out, string(kustomizeYAML(t, install)))
 	return out
 }
 
-// fluxOverlays renders the stand-in as a bootstrap repository's
-// flux-system/kustomization.yaml does: without and with our component.
-func fluxOverlays(t *testing.T) (without, with resmap.ResMap) {
+// fluxOverlays renders the stand-in (Flux's images from registry) as a
+// bootstrap repository's flux-system/kustomization.yaml does: without and
+// with our component, the latter with extra kustomization lines after it.
+func fluxOverlays(t *testing.T, registry, extra string) (without, with resmap.ResMap) {
 	t.Helper()
 	dir := t.TempDir()
-	components, err := os.ReadFile(renderFluxStandIn(t, dir))
+	components, err := os.ReadFile(renderFluxStandIn(t, dir, registry))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +154,7 @@ func fluxOverlays(t *testing.T) (without, with resmap.ResMap) {
 		framework.WriteFile(t, filepath.Join(dir, d, "gotk-components.yaml"), string(components))
 	}
 	framework.WriteFile(t, filepath.Join(dir, "without", "kustomization.yaml"), plain)
-	framework.WriteFile(t, filepath.Join(dir, "with", "kustomization.yaml"), plain+"components:\n  - "+component+"\n")
+	framework.WriteFile(t, filepath.Join(dir, "with", "kustomization.yaml"), plain+"components:\n  - "+component+"\n"+extra)
 	return kustomizeBuild(t, filepath.Join(dir, "without")), kustomizeBuild(t, filepath.Join(dir, "with"))
 }
 
@@ -140,7 +166,7 @@ func resourceMaps(t *testing.T, m resmap.ResMap) map[string]map[string]any {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[r.GetKind()+"/"+r.GetNamespace()+"/"+r.GetName()] = obj
+		out[r.GetKind()+"/"+r.GetNamespace()+"/"+r.GetName()] = jsonNormal(t, obj).(map[string]any)
 	}
 	return out
 }
@@ -148,15 +174,49 @@ func resourceMaps(t *testing.T, m resmap.ResMap) map[string]map[string]any {
 const (
 	deploymentKey = "Deployment/flux-system/helm-controller"
 	crdKey        = "CustomResourceDefinition//" + crdguard.CRDName
+	// ourImage is the image the component sets.
+	ourImage = "ghcr.io/afterhooks/helm-controller:v0.1.0"
 )
 
+// managerImage is the image of the Deployment's manager container.
+func managerImage(t *testing.T, deploy map[string]any) string {
+	t.Helper()
+	containers, _, _ := unstructured.NestedSlice(deploy, "spec", "template", "spec", "containers")
+	for _, c := range containers {
+		if c.(map[string]any)["name"] == "manager" {
+			return c.(map[string]any)["image"].(string)
+		}
+	}
+	t.Fatalf("the Deployment has no manager container: %v", containers)
+	return ""
+}
+
 // TestFluxComponentChangesOnlyImageAndCRD: over Flux's rendered
-// helm-controller, config/flux changes the container image and the CRD's
-// schema, and nothing else: args, env, probes, labels, RBAC and network
-// policies stay as Flux rendered them.
+// helm-controller, config/flux changes the manager container's image and
+// the CRD's schema, and nothing else: args, env, probes, labels, RBAC and
+// network policies stay as Flux rendered them. The image is swapped
+// whatever registry Flux's image comes from.
 func TestFluxComponentChangesOnlyImageAndCRD(t *testing.T) {
-	without, with := fluxOverlays(t)
-	before, after := resourceMaps(t, without), resourceMaps(t, with)
+	for _, registry := range []string{upstreamRegistry, mirrorRegistry} {
+		t.Run(registry, func(t *testing.T) {
+			without, with := fluxOverlays(t, registry, "")
+			checkOnlyImageAndCRD(t, registry, resourceMaps(t, without), resourceMaps(t, with), ourImage)
+		})
+	}
+}
+
+// TestFluxComponentPinnedImage: the install path that works before a
+// release. The image built and pushed here, pinned by digest after the
+// component, replaces the component's image, and nothing else changes.
+func TestFluxComponentPinnedImage(t *testing.T) {
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	pin := "images:\n  - name: ghcr.io/afterhooks/helm-controller\n    newName: registry.example/team/helm-controller\n    digest: " + digest + "\n"
+	without, with := fluxOverlays(t, mirrorRegistry, pin)
+	checkOnlyImageAndCRD(t, mirrorRegistry, resourceMaps(t, without), resourceMaps(t, with), "registry.example/team/helm-controller@"+digest)
+}
+
+func checkOnlyImageAndCRD(t *testing.T, registry string, before, after map[string]map[string]any, wantImage string) {
+	t.Helper()
 	if len(before) < 10 {
 		t.Fatalf("the stand-in has only %d objects; want the namespace, controller, RBAC and policies", len(before))
 	}
@@ -176,19 +236,26 @@ func TestFluxComponentChangesOnlyImageAndCRD(t *testing.T) {
 		}
 	}
 
-	// The Deployment: only the image differs.
-	manager := func(obj map[string]any) map[string]any {
-		c, _, _ := unstructured.NestedFieldNoCopy(obj, "spec", "template", "spec", "containers")
-		return c.([]any)[0].(map[string]any)
+	// The Deployment: only the manager's image differs.
+	upstreamImage := managerImage(t, before[deploymentKey])
+	if !strings.HasPrefix(upstreamImage, registry+"/helm-controller:v1.6.") {
+		t.Errorf("the stand-in runs %q, want upstream's %s/helm-controller:v1.6.x", upstreamImage, registry)
 	}
-	image := func(obj map[string]any) string { return manager(obj)["image"].(string) }
-	if got := image(before[deploymentKey]); !strings.HasPrefix(got, "ghcr.io/fluxcd/helm-controller:v1.6.") {
-		t.Errorf("the stand-in runs %q, want upstream's ghcr.io/fluxcd/helm-controller:v1.6.x", got)
+	if got := managerImage(t, after[deploymentKey]); got != wantImage {
+		t.Errorf("with the component the image is %q, want %q", got, wantImage)
 	}
-	if got, want := image(after[deploymentKey]), "ghcr.io/afterhooks/helm-controller:v0.1.0"; got != want {
-		t.Errorf("with the component the image is %q, want %q", got, want)
+	restored := runtime.DeepCopyJSON(after[deploymentKey])
+	containers, _, _ := unstructured.NestedSlice(restored, "spec", "template", "spec", "containers")
+	for _, c := range containers {
+		if c.(map[string]any)["name"] == "manager" {
+			c.(map[string]any)["image"] = upstreamImage
+		}
 	}
-	manager(after[deploymentKey])["image"] = image(before[deploymentKey])
+	if err := unstructured.SetNestedSlice(restored, containers, "spec", "template", "spec", "containers"); err != nil {
+		t.Fatal(err)
+	}
+	after = maps.Clone(after)
+	after[deploymentKey] = restored
 
 	// The CRD: our schema, Flux's labels.
 	ours := loadCRDMap(t, filepath.Join("..", "..", "config", "crd", "bases", "helm.toolkit.fluxcd.io_helmreleases.yaml"))
@@ -208,12 +275,78 @@ func TestFluxComponentChangesOnlyImageAndCRD(t *testing.T) {
 		if key == crdKey {
 			continue
 		}
-		if !reflect.DeepEqual(obj, after[key]) {
+		if !reflect.DeepEqual(jsonNormal(t, obj), jsonNormal(t, after[key])) {
 			a, _ := yaml.Marshal(obj)
 			b, _ := yaml.Marshal(after[key])
 			t.Errorf("the component changed %s beyond the image:\n--- before\n%s\n--- after\n%s", key, a, b)
 		}
 	}
+}
+
+// TestFluxInstancePatchesMatchComponent renders Flux the way the Flux
+// Operator does (one kustomization over Flux's manifests, with its images
+// and the FluxInstance's spec.kustomize.patches), using the patches of
+// config/flux-operator/fluxinstance.yaml, and compares the result with the
+// component's over `flux install`'s rendering: every object is the same.
+func TestFluxInstancePatchesMatchComponent(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "flux-operator", "fluxinstance.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var instance struct {
+		Kind string `json:"kind"`
+		Spec struct {
+			Kustomize struct {
+				Patches []map[string]any `json:"patches"`
+			} `json:"kustomize"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(data, &instance); err != nil {
+		t.Fatal(err)
+	}
+	if instance.Kind != "FluxInstance" || len(instance.Spec.Kustomize.Patches) == 0 {
+		t.Fatalf("fluxinstance.yaml is a %q with %d patches", instance.Kind, len(instance.Spec.Kustomize.Patches))
+	}
+	for _, p := range instance.Spec.Kustomize.Patches {
+		if target, _ := p["target"].(map[string]any); target["namespace"] != nil {
+			t.Errorf("patch target %v has a namespace; the Flux Operator refuses that", target)
+		}
+	}
+	patches, err := yaml.Marshal(map[string]any{"patches": instance.Spec.Kustomize.Patches})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, registry := range []string{upstreamRegistry, mirrorRegistry} {
+		t.Run(registry, func(t *testing.T) {
+			operator := writeHelmControllerInstall(t, prepareFluxManifests(t, t.TempDir()), "operator", registry, string(patches))
+			got := resourceMaps(t, kustomizeBuild(t, operator))
+			without, with := fluxOverlays(t, registry, "")
+			want := resourceMaps(t, with)
+			if len(got) != len(want) {
+				t.Errorf("the FluxInstance renders %d objects, the component %d", len(got), len(want))
+			}
+			for key, obj := range want {
+				if !reflect.DeepEqual(jsonNormal(t, obj), jsonNormal(t, got[key])) {
+					a, _ := yaml.Marshal(obj)
+					b, _ := yaml.Marshal(got[key])
+					t.Errorf("%s differs:\n--- component\n%s\n--- FluxInstance\n%s", key, head(string(a), 60), head(string(b), 60))
+				}
+			}
+			// And it is a swap, not a copy of Flux as it was.
+			if managerImage(t, got[deploymentKey]) != ourImage || reflect.DeepEqual(resourceMaps(t, without)[crdKey], got[crdKey]) {
+				t.Errorf("the FluxInstance patches did not swap the image and the CRD")
+			}
+		})
+	}
+}
+
+func head(s string, lines int) string {
+	all := strings.Split(s, "\n")
+	if len(all) > lines {
+		all = append(all[:lines], "...")
+	}
+	return strings.Join(all, "\n")
 }
 
 // jsonNormal gives a value the types of a JSON round trip, so numbers
@@ -251,7 +384,7 @@ func loadCRDMap(t *testing.T, path string) map[string]any {
 func TestFluxComponentOnCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	without, with := fluxOverlays(t)
+	without, with := fluxOverlays(t, upstreamRegistry, "")
 	c, cl := env.StartCluster(t, cluster.Options{Name: "flux"})
 	applyCRD(ctx, t, cl, crdFrom(t, without))
 

@@ -4,8 +4,10 @@ import (
 	"archive/tar"
 	"context"
 	"debug/elf"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"os"
@@ -78,6 +80,9 @@ func TestImage(t *testing.T) {
 	t.Run("docker-load-tarballs", func(t *testing.T) {
 		checkTarballs(t, idx, written, b.Version)
 	})
+	t.Run("sbom-and-provenance", func(t *testing.T) {
+		checkAttestations(t, idx, written, b, filepath.Join(out, "extracted"))
+	})
 	t.Run("reproducible", func(t *testing.T) {
 		again, err := build().Digest()
 		if err != nil {
@@ -123,9 +128,9 @@ func checkLayout(t *testing.T, w dist.Written, b dist.Build, dir string) string 
 	}
 	var platforms []string
 	for _, d := range m.Manifests {
-		platforms = append(platforms, d.Platform.OS+"/"+d.Platform.Architecture)
+		platforms = append(platforms, dist.PlatformKey(*d.Platform))
 	}
-	if want := []string{"linux/amd64", "linux/arm64"}; !slices.Equal(platforms, want) {
+	if want := []string{"linux/amd64", "linux/arm64", "linux/arm/v7"}; !slices.Equal(platforms, want) {
 		t.Errorf("platforms %v, want %v", platforms, want)
 	}
 
@@ -139,7 +144,10 @@ func checkLayout(t *testing.T, w dist.Written, b dist.Build, dir string) string 
 		if err != nil {
 			t.Fatal(err)
 		}
-		plat := d.Platform.OS + "/" + d.Platform.Architecture
+		plat := dist.PlatformKey(*d.Platform)
+		if cfg.Variant != d.Platform.Variant {
+			t.Errorf("%s config has variant %q", plat, cfg.Variant)
+		}
 		if cfg.Config.User != "65534:65534" {
 			t.Errorf("%s runs as %q, want 65534:65534", plat, cfg.Config.User)
 		}
@@ -161,6 +169,9 @@ func checkLayout(t *testing.T, w dist.Written, b dist.Build, dir string) string 
 		path := filepath.Join(dir, d.Platform.Architecture, "helm-controller")
 		extractFile(t, img, strings.TrimPrefix(dist.BinaryPath, "/"), path)
 		checkStaticELF(t, path, d.Platform.Architecture)
+		if d.Platform.Variant != "" {
+			checkGOARM(t, path, strings.TrimPrefix(d.Platform.Variant, "v"))
+		}
 		if d.Platform.OS == runtime.GOOS && d.Platform.Architecture == runtime.GOARCH {
 			hostBinary = path
 		}
@@ -169,6 +180,104 @@ func checkLayout(t *testing.T, w dist.Written, b dist.Build, dir string) string 
 		t.Fatalf("no image for the host platform %s/%s", runtime.GOOS, runtime.GOARCH)
 	}
 	return hostBinary
+}
+
+// checkAttestations attaches the SBOMs and the provenance to the layout
+// as `make image` does, reads them back from it, and checks each SBOM's
+// modules against `go version -m` of the binary extracted from that
+// platform's image (by checkLayout), and the provenance's subjects and
+// modules against the index and the binaries.
+func checkAttestations(t *testing.T, idx v1.ImageIndex, w dist.Written, b dist.Build, extracted string) {
+	arts, err := dist.Attestations(b, idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dist.AttachToLayout(w.Layout, b.Created, arts); err != nil {
+		t.Fatal(err)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	allModules := map[string]bool{}
+	for _, d := range m.Manifests {
+		plat := dist.PlatformKey(*d.Platform)
+		found, err := dist.LayoutReferrers(w.Layout, d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(found) != 1 || found[0].ArtifactType != dist.SBOMMediaType {
+			t.Fatalf("%s: %d referrers in the layout, want one SBOM", plat, len(found))
+		}
+		got, err := dist.SBOMModules(found[0].Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := goVersionM(t, filepath.Join(extracted, d.Platform.Architecture, "helm-controller"))
+		if len(want) < 50 || !slices.Equal(got, want) {
+			t.Errorf("%s: the SBOM lists %d modules, go version -m %d; they differ:\n got %v\nwant %v", plat, len(got), len(want), got, want)
+		}
+		for _, mod := range want {
+			allModules[mod.Path+"@"+mod.Version] = true
+		}
+	}
+
+	digest, err := idx.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found, err := dist.LayoutReferrers(w.Layout, digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) != 1 || found[0].ArtifactType != dist.ProvenanceMediaType {
+		t.Fatalf("the index has %d referrers in the layout, want one provenance statement", len(found))
+	}
+	var st dist.Statement
+	if err := json.Unmarshal(found[0].Data, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.PredicateType != dist.SLSAProvenanceType || st.Subject[0].Digest["sha256"] != digest.Hex {
+		t.Errorf("provenance %s about %v, want SLSA about the index %s", st.PredicateType, st.Subject[0].Digest, digest)
+	}
+	var commit string
+	provModules := map[string]bool{}
+	for _, d := range st.Predicate.BuildDefinition.ResolvedDependencies {
+		if c := d.Digest["gitCommit"]; c != "" {
+			commit = c
+		}
+		if v, ok := strings.CutPrefix(d.URI, "pkg:golang/"); ok && d.Name != "go" {
+			provModules[v] = true
+		}
+	}
+	if commit != b.Revision {
+		t.Errorf("the provenance names commit %q, the build %q", commit, b.Revision)
+	}
+	if !maps.Equal(provModules, allModules) {
+		t.Errorf("the provenance lists %d modules, the binaries %d", len(provModules), len(allModules))
+	}
+}
+
+// goVersionM lists the modules `go version -m` prints for a binary (the
+// replacement where a dep line is followed by =>), sorted by path.
+func goVersionM(t *testing.T, path string) []dist.Module {
+	t.Helper()
+	out, err := exec.Command("go", "version", "-m", path).Output()
+	if err != nil {
+		t.Fatalf("go version -m %s: %v", path, err)
+	}
+	var mods []dist.Module
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Split(strings.TrimPrefix(line, "\t"), "\t")
+		switch {
+		case len(f) >= 3 && f[0] == "dep":
+			mods = append(mods, dist.Module{Path: f[1], Version: f[2]})
+		case len(f) >= 3 && f[0] == "=>":
+			mods[len(mods)-1] = dist.Module{Path: f[1], Version: f[2]}
+		}
+	}
+	slices.SortFunc(mods, func(a, b dist.Module) int { return strings.Compare(a.Path, b.Path) })
+	return mods
 }
 
 // extractFile writes one file of the image's flattened filesystem to dst.
@@ -215,14 +324,38 @@ func checkStaticELF(t *testing.T, path, arch string) {
 		t.Fatalf("%s: %v", path, err)
 	}
 	defer f.Close()
-	wantMachine := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[arch]
+	wantMachine := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64, "arm": elf.EM_ARM}[arch]
 	if f.Machine != wantMachine {
 		t.Errorf("%s binary is for %s, want %s", arch, f.Machine, wantMachine)
+	}
+	wantClass := map[string]elf.Class{"amd64": elf.ELFCLASS64, "arm64": elf.ELFCLASS64, "arm": elf.ELFCLASS32}[arch]
+	if f.Class != wantClass {
+		t.Errorf("%s binary is %s, want %s", arch, f.Class, wantClass)
 	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
 			t.Errorf("%s binary needs a dynamic loader; want a static binary (CGO off)", arch)
 		}
+	}
+}
+
+// checkGOARM checks the ARM level the binary was compiled for, from the
+// build settings the Go linker records.
+func checkGOARM(t *testing.T, path, want string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := dist.ReadBinaryInfo(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.Settings["GOARM"]; got != want {
+		t.Errorf("%s was built with GOARM=%q, want %q", path, got, want)
+	}
+	if got := info.Settings["CGO_ENABLED"]; got != "0" {
+		t.Errorf("%s was built with CGO_ENABLED=%q, want 0", path, got)
 	}
 }
 
@@ -233,7 +366,7 @@ func checkTarballs(t *testing.T, idx v1.ImageIndex, w dist.Written, version stri
 		t.Fatal(err)
 	}
 	for _, p := range dist.Platforms {
-		key := p.OS + "/" + p.Architecture
+		key := dist.PlatformKey(p)
 		loaded, err := tarball.ImageFromPath(w.Tarballs[key], &tag)
 		if err != nil {
 			t.Fatalf("loading the %s tarball as %s: %v", key, tag, err)

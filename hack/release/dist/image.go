@@ -44,6 +44,27 @@ const (
 var Platforms = []v1.Platform{
 	{OS: "linux", Architecture: "amd64"},
 	{OS: "linux", Architecture: "arm64"},
+	// 32-bit ARM as upstream ships it (GOARM=7).
+	{OS: "linux", Architecture: "arm", Variant: "v7"},
+}
+
+// PlatformKey names a platform as registries and `docker --platform` do:
+// os/arch, or os/arch/variant.
+func PlatformKey(p v1.Platform) string {
+	key := p.OS + "/" + p.Architecture
+	if p.Variant != "" {
+		key += "/" + p.Variant
+	}
+	return key
+}
+
+// goEnv is what selects a platform for the go command.
+func goEnv(p v1.Platform) []string {
+	env := []string{"GOOS=" + p.OS, "GOARCH=" + p.Architecture}
+	if p.Architecture == "arm" && p.Variant != "" {
+		env = append(env, "GOARM="+strings.TrimPrefix(p.Variant, "v"))
+	}
+	return env
 }
 
 // Build says what to build and how to stamp it.
@@ -164,9 +185,9 @@ func (b Build) Image(ctx context.Context) (v1.ImageIndex, error) {
 		}
 		img, err := b.platformImage(p, bin)
 		if err != nil {
-			return nil, fmt.Errorf("assembling the %s/%s image: %w", p.OS, p.Architecture, err)
+			return nil, fmt.Errorf("assembling the %s image: %w", PlatformKey(p), err)
 		}
-		b.logf("built %s/%s in %s", p.OS, p.Architecture, time.Since(start).Round(time.Millisecond))
+		b.logf("built %s in %s", PlatformKey(p), time.Since(start).Round(time.Millisecond))
 		platform := p
 		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &platform}})
 	}
@@ -198,13 +219,13 @@ func (b Build) logf(format string, args ...any) {
 // compile builds a static binary: no cgo, no paths or VCS data that differ
 // between checkouts, the version stamped in.
 func (b Build) compile(ctx context.Context, p v1.Platform) ([]byte, error) {
-	out := filepath.Join(b.WorkDir, p.OS+"-"+p.Architecture, "helm-controller")
+	out := filepath.Join(b.WorkDir, strings.ReplaceAll(PlatformKey(p), "/", "-"), "helm-controller")
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false",
 		"-ldflags", "-s -w -X main.version="+b.Version, "-o", out, ".")
 	cmd.Dir = b.Root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture, "GOFLAGS=-mod=readonly")
+	cmd.Env = append(append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly"), goEnv(p)...)
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("compiling for %s/%s: %w\n%s", p.OS, p.Architecture, err, msg)
+		return nil, fmt.Errorf("compiling for %s: %w\n%s", PlatformKey(p), err, msg)
 	}
 	return os.ReadFile(out)
 }
@@ -225,6 +246,7 @@ func (b Build) platformImage(p v1.Platform, binary []byte) (v1.Image, error) {
 	img, err = mutate.ConfigFile(img, &v1.ConfigFile{
 		OS:           p.OS,
 		Architecture: p.Architecture,
+		Variant:      p.Variant,
 		Created:      v1.Time{Time: b.Created},
 		RootFS:       v1.RootFS{Type: "layers"},
 		Config: v1.Config{
@@ -297,7 +319,7 @@ func Tag(version string) (name.Tag, error) {
 // Written lists what WriteImage put on disk.
 type Written struct {
 	Layout   string
-	Tarballs map[string]string // "linux/amd64" → path
+	Tarballs map[string]string // PlatformKey ("linux/arm/v7") → path
 	Digest   v1.Hash
 }
 
@@ -330,8 +352,8 @@ func WriteImage(idx v1.ImageIndex, dir, version string) (Written, error) {
 		if err != nil {
 			return w, err
 		}
-		key := pl.OS + "/" + pl.Architecture
-		path := filepath.Join(dir, fmt.Sprintf("helm-controller-%s-%s-%s.tar", version, pl.OS, pl.Architecture))
+		key := PlatformKey(pl)
+		path := filepath.Join(dir, fmt.Sprintf("helm-controller-%s-%s.tar", version, strings.ReplaceAll(key, "/", "-")))
 		if err := tarball.WriteToFile(path, tag, img); err != nil {
 			return w, fmt.Errorf("writing the %s tarball: %w", key, err)
 		}
@@ -347,11 +369,11 @@ func PlatformImage(idx v1.ImageIndex, p v1.Platform) (v1.Image, error) {
 		return nil, err
 	}
 	for _, d := range m.Manifests {
-		if d.Platform != nil && d.Platform.OS == p.OS && d.Platform.Architecture == p.Architecture {
+		if d.Platform != nil && PlatformKey(*d.Platform) == PlatformKey(p) {
 			return idx.Image(d.Digest)
 		}
 	}
-	return nil, fmt.Errorf("the image has no %s/%s manifest", p.OS, p.Architecture)
+	return nil, fmt.Errorf("the image has no %s manifest", PlatformKey(p))
 }
 
 // Push uploads the index and both images to ref with the credentials of the
