@@ -24,10 +24,14 @@ func goingBackManifests(orderedName string) []*unstructured.Unstructured {
 	ordered := helmRelease("uses-ordered", nil)
 	_ = unstructured.SetNestedField(ordered.Object, orderedName, "spec", "waitStrategy", "name")
 	hooks := helmRelease("uses-delete-hook-resources", map[string]map[string]any{"uninstall": {"deleteHookResources": true}})
-	for _, o := range []*unstructured.Unstructured{afterHooks, ordered, hooks} {
+	readiness := helmRelease("uses-readiness-timeout", nil)
+	_ = unstructured.SetNestedField(readiness.Object, orderedName, "spec", "waitStrategy", "name")
+	_ = unstructured.SetNestedField(readiness.Object, "2m", "spec", "waitStrategy", "readinessTimeout")
+	all := []*unstructured.Unstructured{afterHooks, ordered, hooks, readiness}
+	for _, o := range all {
 		o.SetNamespace("default")
 	}
-	return []*unstructured.Unstructured{afterHooks, ordered, hooks}
+	return all
 }
 
 // apply server-side applies a manifest as kustomize-controller does.
@@ -110,6 +114,7 @@ func TestGoingBackToUpstream(t *testing.T) {
 		wantRefused := map[string]string{
 			"uses-afterhooks":            ".spec.install.waitStrategy: field not declared in schema",
 			"uses-delete-hook-resources": ".spec.uninstall.deleteHookResources: field not declared in schema",
+			"uses-readiness-timeout":     ".spec.waitStrategy.readinessTimeout: field not declared in schema",
 		}
 		for _, o := range goingBackManifests("ordered") {
 			err := apply(ctx, s.client, o)
@@ -164,6 +169,7 @@ func TestGoingBackToUpstream(t *testing.T) {
 			}
 			for _, path := range [][]string{
 				{"spec", "install", "waitStrategy"}, {"spec", "upgrade", "waitStrategy"}, {"spec", "uninstall", "deleteHookResources"},
+				{"spec", "waitStrategy", "readinessTimeout"},
 			} {
 				if _, found, _ := unstructured.NestedFieldNoCopy(got.Object, path...); found {
 					t.Errorf("%s: %s is still stored", o.GetName(), strings.Join(path, "."))
@@ -186,6 +192,7 @@ func upstreamOnly(objs []*unstructured.Unstructured) []*unstructured.Unstructure
 			unstructured.RemoveNestedField(o.Object, "spec", action, "waitStrategy")
 		}
 		unstructured.RemoveNestedField(o.Object, "spec", "uninstall", "deleteHookResources")
+		unstructured.RemoveNestedField(o.Object, "spec", "waitStrategy", "readinessTimeout")
 		for _, action := range []string{"install", "upgrade", "rollback", "uninstall"} {
 			if m, found, _ := unstructured.NestedMap(o.Object, "spec", action); found && len(m) == 0 {
 				unstructured.RemoveNestedField(o.Object, "spec", action)
