@@ -40,10 +40,11 @@ announce_first_build() {
 	announced=1
 	cat >&2 <<EOF
 [tools] Compiling the local cluster's tools (etcd, kube-apiserver, kube-controller-manager,
-[tools] kube-scheduler, kwok, source-controller, upstream helm-controller) from pinned Go
-[tools] modules into $cache_root.
-[tools] This happens once per machine and takes about 12 minutes on 2 cores (less with more);
-[tools] later runs reuse the cache. One line per tool follows.
+[tools] kube-scheduler, kwok, source-controller, upstream helm-controller, the helm CLI) from
+[tools] pinned Go modules into $cache_root.
+[tools] This happens once per machine: about 12 minutes on 2 cores for the cluster tools, and
+[tools] more for the helm CLI (less with more cores); later runs reuse the cache. One line per
+[tools] tool follows.
 EOF
 }
 
