@@ -146,8 +146,12 @@ func TestImmutableMigrationJob(t *testing.T) {
 			env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeNormal, Reason: framework.ResourceRecreatedReason,
 				Contains: "Job/" + ns + "/imm-migrate recreated: the cluster refused to update it in place (spec.template: field is immutable)"})
 			if tc.ordered {
-				// The app's group is applied after the recreated Job completed.
-				wantGroupEvents(t, ns, hr.Name, framework.ResourceGroupReadyReason, []string{"migrate (1/", "app (2/"})
+				// The app's group is applied after the recreated Job
+				// completed. Nothing depends on the app, so its own
+				// readiness is not awaited as a batch (HIP-0025).
+				wantGroupEventOrder(t, ns, hr.Name,
+					groupEvent{framework.ResourceGroupReadyReason, "migrate (1/"},
+					groupEvent{framework.ResourceGroupAppliedReason, "app (2/"})
 			}
 		})
 	}

@@ -297,26 +297,41 @@ func waitCondition(t *testing.T, hr *v2.HelmRelease, timeout time.Duration, cond
 // between repeated events pass.
 func wantGroupEvents(t *testing.T, ns, name, reason string, groups []string) {
 	t.Helper()
+	steps := make([]groupEvent, len(groups))
+	for i, g := range groups {
+		steps[i] = groupEvent{reason, g}
+	}
+	wantGroupEventOrder(t, ns, name, steps...)
+}
+
+// groupEvent is an event of a resource group: its reason and the start of
+// the group's name in the message ("app (2/").
+type groupEvent struct{ reason, group string }
+
+// wantGroupEventOrder checks that the latest event of each step exists and
+// that they happened in the order given, whatever their reasons.
+func wantGroupEventOrder(t *testing.T, ns, name string, steps ...groupEvent) {
+	t.Helper()
 	events, err := env.Events(context.Background(), ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := map[string]time.Time{}
+	at := map[groupEvent]time.Time{}
 	for _, ev := range events {
-		for _, g := range groups {
-			if ev.Reason == reason && strings.HasPrefix(ev.Message, "Resource group "+g) {
-				at[g] = eventMoment(ev)
+		for _, st := range steps {
+			if ev.Reason == st.reason && strings.HasPrefix(ev.Message, "Resource group "+st.group) {
+				at[st] = eventMoment(ev)
 			}
 		}
 	}
-	for i, g := range groups {
-		if _, ok := at[g]; !ok {
-			t.Errorf("no %s event for resource group %s", reason, g)
+	for i, st := range steps {
+		if _, ok := at[st]; !ok {
+			t.Errorf("no %s event for resource group %s", st.reason, st.group)
 			return
 		}
-		if i > 0 && at[g].Before(at[groups[i-1]]) {
-			t.Errorf("%s events out of order: %s at %s before %s at %s; want %v",
-				reason, g, at[g].Format(time.StampMicro), groups[i-1], at[groups[i-1]].Format(time.StampMicro), groups)
+		if prev := steps[max(i-1, 0)]; i > 0 && at[st].Before(at[prev]) {
+			t.Errorf("events out of order: %s %s at %s before %s %s at %s; want %v",
+				st.reason, st.group, at[st].Format(time.StampMicro), prev.reason, prev.group, at[prev].Format(time.StampMicro), steps)
 		}
 	}
 }

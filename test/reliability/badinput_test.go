@@ -721,6 +721,8 @@ func badInputCases() []badCase {
 			rules: []string{"spec.rollback.serverSideApply enum"}, reject: []string{"spec.rollback.serverSideApply", `Unsupported value: "yes"`}},
 		{name: "specs: rollback.waitStrategy enum", id: "enum-rollback-wait", spec: `{"rollback":{"waitStrategy":"never"}}`,
 			rules: []string{"spec.rollback.waitStrategy enum"}, reject: []string{"spec.rollback.waitStrategy", `Unsupported value: "never"`}},
+		{name: "specs: waitStrategy.readinessTimeout pattern", id: "pattern-readiness-timeout", spec: `{"waitStrategy":{"name":"ordered","readinessTimeout":"2 minutes"}}`,
+			rules: []string{"spec.waitStrategy.readinessTimeout pattern"}, reject: []string{"spec.waitStrategy.readinessTimeout", "should match"}},
 		{name: "specs: uninstall.deletionPropagation enum", id: "enum-deletion-propagation", spec: `{"uninstall":{"deletionPropagation":"cascade"}}`,
 			rules: []string{"spec.uninstall.deletionPropagation enum"}, reject: []string{"spec.uninstall.deletionPropagation", `Unsupported value: "cascade"`}},
 		{name: "specs: upgrade.chartNameChangeStrategy enum", id: "enum-chart-name-change", spec: `{"upgrade":{"chartNameChangeStrategy":"Rename"}}`,
