@@ -411,6 +411,12 @@ func TestHelmTests(t *testing.T) {
 					if hr.Status.InstallFailures == 0 {
 						return fmt.Errorf("failure not counted yet")
 					}
+					// Flux's patch helper writes the conditions and the rest of
+					// the status in two requests: the history may follow the
+					// Remediated condition by a moment.
+					if latest := hr.Status.History.Latest(); latest == nil || !latest.HasTestInPhase("Failed") || latest.Status != "uninstalled" {
+						return fmt.Errorf("latest snapshot %+v, want an uninstalled release with a failed test", latest)
+					}
 					return nil
 				})
 				if err := framework.Condition(hr, meta.ReadyCondition, metav1.ConditionFalse, ""); err != nil {
@@ -418,10 +424,6 @@ func TestHelmTests(t *testing.T) {
 				}
 				if msg := conditions.GetMessage(hr, helmv2.TestSuccessCondition); !strings.Contains(msg, "verify-test") {
 					t.Errorf("TestSuccess message %q does not name the failed test", msg)
-				}
-				latest := hr.Status.History.Latest()
-				if latest == nil || !latest.HasTestInPhase("Failed") || latest.Status != "uninstalled" {
-					t.Errorf("latest snapshot %+v, want an uninstalled release with a failed test", latest)
 				}
 				if hr.Status.InstallFailures != 1 {
 					t.Errorf("installFailures %d, want the failed test counted once", hr.Status.InstallFailures)
