@@ -19,6 +19,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/chartsource"
+	"github.com/afterhooks/helm-controller/test/eventlog"
 )
 
 // TestArtifactDownloadFailure: a chart download that fails is reported as
@@ -80,7 +81,7 @@ func TestArtifactDownloadFailure(t *testing.T) {
 				Digest: "sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"}
 			c := fake.NewClientBuilder().WithScheme(newRevisionScheme(t)).WithObjects(hr, repo).
 				WithStatusSubresource(&v2.HelmRelease{}, &sourcev1.OCIRepository{}).Build()
-			events := newEventLog(20)
+			events := eventlog.New(20)
 			r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: events, FieldManager: ControllerName,
 				RequeueDependency: 5 * time.Second, Charts: chartsource.New(chartsource.Options{Retries: 0, Timeout: time.Second})}
 

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/eventlog"
 )
 
 // chartCacheLag is the controller's cache before it has seen any
@@ -73,7 +74,7 @@ func TestNewChartTemplateNotYetInTheCacheWaitsForItsSource(t *testing.T) {
 			tc.spec(hr)
 			api := fake.NewClientBuilder().WithScheme(newRevisionScheme(t)).WithObjects(hr).
 				WithStatusSubresource(&v2.HelmRelease{}, &sourcev1.HelmChart{}).Build()
-			events := newEventLog(20)
+			events := eventlog.New(20)
 			r := &HelmReleaseReconciler{Client: chartCacheLag{api}, APIReader: api, EventRecorder: events,
 				FieldManager: ControllerName, RequeueDependency: 5 * time.Second}
 

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/eventlog"
 )
 
 // TestNoCrossNamespaceRefs: with --no-cross-namespace-refs a HelmRelease
@@ -64,7 +65,7 @@ func TestNoCrossNamespaceRefs(t *testing.T) {
 			tc.spec(hr)
 			c := fake.NewClientBuilder().WithScheme(newRevisionScheme(t)).WithObjects(hr).
 				WithStatusSubresource(&v2.HelmRelease{}).Build()
-			events := newEventLog(20)
+			events := eventlog.New(20)
 			r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: events,
 				FieldManager: ControllerName, NoCrossNamespaceRef: tc.refuse, RequeueDependency: time.Second}
 
@@ -104,7 +105,7 @@ func TestNoCrossNamespaceRefs(t *testing.T) {
 	}
 }
 
-func hasEvent(events *eventLog, contains string) bool {
+func hasEvent(events *eventlog.Log, contains string) bool {
 	for {
 		select {
 		case e := <-events.Events:

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/eventlog"
 )
 
 // depOutcome is the kind of result a checkDependencies case expects.
@@ -504,7 +505,7 @@ func TestCheckDependenciesGetError(t *testing.T) {
 // until this attempt's outcome is known.
 func TestMetDependenciesClearTheWait(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(depTestScheme(t)).WithObjects(readyRelease("default", "db")).Build()
-	r := &HelmReleaseReconciler{Client: c, EventRecorder: newEventLog(1)}
+	r := &HelmReleaseReconciler{Client: c, EventRecorder: eventlog.New(1)}
 	self := depRelease("default", "app", 1, 1, "", "")
 	self.Spec.DependsOn = []meta.DependencyReference{depRef("", "db", "")}
 	conditions.MarkFalse(self, meta.ReadyCondition, helmv2.DependencyNotReadyReason, "dependency 'default/db' is not ready")
@@ -545,7 +546,7 @@ func TestInvalidDependenciesStall(t *testing.T) {
 			hr.Spec.DependsOn = []meta.DependencyReference{tc.dep}
 			c := fake.NewClientBuilder().WithScheme(newRevisionScheme(t)).WithObjects(hr, readyRelease("default", "db")).
 				WithStatusSubresource(&v2.HelmRelease{}).Build()
-			events := newEventLog(10)
+			events := eventlog.New(10)
 			r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: events, FieldManager: ControllerName,
 				RequeueDependency: time.Second}
 

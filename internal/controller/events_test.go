@@ -4,23 +4,14 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"maps"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	eventv1 "github.com/fluxcd/pkg/apis/event/v1"
-	"github.com/fluxcd/pkg/chartutil"
-	"github.com/opencontainers/go-digest"
-	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
-	releasev1 "helm.sh/helm/v4/pkg/release/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-
-	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/runner"
 )
 
 // Event types as Kubernetes and Flux name them.
@@ -258,11 +249,11 @@ func reasonOf(e ast.Expr, local map[string]string, consts map[string]map[string]
 // they must be Trace, which notification-controller never receives, as
 // upstream's progress events (its chart template events).
 var progressReasons = []string{
-	AfterHooksStartedReason,
-	AfterHooksWaitingReason,
-	ResourceGroupAppliedReason,
-	ResourceGroupReadyReason,
-	ResourceGroupDeletingReason,
+	runner.AfterHooksStartedReason,
+	runner.AfterHooksWaitingReason,
+	runner.ResourceGroupAppliedReason,
+	runner.ResourceGroupReadyReason,
+	runner.ResourceGroupDeletingReason,
 }
 
 // ourOutcomeReasons are the events of ours that upstream does not emit and
@@ -271,8 +262,8 @@ var progressReasons = []string{
 var ourOutcomeReasons = []string{
 	"DriftDetectionFailed", "ChartMutateError", "FactoryError", "RESTClientError", "ReconciliationFailed", "StateError",
 	"SourceNotReady", "InvalidDependency", "InvalidDriftDetection", "InvalidHealthCheckExprs", "InvalidPostRenderers",
-	HookResourcesDeletedReason, HookResourcesLeftReason, HookCleanupFailedReason,
-	ResourceRecreatedReason, ResourceGroupWarningReason, ResourceGroupStuckReason,
+	runner.HookResourcesDeletedReason, runner.HookResourcesLeftReason, runner.HookCleanupFailedReason,
+	runner.ResourceRecreatedReason, runner.ResourceGroupWarningReason, runner.ResourceGroupStuckReason,
 }
 
 // TestEventTypes lists the events our code emits by type and checks them:
@@ -280,7 +271,7 @@ var ourOutcomeReasons = []string{
 // Normal or Warning type, and an event upstream v1.6.4 emits under the
 // same reason has upstream's types. A new reason must be classified here.
 func TestEventTypes(t *testing.T) {
-	ours := typesByReason(scanEmissions(t, true, ".", filepath.Join("..", "reconcile")))
+	ours := typesByReason(scanEmissions(t, true, ".", filepath.Join("..", "reconcile"), filepath.Join("..", "runner")))
 	upstreamDir := upstreamSource(t)
 	upstream := typesByReason(scanEmissions(t, false,
 		filepath.Join(upstreamDir, "internal", "controller"), filepath.Join(upstreamDir, "internal", "reconcile")))
@@ -357,49 +348,4 @@ func upstreamSource(t *testing.T) string {
 		t.Fatalf("upstream helm-controller's source is not in the module cache: run `make tools` (%v)", err)
 	}
 	return dir
-}
-
-// annotatedRecorder keeps each event's type, reason and metadata.
-type annotatedRecorder struct {
-	events []annotatedEvent
-}
-
-type annotatedEvent struct {
-	eventType, reason string
-	meta              map[string]string
-}
-
-func (r *annotatedRecorder) AnnotatedEventf(_, _ runtime.Object, annotations map[string]string, eventtype, reason, _, _ string, _ ...any) {
-	r.events = append(r.events, annotatedEvent{eventtype, reason, annotations})
-}
-
-// TestAfterHooksEventsCarryRevisionAndToken: the afterHooks progress
-// events carry the chart version and values digest under upstream's keys,
-// from the release when there is one, else from the attempt.
-func TestAfterHooksEventsCarryRevisionAndToken(t *testing.T) {
-	obj := &v2.HelmRelease{}
-	obj.Status.LastAttemptedRevision = "1.0.0"
-	obj.Status.LastAttemptedConfigDigest = "sha256:attempt"
-	values := map[string]any{"replicas": 2}
-	rel := &releasev1.Release{Name: "app", Version: 3, Config: values,
-		Chart: &chartv2.Chart{Metadata: &chartv2.Metadata{Name: "app", Version: "1.2.3"}}}
-	rec := &annotatedRecorder{}
-	o := &afterHooksObserver{obj: obj, release: "app", recorder: rec}
-	o.Started("upgrade")
-	o.Waiting("upgrade", rel, time.Minute, false)
-
-	revisionKey, tokenKey := "helm.toolkit.fluxcd.io/revision", "helm.toolkit.fluxcd.io/token"
-	want := []annotatedEvent{
-		{eventv1.EventTypeTrace, AfterHooksStartedReason, map[string]string{revisionKey: "1.0.0", tokenKey: "sha256:attempt"}},
-		{eventv1.EventTypeTrace, AfterHooksWaitingReason, map[string]string{revisionKey: "1.2.3",
-			tokenKey: chartutil.DigestValues(digest.Canonical, values).String()}},
-	}
-	if len(rec.events) != len(want) {
-		t.Fatalf("got %d events, want %d: %+v", len(rec.events), len(want), rec.events)
-	}
-	for i, got := range rec.events {
-		if got.eventType != want[i].eventType || got.reason != want[i].reason || !maps.Equal(got.meta, want[i].meta) {
-			t.Errorf("event %d: got %+v, want %+v", i, got, want[i])
-		}
-	}
 }

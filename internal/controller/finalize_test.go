@@ -20,6 +20,7 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/chartsource"
 	"github.com/afterhooks/helm-controller/internal/kube"
+	"github.com/afterhooks/helm-controller/test/eventlog"
 )
 
 // A reconcile interrupted by shutdown (its context cancelled) after Helm
@@ -67,7 +68,7 @@ func TestWaitingDoesNotObserveTheGeneration(t *testing.T) {
 	obj.Status.ObservedGeneration = 1
 	c := fake.NewClientBuilder().WithScheme(newRevisionScheme(t)).WithObjects(obj).
 		WithStatusSubresource(&v2.HelmRelease{}).Build()
-	r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: newEventLog(10),
+	r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: eventlog.New(10),
 		FieldManager: ControllerName, RequeueDependency: 5 * time.Second}
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
 	if err != nil || res.RequeueAfter == 0 {
@@ -104,7 +105,7 @@ func TestDeletionIsNotAnErrorWhenTheObjectGoesBeforeItsStatusWrite(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: newEventLog(10), FieldManager: ControllerName,
+	r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: eventlog.New(10), FieldManager: ControllerName,
 		Charts: chartsource.New(chartsource.Options{}), Targets: targets}
 
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(obj)}); err != nil {

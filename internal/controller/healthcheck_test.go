@@ -12,6 +12,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/healthcheck"
+	"github.com/afterhooks/helm-controller/test/eventlog"
 )
 
 func TestInvalidHealthCheckExprsStall(t *testing.T) {
@@ -37,7 +38,7 @@ func TestInvalidHealthCheckExprsStall(t *testing.T) {
 			if err == nil {
 				t.Fatal("Compile accepted invalid expressions")
 			}
-			recorder := newEventLog(1)
+			recorder := eventlog.New(1)
 			r := &HelmReleaseReconciler{EventRecorder: recorder}
 			conditions.MarkReconciling(obj, meta.ProgressingReason, "reconciliation in progress")
 			res, rerr := r.stallOnInvalidSpec(obj, helmv2.ActionHealthCheck, meta.InvalidCELExpressionReason, err)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/eventlog"
 )
 
 // TestChartTemplateLabelsAndEvents checks what upstream users see of the
@@ -35,7 +36,7 @@ func TestChartTemplateLabelsAndEvents(t *testing.T) {
 	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	recorder := newEventLog(10)
+	recorder := eventlog.New(10)
 	r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: recorder, FieldManager: ControllerName}
 
 	steps := []struct {
@@ -130,7 +131,7 @@ func TestChartTemplateTakesOverMergePatchedChart(t *testing.T) {
 	hr.Spec.Interval = metav1.Duration{Duration: time.Minute}
 	hr.Spec.Chart = &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{Chart: "podinfo", Version: "6.x",
 		SourceRef: &helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: "charts"}}}
-	r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: newEventLog(10), FieldManager: ControllerName}
+	r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: eventlog.New(10), FieldManager: ControllerName}
 	if err := r.reconcileChartTemplate(ctx, hr); err != nil {
 		t.Fatalf("applying over the merge-patched HelmChart: %v", err)
 	}
@@ -163,7 +164,7 @@ func TestChartTemplateOCIRepository(t *testing.T) {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "oci"}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	recorder := newEventLog(10)
+	recorder := eventlog.New(10)
 	r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: recorder, FieldManager: ControllerName}
 	hr := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "oci", Name: "web"}}
 	hr.Spec.Interval = metav1.Duration{Duration: 10 * time.Minute}
@@ -275,7 +276,7 @@ func TestChartTemplateOCIRepository(t *testing.T) {
 		if err := c.Get(ctx, key, &sourcev1.OCIRepository{}); !apierrors.IsNotFound(err) {
 			t.Errorf("the OCIRepository is still there (%v)", err)
 		}
-		for _, action := range recorder.actionsOf("OCIRepositoryDeleted") {
+		for _, action := range recorder.ActionsOf("OCIRepositoryDeleted") {
 			if action != helmv2.ActionResolveSource.String() {
 				t.Errorf("template event action %q, want %s", action, helmv2.ActionResolveSource)
 			}
@@ -284,7 +285,7 @@ func TestChartTemplateOCIRepository(t *testing.T) {
 }
 
 // expectEvents drains the recorded events and compares them with want.
-func expectEvents(t *testing.T, recorder *eventLog, want ...string) {
+func expectEvents(t *testing.T, recorder *eventlog.Log, want ...string) {
 	t.Helper()
 	var got []string
 	for len(recorder.Events) > 0 {

@@ -360,7 +360,7 @@ func (r *HelmReleaseReconciler) reconcileDelete(ctx context.Context, obj *v2.Hel
 			return err
 		}
 		if runner != nil {
-			machine := &reconcile.Machine{Helm: runner, Recorder: runner.recorderWithLogs(r.EventRecorder)}
+			machine := &reconcile.Machine{Helm: runner, Recorder: runner.RecorderWithLogs(r.EventRecorder)}
 			if err := machine.Uninstall(ctx, &reconcile.Request{Object: obj}); err != nil {
 				return err
 			}

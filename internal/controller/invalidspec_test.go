@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/eventlog"
 )
 
 // TestSpecUpstreamAcceptsGoesOn: settings upstream accepts, however little
@@ -88,7 +89,7 @@ func TestSpecUpstreamAcceptsGoesOn(t *testing.T) {
 				tc.spec(hr)
 				c := fake.NewClientBuilder().WithScheme(newRevisionScheme(t)).WithObjects(hr).WithObjects(tc.objects...).
 					WithStatusSubresource(&v2.HelmRelease{}).Build()
-				events := newEventLog(20)
+				events := eventlog.New(20)
 				r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: events, FieldManager: ControllerName,
 					RequeueDependency: time.Second, NoCrossNamespaceRef: tc.noCrossNamespaceRefs}
 

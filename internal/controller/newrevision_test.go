@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
-	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 )
 
@@ -206,26 +205,5 @@ func TestNewRevisionTriggerReadsSourceLikeTheReconcile(t *testing.T) {
 				t.Errorf("trigger %q, want %q", got, tt.want)
 			}
 		})
-	}
-}
-
-// A remediation rollback that starts once a new revision was seen must not
-// run with the wait context that sighting cancelled: it would fail at once.
-func TestRollbackAfterNewRevisionIsNotBoundToItsCancelledWait(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	h := &helmRunner{obj: &v2.HelmRelease{}, opts: action.Options{WaitContext: ctx},
-		newRevision: &newRevisionWatch{ctx: ctx, trigger: "HelmRelease/apps/web"}}
-	opts, err := h.rollbackOptions()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if opts.WaitContext != nil {
-		t.Error("the rollback's waits are bound to the cancelled new-revision context")
-	}
-	// Before any new revision, the rollback's wait can still be abandoned.
-	h.newRevision.trigger = ""
-	if opts, _ := h.rollbackOptions(); opts.WaitContext == nil {
-		t.Error("a rollback before any new revision is not bound to the watch")
 	}
 }

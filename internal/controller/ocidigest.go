@@ -90,3 +90,9 @@ func (v versionedChart) Load() (*chartv2.Chart, error) {
 	c.Metadata.Version = v.version
 	return c, nil
 }
+
+// loadedChart adapts a cached chart to the state machine's Chart.
+type loadedChart struct{ c *chartsource.Chart }
+
+func (l loadedChart) Metadata() *chartv2.Metadata   { return l.c.Metadata }
+func (l loadedChart) Load() (*chartv2.Chart, error) { return l.c.Load() }

@@ -2,40 +2,23 @@ package controller
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"sync"
-	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
-	ssautil "github.com/fluxcd/pkg/ssa/utils"
 	"github.com/prometheus/client_golang/prometheus"
-	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/redact"
+	"github.com/afterhooks/helm-controller/internal/runner"
 )
 
-// phaseDuration records how long the phases of Helm actions take, by action
-// and wait strategy: "helm" is Helm's own run (hooks and apply, and under
-// beforeHooks also the readiness wait), "readiness" is the afterHooks wait,
-// "group" one batch of resource groups of an ordered action.
-var phaseDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-	Name:    "helm_controller_action_phase_duration_seconds",
-	Help:    "Duration of the phases of Helm actions, by action (install, upgrade, rollback), wait strategy (beforeHooks, afterHooks) and phase (helm, readiness, group: one resource group of an ordered action, applied and ready).",
-	Buckets: []float64{0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800},
-}, []string{"action", "strategy", "phase"})
-
-// MustRegisterMetrics registers the controller's own metrics.
+// MustRegisterMetrics registers the controller's own metrics: those of the
+// Helm actions.
 func MustRegisterMetrics(reg prometheus.Registerer) {
-	reg.MustRegister(phaseDuration)
-}
-
-func observePhase(action string, strategy v2.HookWaitStrategy, phase string, started time.Time) {
-	phaseDuration.WithLabelValues(action, string(strategy), phase).Observe(time.Since(started).Seconds())
+	runner.MustRegisterMetrics(reg)
 }
 
 // progressReporter writes what a running action is doing into the
@@ -53,13 +36,14 @@ type progressReporter struct {
 	redactions *redact.Registry
 }
 
-func (p *progressReporter) report(msg string) {
-	p.update(nil, msg)
+// Report marks the Reconciling condition with msg and patches it.
+func (p *progressReporter) Report(msg string) {
+	p.Update(nil, msg)
 }
 
-// update applies change (when not nil) to the object's status and marks
+// Update applies change (when not nil) to the object's status and marks
 // it Reconciling with msg (when not empty), then patches both.
-func (p *progressReporter) update(change func(*v2.HelmRelease), msg string) {
+func (p *progressReporter) Update(change func(*v2.HelmRelease), msg string) {
 	if p == nil {
 		return
 	}
@@ -88,23 +72,4 @@ func (p *progressReporter) close() {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
-}
-
-// waitingFor words the readiness wait of rel: "waiting for 3 resources:
-// deployment/app, service/app, job/seed".
-func waitingFor(rel *releasev1.Release) string {
-	objects, err := ssautil.ReadObjects(strings.NewReader(rel.Manifest))
-	if err != nil || len(objects) == 0 {
-		return fmt.Sprintf("waiting for the resources of %s.v%d to become ready", rel.Name, rel.Version)
-	}
-	const shown = 5
-	names := make([]string, 0, shown)
-	for i, o := range objects {
-		if i == shown {
-			names = append(names, "…")
-			break
-		}
-		names = append(names, strings.ToLower(o.GetKind())+"/"+o.GetName())
-	}
-	return fmt.Sprintf("waiting for %d resources: %s", len(objects), strings.Join(names, ", "))
 }

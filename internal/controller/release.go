@@ -32,6 +32,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/postrender"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 	"github.com/afterhooks/helm-controller/internal/redact"
+	"github.com/afterhooks/helm-controller/internal/runner"
 )
 
 // Reasons for failures before any Helm action runs.
@@ -153,7 +154,7 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	obj.Status.StorageNamespace = obj.Upstream().GetStorageNamespace()
 	r.handleAnnotations(obj, req)
 
-	machine := &reconcile.Machine{Helm: runner, Recorder: runner.recorderWithLogs(r.EventRecorder), Progress: progress.report}
+	machine := &reconcile.Machine{Helm: runner, Recorder: runner.RecorderWithLogs(r.EventRecorder), Progress: progress.Report}
 	runErr := machine.Run(ctx, req)
 	// From here on the reconcile owns the object again; late progress
 	// reports from Helm's goroutines are dropped.
@@ -169,7 +170,7 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 // asks it for its REST config or mapper, reaches that target. The runner
 // is complete when returned; extras may be zero. A target that cannot be
 // built is a *targetError.
-func (r *HelmReleaseReconciler) newHelmRunner(ctx context.Context, obj *v2.HelmRelease, extras runnerExtras) (*helmRunner, error) {
+func (r *HelmReleaseReconciler) newHelmRunner(ctx context.Context, obj *v2.HelmRelease, extras runnerExtras) (*runner.Runner, error) {
 	up := obj.Upstream()
 	target, err := r.Targets.Build(ctx, kube.Request{
 		Kind:               helmv2.HelmReleaseKind,
@@ -189,23 +190,17 @@ func (r *HelmReleaseReconciler) newHelmRunner(ctx context.Context, obj *v2.HelmR
 			return nil, &targetError{err: fmt.Errorf("connecting to %s: %w", target.Cluster, err)}
 		}
 	}
-	logs, writes := newHelmLogTail(), &action.WriteLog{}
-	cfg, err := factory.Build(up.GetStorageNamespace(), up.GetReleaseNamespace(),
-		action.WithSlogHandler(logs.handler(logr.ToSlogHandler(ctrl.LoggerFrom(ctx)))),
-		action.WithStorageDriver(writes.Wrap),
-		action.WithHookMarks(obj))
-	if err != nil {
-		return nil, fmt.Errorf("could not build the Helm configuration: %w", err)
+	settings := runner.Settings{Options: r.ActionOptions, DefaultWaitStrategy: r.DefaultWaitStrategy,
+		Recorder: r.EventRecorder, OverrideManagers: r.OverrideManagers,
+		Logger: logr.ToSlogHandler(ctrl.LoggerFrom(ctx)), DriftIgnore: extras.driftIgnore, HealthChecks: extras.healthChecks}
+	// Absent extras stay nil interfaces: the runner tells them apart.
+	if extras.progress != nil {
+		settings.Progress = extras.progress
 	}
-	runner := &helmRunner{cfg: cfg, logs: logs, writes: writes, getter: factory.RESTClientGetter(), target: target, obj: obj, opts: r.ActionOptions,
-		defaultWait: r.DefaultWaitStrategy, recorder: r.EventRecorder, progress: extras.progress,
-		fieldManager: factory.FieldManager(), overrideManagers: r.OverrideManagers,
-		driftIgnore: extras.driftIgnore, newRevision: extras.newRevision}
-	runner.opts.WaitContext = extras.newRevision.Context()
-	if runner.opts.StatusReaders, err = runner.healthCheckReaders(extras.healthChecks); err != nil {
-		return nil, err
+	if extras.newRevision != nil {
+		settings.NewRevision = extras.newRevision
 	}
-	return runner, nil
+	return runner.New(factory, target, obj, settings)
 }
 
 // runnerExtras is what a runner for a full reconcile uses beyond the
@@ -231,7 +226,7 @@ type runnerExtras struct {
 // user configured it, and retrying would block the deletion forever; the
 // release's objects are left behind and the log says so. Any other failure
 // is returned, with Ready=False, and the deletion is retried.
-func (r *HelmReleaseReconciler) uninstallRunner(ctx context.Context, obj *v2.HelmRelease) (*helmRunner, error) {
+func (r *HelmReleaseReconciler) uninstallRunner(ctx context.Context, obj *v2.HelmRelease) (*runner.Runner, error) {
 	log := ctrl.LoggerFrom(ctx)
 	if obj.Status.StorageNamespace == "" {
 		log.Info("skipping the Helm uninstall: the HelmRelease never got as far as a release (no storage namespace in its status)")
@@ -239,7 +234,7 @@ func (r *HelmReleaseReconciler) uninstallRunner(ctx context.Context, obj *v2.Hel
 	}
 	// The release to remove is the one the status records, even when the
 	// spec has since been changed to name another.
-	runner, err := r.newHelmRunner(ctx, previousTarget(obj), runnerExtras{})
+	helm, err := r.newHelmRunner(ctx, previousTarget(obj), runnerExtras{})
 	switch {
 	case apierrors.IsNotFound(err):
 		log.Error(err, "skipping the Helm uninstall: the kubeconfig of the release is gone; its objects are left in place")
@@ -249,7 +244,7 @@ func (r *HelmReleaseReconciler) uninstallRunner(ctx context.Context, obj *v2.Hel
 		r.EventRecorder.Eventf(obj, nil, corev1.EventTypeWarning, helmv2.UninstallFailedReason, helmv2.ActionHelmUninstall.String(), "could not uninstall: %s", err)
 		return nil, fmt.Errorf("uninstalling: %w", err)
 	}
-	if sa := runner.target.ServiceAccount; sa != "" && !runner.target.Remote {
+	if sa := helm.Target().ServiceAccount; sa != "" && !helm.Target().Remote {
 		key := client.ObjectKey{Namespace: obj.Namespace, Name: sa}
 		switch err := r.APIReader.Get(ctx, key, &corev1.ServiceAccount{}); {
 		case apierrors.IsNotFound(err):
@@ -261,7 +256,7 @@ func (r *HelmReleaseReconciler) uninstallRunner(ctx context.Context, obj *v2.Hel
 			return nil, fmt.Errorf("uninstalling: reading ServiceAccount '%s': %w", key, err)
 		}
 	}
-	return runner, nil
+	return helm, nil
 }
 
 // RESTClientErrorReason: the cluster connection of the release (remote
@@ -276,8 +271,8 @@ func (e *targetError) Unwrap() error { return e.err }
 
 // updateInventory records the objects of the release now in storage; a
 // release that is gone leaves an empty inventory.
-func (r *HelmReleaseReconciler) updateInventory(ctx context.Context, runner *helmRunner, obj *v2.HelmRelease) {
-	rel, err := runner.LastRelease(ctx)
+func (r *HelmReleaseReconciler) updateInventory(ctx context.Context, helm *runner.Runner, obj *v2.HelmRelease) {
+	rel, err := helm.LastRelease(ctx)
 	switch {
 	case errors.Is(err, driver.ErrReleaseNotFound):
 		obj.Status.Inventory = nil
@@ -291,7 +286,7 @@ func (r *HelmReleaseReconciler) updateInventory(ctx context.Context, runner *hel
 	}
 	// The release's objects live on its target cluster: only that
 	// cluster's mapper knows which of its kinds are namespaced.
-	mapper, err := runner.RESTMapper()
+	mapper, err := helm.RESTMapper()
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "building the inventory: REST mapper of the target cluster")
 		return

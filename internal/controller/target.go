@@ -56,7 +56,7 @@ func (r *HelmReleaseReconciler) uninstallPreviousTarget(ctx context.Context, obj
 	if err != nil {
 		return r.fail(obj, helmv2.ActionReconcile, RESTClientErrorReason, err)
 	}
-	machine := &reconcile.Machine{Helm: runner, Recorder: runner.recorderWithLogs(r.EventRecorder)}
+	machine := &reconcile.Machine{Helm: runner, Recorder: runner.RecorderWithLogs(r.EventRecorder)}
 	if err := machine.Uninstall(ctx, &reconcile.Request{Object: obj}); err != nil {
 		return ctrl.Result{}, err
 	}

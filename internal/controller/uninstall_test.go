@@ -18,6 +18,7 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/kube"
+	"github.com/afterhooks/helm-controller/test/eventlog"
 )
 
 // TestUninstallRunner checks when deleting a HelmRelease uninstalls, skips
@@ -78,7 +79,7 @@ users:
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			recorder := newEventLog(10)
+			recorder := eventlog.New(10)
 			r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: recorder, Helm: helm, Targets: targets}
 			obj := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app"}}
 			obj.Spec.KubeConfig, obj.Spec.ServiceAccountName = tc.kubeConfig, tc.sa

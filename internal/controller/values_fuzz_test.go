@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/eventlog"
 )
 
 // simpleTargetPath is a targetPath whose segments strvals reads as plain
@@ -126,7 +127,7 @@ func FuzzComposeValues(f *testing.F) {
 			}
 		}
 		c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(objs...).Build()
-		recorder := newEventLog(10)
+		recorder := eventlog.New(10)
 		r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: recorder}
 		obj := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app"}}
 		obj.Spec.ValuesFrom = []meta.ValuesReference{ref}
@@ -263,7 +264,7 @@ func storedValuesData(t *testing.T, c client.Client, ref meta.ValuesReference) (
 
 // checkValuesError: a failure is reported as upstream reports it, Ready=False
 // ValuesError with the resolver's message and a Warning event.
-func checkValuesError(t *testing.T, obj *v2.HelmRelease, recorder *eventLog, err error) {
+func checkValuesError(t *testing.T, obj *v2.HelmRelease, recorder *eventlog.Log, err error) {
 	t.Helper()
 	ready := conditions.Get(obj, meta.ReadyCondition)
 	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != ValuesErrorReason || ready.Message != err.Error() {

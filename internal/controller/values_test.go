@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/eventlog"
 )
 
 // TestComposeValues checks that values that cannot be composed are
@@ -38,7 +39,7 @@ func TestComposeValues(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(cm.DeepCopy()).Build()
-			recorder := newEventLog(10)
+			recorder := eventlog.New(10)
 			r := &HelmReleaseReconciler{Client: c, APIReader: c, EventRecorder: recorder}
 			obj := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app"}}
 			obj.Spec.ValuesFrom = tc.refs

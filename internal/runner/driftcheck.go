@@ -1,4 +1,4 @@
-package controller
+package runner
 
 import (
 	"context"
@@ -11,33 +11,14 @@ import (
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/drift"
 	"github.com/afterhooks/helm-controller/internal/recreate"
 )
 
-// InvalidDriftDetectionReason: the Warning event about a
-// spec.driftDetection ignore rule that does not do what it reads as (a path
-// that is not a JSON pointer, a target that does not compile). As upstream,
-// such a rule stops nothing: drift detection uses it the way upstream's
-// does.
-const InvalidDriftDetectionReason = "InvalidDriftDetection"
-
-// driftIgnoreRules converts the ignore rules of spec.driftDetection and
-// names those that do not do what they read as. Rules of a HelmRelease
-// that does not detect drift are not looked at, as they are not used.
-func driftIgnoreRules(obj *v2.HelmRelease) (drift.Rules, []string) {
-	dd := obj.Upstream().GetDriftDetection()
-	if !dd.MustDetectChanges() {
-		return drift.Rules{}, nil
-	}
-	return drift.IgnoreRules(dd.Ignore)
-}
-
 // DetectDrift compares the release's objects with the cluster the Helm
 // configuration deploys to.
-func (h *helmRunner) DetectDrift(ctx context.Context, rel *releasev1.Release) (jsondiff.DiffSet, error) {
+func (h *Runner) DetectDrift(ctx context.Context, rel *releasev1.Release) (jsondiff.DiffSet, error) {
 	checker, err := h.driftChecker()
 	if err != nil {
 		return nil, err
@@ -54,7 +35,7 @@ func (h *helmRunner) DetectDrift(ctx context.Context, rel *releasev1.Release) (j
 }
 
 // CorrectDrift applies the drifted objects of set again.
-func (h *helmRunner) CorrectDrift(ctx context.Context, set jsondiff.DiffSet) (*ssa.ChangeSet, error) {
+func (h *Runner) CorrectDrift(ctx context.Context, set jsondiff.DiffSet) (*ssa.ChangeSet, error) {
 	checker, err := h.driftChecker()
 	if err != nil {
 		return nil, err
@@ -66,7 +47,7 @@ func (h *helmRunner) CorrectDrift(ctx context.Context, set jsondiff.DiffSet) (*s
 // configuration's REST client getter: whatever cluster and identity Helm
 // deploys with (a remote kubeconfig, an impersonated ServiceAccount) is the
 // one drift is detected and corrected with.
-func (h *helmRunner) driftChecker() (*drift.Checker, error) {
+func (h *Runner) driftChecker() (*drift.Checker, error) {
 	if h.drift != nil {
 		return h.drift, nil
 	}

@@ -1,4 +1,4 @@
-package controller
+package runner
 
 import (
 	"fmt"
@@ -33,24 +33,24 @@ type afterHooksObserver struct {
 	// recorder may be nil.
 	recorder reconcile.EventRecorder
 	// progress may be nil.
-	progress *progressReporter
+	progress Progress
 }
 
 var _ afterhooks.Observer = (*afterHooksObserver)(nil)
 
 func (o *afterHooksObserver) Started(verb string) {
-	o.progress.report(fmt.Sprintf("running %s hooks and applying resources (afterHooks)", verb))
+	reportProgress(o.progress, fmt.Sprintf("running %s hooks and applying resources (afterHooks)", verb))
 	o.event(verb, nil, eventv1.EventTypeTrace, AfterHooksStartedReason,
 		fmt.Sprintf("Helm %s of %s started with waitStrategy afterHooks: pre-%s hooks, apply, post-%s hooks, then the readiness wait",
 			verb, o.release, verb, verb))
 }
 
 func (o *afterHooksObserver) HookStarted(p afterhooks.HookProgress) {
-	o.progress.report(p.String())
+	reportProgress(o.progress, p.String())
 }
 
 func (o *afterHooksObserver) Waiting(verb string, rel *releasev1.Release, timeout time.Duration, resumed bool) {
-	o.progress.report(waitingFor(rel))
+	reportProgress(o.progress, waitingFor(rel))
 	if resumed {
 		o.event(verb, rel, eventv1.EventTypeTrace, AfterHooksWaitingReason,
 			fmt.Sprintf("Resuming the readiness wait of %s.v%d after a restart; hooks are not run again; waiting up to %s",

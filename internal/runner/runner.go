@@ -1,9 +1,10 @@
-package controller
+package runner
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -20,16 +21,20 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
-	"github.com/afterhooks/helm-controller/internal/chartsource"
 	"github.com/afterhooks/helm-controller/internal/drift"
+	"github.com/afterhooks/helm-controller/internal/healthcheck"
 	"github.com/afterhooks/helm-controller/internal/kube"
 	"github.com/afterhooks/helm-controller/internal/postrender"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 	"github.com/afterhooks/helm-controller/internal/recreate"
 )
 
-// helmRunner gives the state machine the Helm actions of one HelmRelease.
-type helmRunner struct {
+// Runner runs the Helm actions of one HelmRelease for the release state
+// machine: it implements reconcile.Helm. It decides once per action which
+// of our features apply (see plan.go), stacks the wrappers of Helm's kube
+// client and storage in one place (see stack.go), and tells the reconciler
+// what happens through events, progress and metrics.
+type Runner struct {
 	cfg *helmaction.Configuration
 	// getter reaches the release's target cluster as its identity; cfg's
 	// kube client and storage use it too.
@@ -40,11 +45,10 @@ type helmRunner struct {
 	opts   action.Options
 	// defaultWait is the waitStrategy of actions that leave it unset.
 	defaultWait v2.HookWaitStrategy
-	// recorder receives the afterHooks events; may be nil.
+	// recorder receives the events about what the actions did; may be nil.
 	recorder reconcile.EventRecorder
-	// progress reports afterHooks phases in the Reconciling condition; may
-	// be nil.
-	progress *progressReporter
+	// progress reports phases in the Reconciling condition; may be nil.
+	progress Progress
 	// fieldManager is the field manager Helm applies objects with; drift
 	// is compared and corrected as this manager.
 	fieldManager string
@@ -65,17 +69,20 @@ type helmRunner struct {
 	latestMu  sync.Mutex
 	latest    *releasev1.Release
 	latestSeq uint64
-	// newRevision cancels readiness waits when a new reconcile is queued
+	// newRevision abandons readiness waits when a new reconcile is queued
 	// (CancelHealthCheckOnNewRevision); its context is opts.WaitContext.
 	// Nil when the gate is off.
-	newRevision *newRevisionWatch
+	newRevision NewRevision
 }
 
-func (h *helmRunner) releaseName() string { return action.ReleaseName(h.obj) }
+// The state machine drives a Runner.
+var _ reconcile.Helm = (*Runner)(nil)
 
-// recorderWithLogs is rec with Helm's last log lines added to the failure
+func (h *Runner) releaseName() string { return action.ReleaseName(h.obj) }
+
+// RecorderWithLogs is rec with Helm's last log lines added to the failure
 // events of the state machine.
-func (h *helmRunner) recorderWithLogs(rec reconcile.EventRecorder) reconcile.EventRecorder {
+func (h *Runner) RecorderWithLogs(rec reconcile.EventRecorder) reconcile.EventRecorder {
 	if h.logs == nil {
 		return rec
 	}
@@ -85,15 +92,15 @@ func (h *helmRunner) recorderWithLogs(rec reconcile.EventRecorder) reconcile.Eve
 // RESTClientGetter is the release's target cluster and identity, for code
 // beside the Helm actions (inventory, drift detection) that must look at
 // the same objects the release applied.
-func (h *helmRunner) RESTClientGetter() genericclioptions.RESTClientGetter { return h.getter }
+func (h *Runner) RESTClientGetter() genericclioptions.RESTClientGetter { return h.getter }
 
 // RESTConfig is the REST config of the target, impersonation included.
-func (h *helmRunner) RESTConfig() (*rest.Config, error) { return h.getter.ToRESTConfig() }
+func (h *Runner) RESTConfig() (*rest.Config, error) { return h.getter.ToRESTConfig() }
 
 // RESTMapper is the target cluster's REST mapper.
-func (h *helmRunner) RESTMapper() (apimeta.RESTMapper, error) { return h.getter.ToRESTMapper() }
+func (h *Runner) RESTMapper() (apimeta.RESTMapper, error) { return h.getter.ToRESTMapper() }
 
-func (h *helmRunner) LastRelease(context.Context) (*releasev1.Release, error) {
+func (h *Runner) LastRelease(context.Context) (*releasev1.Release, error) {
 	h.latestMu.Lock()
 	defer h.latestMu.Unlock()
 	seq := h.writes.Seq()
@@ -107,9 +114,9 @@ func (h *helmRunner) LastRelease(context.Context) (*releasev1.Release, error) {
 	return action.CopyRelease(h.latest), nil
 }
 
-func (h *helmRunner) LastWritten() *releasev1.Release { return h.writes.Last() }
+func (h *Runner) LastWritten() *releasev1.Release { return h.writes.Last() }
 
-func (h *helmRunner) Install(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
+func (h *Runner) Install(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
 	obj := h.obj
 	// Helm refuses to install over a failed or uninstalled release unless
 	// told to replace it; for us both mean "install again".
@@ -126,17 +133,17 @@ func (h *helmRunner) Install(ctx context.Context, chart *chartv2.Chart, values m
 	}
 	defer h.observeHelm("install", obj.GetInstall().GetWaitStrategy(opts.DefaultWaitStrategy), time.Now())
 	rel, err := action.Install(ctx, h.cfg, obj, chart, values, opts)
-	return rel, h.newRevision.canceled(err)
+	return rel, h.canceled(err)
 }
 
-func (h *helmRunner) Upgrade(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
+func (h *Runner) Upgrade(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
 	opts, err := h.actionOptions("upgrade", h.obj.GetUpgrade().GetWaitStrategy(h.defaultWait), true)
 	if err != nil {
 		return nil, err
 	}
 	defer h.observeHelm("upgrade", h.obj.GetUpgrade().GetWaitStrategy(opts.DefaultWaitStrategy), time.Now())
 	rel, err := action.Upgrade(ctx, h.cfg, h.obj, chart, values, opts)
-	return rel, h.newRevision.canceled(err)
+	return rel, h.canceled(err)
 }
 
 // actionOptions are the options of an install, upgrade or rollback (verb,
@@ -144,7 +151,7 @@ func (h *helmRunner) Upgrade(ctx context.Context, chart *chartv2.Chart, values m
 // resource group observers and, for install and upgrade (render), the post
 // renderer. Invalid post renderers fail the action before Helm renders
 // anything.
-func (h *helmRunner) actionOptions(verb string, strategy v2.HookWaitStrategy, render bool) (action.Options, error) {
+func (h *Runner) actionOptions(verb string, strategy v2.HookWaitStrategy, render bool) (action.Options, error) {
 	opts := h.opts
 	opts.DefaultWaitStrategy = h.defaultWait
 	opts.AfterHooksObserver = &afterHooksObserver{obj: h.obj, release: h.releaseName(), recorder: h.recorder, progress: h.progress}
@@ -170,9 +177,9 @@ func (h *helmRunner) actionOptions(verb string, strategy v2.HookWaitStrategy, re
 // after a new revision was seen (a remediation of the action that new
 // revision abandoned) is not bound to the already cancelled wait context:
 // it would fail at once and leave the release without its remediation.
-func (h *helmRunner) rollbackOptions() (action.Options, error) {
+func (h *Runner) rollbackOptions() (action.Options, error) {
 	opts, err := h.actionOptions("rollback", h.obj.GetRollback().GetWaitStrategy(h.defaultWait), false)
-	if h.newRevision.Trigger() != "" {
+	if h.newRevisionTrigger() != "" {
 		opts.WaitContext = nil
 	}
 	return opts, err
@@ -181,7 +188,7 @@ func (h *helmRunner) rollbackOptions() (action.Options, error) {
 // observeHelm records the duration of a beforeHooks Helm action (hooks,
 // apply and readiness wait); afterHooks actions report their phases
 // through the observer.
-func (h *helmRunner) observeHelm(verb string, strategy v2.HookWaitStrategy, started time.Time) {
+func (h *Runner) observeHelm(verb string, strategy v2.HookWaitStrategy, started time.Time) {
 	if strategy != v2.AfterHooks {
 		observePhase(verb, v2.BeforeHooks, "helm", started)
 	}
@@ -192,35 +199,35 @@ func (h *helmRunner) observeHelm(verb string, strategy v2.HookWaitStrategy, star
 // labels). Rollback needs none: it re-applies a stored, already
 // post-rendered manifest. Invalid post renderers fail the action before
 // Helm renders anything.
-func (h *helmRunner) postRenderer() (postrenderer.PostRenderer, error) {
+func (h *Runner) postRenderer() (postrenderer.PostRenderer, error) {
 	return postrender.Build(&h.obj.Spec.HelmReleaseSpec, h.obj.Name, h.obj.Namespace)
 }
 
-func (h *helmRunner) Test(ctx context.Context) (*releasev1.Release, error) {
+func (h *Runner) Test(ctx context.Context) (*releasev1.Release, error) {
 	return action.Test(ctx, h.cfg, h.obj, h.opts)
 }
 
-func (h *helmRunner) Rollback(ctx context.Context, toVersion int) error {
+func (h *Runner) Rollback(ctx context.Context, toVersion int) error {
 	opts, err := h.rollbackOptions()
 	if err != nil {
 		return err
 	}
 	defer h.observeHelm("rollback", h.obj.GetRollback().GetWaitStrategy(opts.DefaultWaitStrategy), time.Now())
-	return h.newRevision.canceled(action.Rollback(ctx, h.cfg, h.obj, toVersion, opts))
+	return h.canceled(action.Rollback(ctx, h.cfg, h.obj, toVersion, opts))
 }
 
 // ResumeWait finishes the afterHooks readiness wait of rel, which an
 // earlier run of the controller left pending; see afterhooks.Resume.
-func (h *helmRunner) ResumeWait(ctx context.Context, rel *releasev1.Release) (*releasev1.Release, error) {
+func (h *Runner) ResumeWait(ctx context.Context, rel *releasev1.Release) (*releasev1.Release, error) {
 	opts, err := h.actionOptions("resume", "", false)
 	if err != nil {
 		return nil, err
 	}
 	resumed, err := action.ResumeWait(ctx, h.cfg, h.obj, rel, opts)
-	return resumed, h.newRevision.canceled(err)
+	return resumed, h.canceled(err)
 }
 
-func (h *helmRunner) Uninstall(ctx context.Context) error {
+func (h *Runner) Uninstall(ctx context.Context) error {
 	opts := h.opts
 	groups := newSequenceObserver(h.obj, "uninstall", "", h.recorder, h.progress)
 	opts.SequenceObserver, opts.SequenceWarn, opts.SequencePlanned = groups.observe, groups.warn, groups.planned
@@ -237,7 +244,7 @@ func (h *helmRunner) Uninstall(ctx context.Context) error {
 // event emits an event on the HelmRelease about what action did, when the
 // runner has a recorder: recreated objects, hook cleanup. It carries the
 // metadata of the attempt, as upstream's events about a release do.
-func (h *helmRunner) event(action helmv2.Action, eventType, reason, msg string) {
+func (h *Runner) event(action helmv2.Action, eventType, reason, msg string) {
 	if h.recorder == nil {
 		return
 	}
@@ -263,7 +270,7 @@ func actionOfVerb(verb string) helmv2.Action {
 }
 
 // Unlock marks a pending release failed in storage.
-func (h *helmRunner) Unlock(_ context.Context, rel *releasev1.Release) error {
+func (h *Runner) Unlock(_ context.Context, rel *releasev1.Release) error {
 	// Upstream's wording, which `helm history` shows either way.
 	rel.SetStatus(common.StatusFailed, fmt.Sprintf("Release unlocked from stale '%s' state", rel.Info.Status))
 	if err := h.cfg.Releases.Update(rel); err != nil {
@@ -272,8 +279,110 @@ func (h *helmRunner) Unlock(_ context.Context, rel *releasev1.Release) error {
 	return nil
 }
 
-// loadedChart adapts a cached chart to the state machine's Chart.
-type loadedChart struct{ c *chartsource.Chart }
+// Progress is how the runner tells the reconciler what a running action is
+// doing: Report marks the Reconciling condition with msg, Update changes
+// the status too (status.sequence); both patch the object. The reconciler
+// implements it; calls may come from Helm's goroutines.
+type Progress interface {
+	Report(msg string)
+	Update(change func(*v2.HelmRelease), msg string)
+}
 
-func (l loadedChart) Metadata() *chartv2.Metadata   { return l.c.Metadata }
-func (l loadedChart) Load() (*chartv2.Chart, error) { return l.c.Load() }
+// NewRevision is the watch that abandons readiness waits when a new
+// reconcile of the HelmRelease is queued (CancelHealthCheckOnNewRevision).
+// Its methods must be safe on a nil receiver: a nil watch has no context
+// and no trigger.
+type NewRevision interface {
+	// Context ends once a new revision is seen; nil without a watch.
+	Context() context.Context
+	// Trigger names what asked for the new reconcile, or is empty.
+	Trigger() string
+}
+
+// Settings are what the reconciler decides for every runner, from flags,
+// feature gates and the spec.
+type Settings struct {
+	// Options are the action options of the controller (feature gates,
+	// shared memories); the runner adds the per-release ones.
+	Options action.Options
+	// DefaultWaitStrategy is the waitStrategy of actions that leave it
+	// unset (--default-wait-strategy, DefaultToAfterHooks).
+	DefaultWaitStrategy v2.HookWaitStrategy
+	// Recorder receives the events about what the actions did; may be nil.
+	Recorder reconcile.EventRecorder
+	// OverrideManagers are the --override-manager field managers.
+	OverrideManagers []string
+	// Logger receives Helm's logs.
+	Logger slog.Handler
+
+	// The rest is optional; an uninstall needs none of it.
+
+	// Progress reports phases in the Reconciling condition.
+	Progress Progress
+	// DriftIgnore are the converted spec.driftDetection ignore rules.
+	DriftIgnore drift.Rules
+	// HealthChecks builds the readers of spec.healthCheckExprs.
+	HealthChecks healthcheck.Readers
+	// NewRevision abandons readiness waits for a new revision.
+	NewRevision NewRevision
+}
+
+// New builds the Helm configuration of obj (storage and release
+// namespaces) from factory, which reaches target, and the runner over it.
+func New(factory *action.ConfigFactory, target *kube.Target, obj *v2.HelmRelease, s Settings) (*Runner, error) {
+	logs, writes := newHelmLogTail(), &action.WriteLog{}
+	handler := s.Logger
+	if handler == nil {
+		handler = slog.DiscardHandler
+	}
+	up := obj.Upstream()
+	cfg, err := factory.Build(up.GetStorageNamespace(), up.GetReleaseNamespace(),
+		action.WithSlogHandler(logs.handler(handler)),
+		action.WithStorageDriver(writes.Wrap),
+		action.WithHookMarks(obj))
+	if err != nil {
+		return nil, fmt.Errorf("could not build the Helm configuration: %w", err)
+	}
+	h := &Runner{cfg: cfg, logs: logs, writes: writes, getter: factory.RESTClientGetter(), target: target, obj: obj, opts: s.Options,
+		defaultWait: s.DefaultWaitStrategy, recorder: s.Recorder, progress: s.Progress,
+		fieldManager: factory.FieldManager(), overrideManagers: s.OverrideManagers,
+		driftIgnore: s.DriftIgnore, newRevision: s.NewRevision}
+	h.opts.WaitContext = h.newRevisionContext()
+	if h.opts.StatusReaders, err = h.healthCheckReaders(s.HealthChecks); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Target is the cluster and identity the runner's actions reach.
+func (h *Runner) Target() *kube.Target { return h.target }
+
+// newRevisionContext is the context that abandons waits, nil without a
+// watch.
+func (h *Runner) newRevisionContext() context.Context {
+	if h.newRevision == nil {
+		return nil
+	}
+	return h.newRevision.Context()
+}
+
+// newRevisionTrigger names what asked for a new reconcile, or is empty.
+func (h *Runner) newRevisionTrigger() string {
+	if h.newRevision == nil {
+		return ""
+	}
+	return h.newRevision.Trigger()
+}
+
+// canceled turns an action error caused by a new revision into a
+// *reconcile.HealthCheckCanceledError; other errors pass unchanged.
+func (h *Runner) canceled(err error) error {
+	if err == nil {
+		return nil
+	}
+	trigger := h.newRevisionTrigger()
+	if trigger == "" || !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return &reconcile.HealthCheckCanceledError{Trigger: trigger, Err: err}
+}

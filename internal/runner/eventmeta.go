@@ -1,4 +1,4 @@
-package controller
+package runner
 
 import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"

@@ -1,4 +1,4 @@
-package controller
+package runner
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func TestLastReleaseIsReadOncePerWrite(t *testing.T) {
 	cfg := helmaction.NewConfiguration()
 	cfg.Releases = storage.Init(writes.Wrap(mem))
 	obj := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "apps"}}
-	h := &helmRunner{cfg: cfg, obj: obj, writes: writes}
+	h := &Runner{cfg: cfg, obj: obj, writes: writes}
 	rel := func(v int) *releasev1.Release {
 		return &releasev1.Release{Name: h.releaseName(), Namespace: "apps", Version: v,
 			Info: &releasev1.Info{Status: common.StatusDeployed}}

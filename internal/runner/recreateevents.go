@@ -1,4 +1,4 @@
-package controller
+package runner
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ const ResourceRecreatedReason = "ResourceRecreated"
 
 // recreated tells, in an event, an object an upgrade, rollback or drift
 // correction recreated and why.
-func (h *helmRunner) recreated(action helmv2.Action, r recreate.Recreated) {
+func (h *Runner) recreated(action helmv2.Action, r recreate.Recreated) {
 	msg := fmt.Sprintf("%s recreated: the cluster refused to update it in place (%s)", r.Object, r.Fields)
 	if r.Propagation == metav1.DeletePropagationOrphan {
 		msg += "; its pods were kept for the new object to adopt"

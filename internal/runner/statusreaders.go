@@ -1,16 +1,17 @@
-package controller
+package runner
 
 import (
 	"fmt"
 
-	"github.com/afterhooks/helm-controller/internal/healthcheck"
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling/engine"
+
+	"github.com/afterhooks/helm-controller/internal/healthcheck"
 )
 
 // healthCheckReaders builds the status readers of compiled
 // spec.healthCheckExprs on the REST mapper of the release's target cluster
 // (which may be remote); nil when there are no expressions.
-func (h *helmRunner) healthCheckReaders(build healthcheck.Readers) ([]engine.StatusReader, error) {
+func (h *Runner) healthCheckReaders(build healthcheck.Readers) ([]engine.StatusReader, error) {
 	if build == nil {
 		return nil, nil
 	}

@@ -1,4 +1,4 @@
-package controller
+package runner
 
 import (
 	"maps"
@@ -10,6 +10,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/sequencing"
+	"github.com/afterhooks/helm-controller/test/eventlog"
 )
 
 // shopPlan is db → migrate → app, with a leaf tail and a warning.
@@ -63,7 +64,7 @@ func sameBatch(a, b v2.SequenceBatch) bool {
 // trace events and what holds a deletion as a warning.
 func TestSequenceObserverStatusAndEvents(t *testing.T) {
 	obj := &v2.HelmRelease{}
-	log := newEventLog(20)
+	log := eventlog.New(20)
 	o := newSequenceObserver(obj, "install", v2.BeforeHooks, log, nil)
 	o.planned(sequencing.Planned{Plan: shopPlan})
 	o.observe(sequencing.Progress{Index: 1, Total: 4, Batch: "db", Phase: sequencing.PhaseApplying, Resources: []string{"StatefulSet/db"}})

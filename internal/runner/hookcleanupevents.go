@@ -1,4 +1,4 @@
-package controller
+package runner
 
 import (
 	"errors"
@@ -25,7 +25,7 @@ const (
 )
 
 // hookResourcesDeleted reports the hook objects an uninstall deleted.
-func (h *helmRunner) hookResourcesDeleted(deleted []string) {
+func (h *Runner) hookResourcesDeleted(deleted []string) {
 	h.event(helmv2.ActionHelmUninstall, corev1.EventTypeNormal, HookResourcesDeletedReason,
 		fmt.Sprintf("Deleted %d object(s) left by the hooks of release %s: %s", len(deleted), h.releaseName(), listed(deleted)))
 }
@@ -33,7 +33,7 @@ func (h *helmRunner) hookResourcesDeleted(deleted []string) {
 // hookResourcesLeft reports the objects an uninstall found under the
 // names of its release's hooks and did not delete, each with the reason,
 // so that nothing is left behind unsaid.
-func (h *helmRunner) hookResourcesLeft(left []string) {
+func (h *Runner) hookResourcesLeft(left []string) {
 	h.event(helmv2.ActionHelmUninstall, corev1.EventTypeNormal, HookResourcesLeftReason,
 		fmt.Sprintf("Left %d object(s) found under the names of the hooks of release %s: %s", len(left), h.releaseName(), listed(left)))
 }
@@ -43,7 +43,7 @@ func (h *helmRunner) hookResourcesLeft(left []string) {
 // failed uninstall (for a remediation, a failure that counts against its
 // retries) although the release is gone, and a retry would not clean up
 // again: without a release there are no records listing the hooks.
-func (h *helmRunner) hookCleanupFailed(err error) error {
+func (h *Runner) hookCleanupFailed(err error) error {
 	var cleanup *action.HookCleanupError
 	if !errors.As(err, &cleanup) {
 		return err

@@ -1,4 +1,4 @@
-package controller
+package runner
 
 import (
 	"fmt"
@@ -52,7 +52,7 @@ type sequenceObserver struct {
 	strategy string
 	// recorder and progress may be nil.
 	recorder reconcile.EventRecorder
-	progress *progressReporter
+	progress Progress
 
 	mu      sync.Mutex
 	started map[int]time.Time
@@ -85,7 +85,7 @@ func (o *sequenceObserver) observe(p sequencing.Progress) {
 	if p.Removal {
 		// The batches of the revision an upgrade replaces are not the
 		// plan in the status.
-		o.progress.report(msg)
+		reportProgress(o.progress, msg)
 		return
 	}
 	o.update(func(obj *v2.HelmRelease) { setBatchPhase(obj.Status.Sequence, p) }, msg)
@@ -95,7 +95,7 @@ func (o *sequenceObserver) observe(p sequencing.Progress) {
 // it; without one only the object in memory changes.
 func (o *sequenceObserver) update(change func(*v2.HelmRelease), msg string) {
 	if o.progress != nil {
-		o.progress.update(change, msg)
+		o.progress.Update(change, msg)
 		return
 	}
 	o.mu.Lock()
@@ -205,7 +205,7 @@ func (o *sequenceObserver) event(eventType, reason, msg string) {
 
 // newSequenceObserver returns the observer of one action (verb: install,
 // upgrade, rollback or uninstall) of obj under the hook wait strategy.
-func newSequenceObserver(obj *v2.HelmRelease, verb string, strategy v2.HookWaitStrategy, recorder reconcile.EventRecorder, progress *progressReporter) *sequenceObserver {
+func newSequenceObserver(obj *v2.HelmRelease, verb string, strategy v2.HookWaitStrategy, recorder reconcile.EventRecorder, progress Progress) *sequenceObserver {
 	if strategy == "" {
 		strategy = v2.BeforeHooks
 	}
