@@ -101,27 +101,9 @@ func run(ctx context.Context) (err error) {
 	binary := filepath.Join(workDir, "helm-controller")
 	defer os.Remove(binary)
 
-	// Building the controller and starting the cluster take similar time,
-	// so they run side by side.
-	step("building the controller and starting a local cluster (kwok + workload simulator)")
-	built := make(chan error, 1)
-	go func() {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", binary, ".")
-		cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
-		built <- cmd.Run()
-	}()
-	c, clusterErr := cluster.Start(ctx, cluster.Options{
-		Name:         "demo",
-		ExtraCRDDirs: []string{filepath.Join(root, "config", "crd", "bases")},
-	})
-	if err := <-built; err != nil {
-		if clusterErr == nil {
-			stopCluster(c)
-		}
-		return fmt.Errorf("building the controller: %w", err)
-	}
-	if clusterErr != nil {
-		return clusterErr
+	c, err := buildAndStartCluster(ctx, root, binary)
+	if err != nil {
+		return err
 	}
 	defer stopCluster(c)
 
@@ -151,12 +133,49 @@ func run(ctx context.Context) (err error) {
 	}()
 	step("controller running; log: " + logPath)
 
+	if err := installAndReport(ctx, c, ctrl, charts.HelmRepositoryURL(), chart); err != nil {
+		return err
+	}
+	step("stopping the controller, chart server and cluster")
+	return nil
+}
+
+// buildAndStartCluster builds the controller into binary and starts the
+// local cluster. Both take similar time, so they run side by side. On
+// error nothing is left running.
+func buildAndStartCluster(ctx context.Context, root, binary string) (*cluster.Cluster, error) {
+	step("building the controller and starting a local cluster (kwok + workload simulator)")
+	built := make(chan error, 1)
+	go func() {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", binary, ".")
+		cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
+		built <- cmd.Run()
+	}()
+	c, clusterErr := cluster.Start(ctx, cluster.Options{
+		Name:         "demo",
+		ExtraCRDDirs: []string{filepath.Join(root, "config", "crd", "bases")},
+	})
+	if err := <-built; err != nil {
+		if clusterErr == nil {
+			stopCluster(c)
+		}
+		return nil, fmt.Errorf("building the controller: %w", err)
+	}
+	if clusterErr != nil {
+		return nil, clusterErr
+	}
+	return c, nil
+}
+
+// installAndReport creates the demo's HelmReleases of chart, watches the
+// controller install them and prints the outcome of each.
+func installAndReport(ctx context.Context, c *cluster.Cluster, ctrl *controller, repoURL string, chart chartserver.ChartRef) error {
 	kube, err := client.New(c.RESTConfig(), client.Options{Scheme: newScheme()})
 	if err != nil {
 		return fmt.Errorf("creating the client: %w", err)
 	}
 	releases := demoReleases()
-	if err := create(ctx, kube, charts.HelmRepositoryURL(), chart, releases); err != nil {
+	if err := create(ctx, kube, repoURL, chart, releases); err != nil {
 		return err
 	}
 	step(fmt.Sprintf("installing %d HelmReleases of %s in namespace %s (install.timeout %s, remediation.retries 0)",
@@ -164,11 +183,7 @@ func run(ctx context.Context) (err error) {
 	if err := watch(ctx, kube, ctrl, releases); err != nil {
 		return err
 	}
-	if err := printTable(ctx, kube, releases); err != nil {
-		return err
-	}
-	step("stopping the controller, chart server and cluster")
-	return nil
+	return printTable(ctx, kube, releases)
 }
 
 // demoReleases is the matrix: every strategy with healthy and crash-looping

@@ -122,6 +122,66 @@ func checkDependencies(ctx context.Context, c client.Reader, obj *v2.HelmRelease
 
 	// Validate every entry first, so that a configuration error is reported
 	// at once instead of being hidden behind a dependency that is not ready.
+	keys, exprs, err := validateDependencies(obj, opts)
+	if err != nil {
+		return err
+	}
+
+	var self map[string]any
+	var notReady []NotReadyDependency
+	for i, ref := range refs {
+		key := keys[i]
+		dep := &v2.HelmRelease{}
+		if err := c.Get(ctx, key, dep); err != nil {
+			if apierrors.IsNotFound(err) {
+				notReady = append(notReady, NotReadyDependency{Key: key, NotFound: true})
+				continue
+			}
+			return fmt.Errorf("failed to get dependency '%s': %w", key, err)
+		}
+
+		var reasons []string
+		if exprs[i] == nil || opts.AdditiveCEL {
+			reason, err := builtinOrCycleReason(ctx, c, obj, dep)
+			if err != nil {
+				return err
+			}
+			if reason != "" {
+				reasons = append(reasons, reason)
+			}
+		}
+		if exprs[i] != nil {
+			if self == nil {
+				m, err := helmReleaseToMap(obj)
+				if err != nil {
+					return err
+				}
+				self = m
+			}
+			reason, err := readyExprNotReadyReason(ctx, exprs[i], ref.ReadyExpr, self, dep)
+			if err != nil {
+				return err
+			}
+			if reason != "" {
+				reasons = append(reasons, reason)
+			}
+		}
+		if len(reasons) > 0 {
+			notReady = append(notReady, NotReadyDependency{Key: key, Reason: strings.Join(reasons, ", and ")})
+		}
+	}
+	if len(notReady) > 0 {
+		return &DependencyNotReadyError{Dependencies: notReady}
+	}
+	return nil
+}
+
+// validateDependencies checks every entry of obj.Spec.DependsOn without
+// reading any dependency, and returns the key of each entry and its
+// compiled readyExpr (nil when it has none), or an *InvalidDependencyError
+// naming every invalid entry.
+func validateDependencies(obj *v2.HelmRelease, opts dependencyOptions) ([]client.ObjectKey, []*runtimecel.Expression, error) {
+	refs := obj.Spec.DependsOn
 	keys := make([]client.ObjectKey, len(refs))
 	exprs := make([]*runtimecel.Expression, len(refs))
 	var problems []string
@@ -164,63 +224,31 @@ func checkDependencies(ctx context.Context, c client.Reader, obj *v2.HelmRelease
 		}
 	}
 	if len(problems) > 0 {
-		return &InvalidDependencyError{Problems: problems, InvalidCEL: invalidCEL}
+		return nil, nil, &InvalidDependencyError{Problems: problems, InvalidCEL: invalidCEL}
 	}
+	return keys, exprs, nil
+}
 
-	var self map[string]any
-	var notReady []NotReadyDependency
-	for i, ref := range refs {
-		key := keys[i]
-		dep := &v2.HelmRelease{}
-		if err := c.Get(ctx, key, dep); err != nil {
-			if apierrors.IsNotFound(err) {
-				notReady = append(notReady, NotReadyDependency{Key: key, NotFound: true})
-				continue
-			}
-			return fmt.Errorf("failed to get dependency '%s': %w", key, err)
-		}
-
-		var reasons []string
-		if exprs[i] == nil || opts.AdditiveCEL {
-			if reason := builtinNotReadyReason(dep); reason != "" {
-				// A dependency that waits for this HelmRelease in turn
-				// quotes its message, which quotes the dependency's, and
-				// so on: each round would add to both messages without
-				// end. The cycle itself is the reason.
-				cycle, err := dependencyCycle(ctx, c, client.ObjectKeyFromObject(obj), dep)
-				if err != nil {
-					return err
-				}
-				if cycle != "" {
-					reason = "it depends on this HelmRelease in turn (dependency cycle " + cycle + ")"
-				}
-				reasons = append(reasons, reason)
-			}
-		}
-		if exprs[i] != nil {
-			if self == nil {
-				m, err := helmReleaseToMap(obj)
-				if err != nil {
-					return err
-				}
-				self = m
-			}
-			reason, err := readyExprNotReadyReason(ctx, exprs[i], ref.ReadyExpr, self, dep)
-			if err != nil {
-				return err
-			}
-			if reason != "" {
-				reasons = append(reasons, reason)
-			}
-		}
-		if len(reasons) > 0 {
-			notReady = append(notReady, NotReadyDependency{Key: key, Reason: strings.Join(reasons, ", and ")})
-		}
+// builtinOrCycleReason says why dep is not ready by the built-in check, or
+// "" when it is. A dependency that waits for obj in turn is not ready
+// because of the cycle, which is named instead of its own reason.
+func builtinOrCycleReason(ctx context.Context, c client.Reader, obj, dep *v2.HelmRelease) (string, error) {
+	reason := builtinNotReadyReason(dep)
+	if reason == "" {
+		return "", nil
 	}
-	if len(notReady) > 0 {
-		return &DependencyNotReadyError{Dependencies: notReady}
+	// A dependency that waits for this HelmRelease in turn
+	// quotes its message, which quotes the dependency's, and
+	// so on: each round would add to both messages without
+	// end. The cycle itself is the reason.
+	cycle, err := dependencyCycle(ctx, c, client.ObjectKeyFromObject(obj), dep)
+	if err != nil {
+		return "", err
 	}
-	return nil
+	if cycle != "" {
+		reason = "it depends on this HelmRelease in turn (dependency cycle " + cycle + ")"
+	}
+	return reason, nil
 }
 
 // maxCycleSearch bounds the HelmReleases dependencyCycle reads.

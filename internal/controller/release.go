@@ -57,54 +57,18 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		return ctrl.Result{}, fmt.Errorf("failed to mark reconciliation in progress: %w", err)
 	}
 
-	// Settings are refused before anything else happens only where
-	// upstream stops too, so a typo does not cost a chart download, let
-	// alone a Helm action. Where this controller checks more than upstream
-	// does, it warns and goes on as upstream would (see docs/invalid-spec.md).
-	driftIgnore, warnings := driftIgnoreRules(obj)
-	r.warnSpec(ctx, obj, InvalidDriftDetectionReason, warnings)
-	r.warnSpec(ctx, obj, InvalidHealthCheckExprsReason, healthcheck.Warnings(obj.Spec.HealthCheckExprs))
-	healthChecks, err := healthcheck.Compile(obj.Spec.HealthCheckExprs)
-	if err != nil {
-		return r.stallOnInvalidSpec(obj, helmv2.ActionHealthCheck, meta.InvalidCELExpressionReason, err)
+	driftIgnore, healthChecks, invalid := r.checkSpec(ctx, obj)
+	if invalid != nil {
+		return r.stallOnInvalidSpec(obj, invalid.action, invalid.reason, invalid.err)
 	}
-	// Post renderers kustomize refuses whatever the chart renders would
-	// fail every install and upgrade the same way; the actions build them
-	// again when they run.
-	refused, warnings := postrender.Check(&obj.Spec.HelmReleaseSpec)
-	r.warnSpec(ctx, obj, InvalidPostRenderersReason, warnings)
-	if refused != nil {
-		return r.stallOnInvalidSpec(obj, helmv2.ActionReconcile, InvalidPostRenderersReason, refused)
-	}
-	clearPassedCheck(obj, InvalidDriftDetectionReason, meta.InvalidCELExpressionReason, InvalidPostRenderersReason)
 
-	if obj.Spec.Chart != nil {
-		if err := r.reconcileChartTemplate(ctx, obj); err != nil {
-			return r.fail(obj, helmv2.ActionResolveSource, helmv2.ArtifactFailedReason, err)
-		}
-	} else if err := r.deleteChartTemplate(ctx, obj); err != nil {
+	if err := r.syncChartTemplate(ctx, obj); err != nil {
 		return r.fail(obj, helmv2.ActionResolveSource, helmv2.ArtifactFailedReason, err)
 	}
 
 	artifact, err := r.sourceArtifact(ctx, obj)
 	if notReady := (*sourceNotReadyError)(nil); errors.As(err, &notReady) {
-		// As upstream: no event, and a recheck at --requeue-dependency. The
-		// source watch only fires on a new artifact, which a failing source
-		// never gets, so without the recheck Ready would keep the first,
-		// vague reason instead of the source's own failure.
-		ctrl.LoggerFrom(ctx).Info(notReady.Error())
-		if notReady.sourceFailed && !hasReadyFalse(obj, SourceNotReadyReason, notReady.msg) {
-			// Unlike upstream, a failure the source reports (a missing
-			// chart version or repository) is announced once, so alerts
-			// see it; a source that just has not got to it yet is not.
-			r.EventRecorder.Eventf(obj, nil, corev1.EventTypeWarning, SourceNotReadyReason, helmv2.ActionResolveSource.String(), "%s", notReady.msg)
-		}
-		conditions.MarkFalse(obj, meta.ReadyCondition, SourceNotReadyReason, "%s", notReady)
-		recheck := r.RequeueDependency
-		if recheck <= 0 {
-			recheck = obj.GetRequeueAfter()
-		}
-		return jitter.JitteredRequeueInterval(ctrl.Result{RequeueAfter: recheck}), errWaiting
+		return r.waitForSource(ctx, obj, notReady)
 	}
 	if err != nil {
 		return r.fail(obj, helmv2.ActionResolveSource, helmv2.ArtifactFailedReason, err)
@@ -124,19 +88,9 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		return r.uninstallPreviousTarget(ctx, obj, reason)
 	}
 
-	req := &reconcile.Request{
-		Object:                  obj,
-		ReleaseName:             action.ReleaseName(obj),
-		Chart:                   loadedChart{chart},
-		Values:                  values,
-		ConfigDigest:            chartutil.DigestValues(r.snapshotDigestAlgorithm(), values).String(),
-		DigestAlgorithm:         r.snapshotDigestAlgorithm(),
-		DefaultToRetryOnFailure: r.DefaultToRetryOnFailure,
-	}
-	if sourceKind(obj) == sourcev1.OCIRepositoryKind {
-		if err := r.applyOCIRevision(req, chart, artifact.Revision); err != nil {
-			return r.fail(obj, helmv2.ActionResolveSource, ChartMutateErrorReason, err)
-		}
+	req, err := r.newReleaseRequest(obj, chart, artifact, values)
+	if err != nil {
+		return r.fail(obj, helmv2.ActionResolveSource, ChartMutateErrorReason, err)
 	}
 
 	progress := &progressReporter{ctx: ctx, obj: obj, patcher: patcher, owner: r.FieldManager, redactions: r.Redactions}
@@ -161,6 +115,95 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	progress.close()
 	r.updateInventory(ctx, runner, obj)
 	return r.outcome(obj, runErr)
+}
+
+// invalidSpec is a setting of the spec that stops the reconcile before
+// anything else happens: the step it stops and why.
+type invalidSpec struct {
+	action helmv2.Action
+	reason string
+	err    error
+}
+
+// checkSpec checks the settings of obj's spec that are read before any
+// chart is downloaded, and returns the drift ignore rules and the compiled
+// health checks, or the setting that stops the reconcile.
+//
+// Settings are refused before anything else happens only where
+// upstream stops too, so a typo does not cost a chart download, let
+// alone a Helm action. Where this controller checks more than upstream
+// does, it warns and goes on as upstream would (see docs/invalid-spec.md).
+func (r *HelmReleaseReconciler) checkSpec(ctx context.Context, obj *v2.HelmRelease) (drift.Rules, healthcheck.Readers, *invalidSpec) {
+	driftIgnore, warnings := driftIgnoreRules(obj)
+	r.warnSpec(ctx, obj, InvalidDriftDetectionReason, warnings)
+	r.warnSpec(ctx, obj, InvalidHealthCheckExprsReason, healthcheck.Warnings(obj.Spec.HealthCheckExprs))
+	healthChecks, err := healthcheck.Compile(obj.Spec.HealthCheckExprs)
+	if err != nil {
+		return drift.Rules{}, nil, &invalidSpec{action: helmv2.ActionHealthCheck, reason: meta.InvalidCELExpressionReason, err: err}
+	}
+	// Post renderers kustomize refuses whatever the chart renders would
+	// fail every install and upgrade the same way; the actions build them
+	// again when they run.
+	refused, warnings := postrender.Check(&obj.Spec.HelmReleaseSpec)
+	r.warnSpec(ctx, obj, InvalidPostRenderersReason, warnings)
+	if refused != nil {
+		return drift.Rules{}, nil, &invalidSpec{action: helmv2.ActionReconcile, reason: InvalidPostRenderersReason, err: refused}
+	}
+	clearPassedCheck(obj, InvalidDriftDetectionReason, meta.InvalidCELExpressionReason, InvalidPostRenderersReason)
+	return driftIgnore, healthChecks, nil
+}
+
+// syncChartTemplate makes the HelmChart of obj's chart template match the
+// spec, or deletes the one a removed chart template left.
+func (r *HelmReleaseReconciler) syncChartTemplate(ctx context.Context, obj *v2.HelmRelease) error {
+	if obj.Spec.Chart != nil {
+		return r.reconcileChartTemplate(ctx, obj)
+	}
+	return r.deleteChartTemplate(ctx, obj)
+}
+
+// waitForSource reports a source that is not ready yet and looks at it
+// again later.
+func (r *HelmReleaseReconciler) waitForSource(ctx context.Context, obj *v2.HelmRelease, notReady *sourceNotReadyError) (ctrl.Result, error) {
+	// As upstream: no event, and a recheck at --requeue-dependency. The
+	// source watch only fires on a new artifact, which a failing source
+	// never gets, so without the recheck Ready would keep the first,
+	// vague reason instead of the source's own failure.
+	ctrl.LoggerFrom(ctx).Info(notReady.Error())
+	if notReady.sourceFailed && !hasReadyFalse(obj, SourceNotReadyReason, notReady.msg) {
+		// Unlike upstream, a failure the source reports (a missing
+		// chart version or repository) is announced once, so alerts
+		// see it; a source that just has not got to it yet is not.
+		r.EventRecorder.Eventf(obj, nil, corev1.EventTypeWarning, SourceNotReadyReason, helmv2.ActionResolveSource.String(), "%s", notReady.msg)
+	}
+	conditions.MarkFalse(obj, meta.ReadyCondition, SourceNotReadyReason, "%s", notReady)
+	recheck := r.RequeueDependency
+	if recheck <= 0 {
+		recheck = obj.GetRequeueAfter()
+	}
+	return jitter.JitteredRequeueInterval(ctrl.Result{RequeueAfter: recheck}), errWaiting
+}
+
+// newReleaseRequest is what the state machine is asked to bring the
+// release to: chart and values, with the OCI artifact's digest when the
+// chart comes from an OCIRepository. An error means the chart could not
+// be adjusted to the artifact's revision.
+func (r *HelmReleaseReconciler) newReleaseRequest(obj *v2.HelmRelease, chart *chartsource.Chart, artifact *meta.Artifact, values map[string]any) (*reconcile.Request, error) {
+	req := &reconcile.Request{
+		Object:                  obj,
+		ReleaseName:             action.ReleaseName(obj),
+		Chart:                   loadedChart{chart},
+		Values:                  values,
+		ConfigDigest:            chartutil.DigestValues(r.snapshotDigestAlgorithm(), values).String(),
+		DigestAlgorithm:         r.snapshotDigestAlgorithm(),
+		DefaultToRetryOnFailure: r.DefaultToRetryOnFailure,
+	}
+	if sourceKind(obj) == sourcev1.OCIRepositoryKind {
+		if err := r.applyOCIRevision(req, chart, artifact.Revision); err != nil {
+			return nil, err
+		}
+	}
+	return req, nil
 }
 
 // newHelmRunner builds the Helm configuration of obj (storage and release

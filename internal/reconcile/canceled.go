@@ -2,6 +2,11 @@ package reconcile
 
 import (
 	"fmt"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // HealthCheckCanceledError is the error of an action whose readiness wait
@@ -23,3 +28,18 @@ func (e *HealthCheckCanceledError) Error() string {
 }
 
 func (e *HealthCheckCanceledError) Unwrap() error { return e.Err }
+
+// canceledWaitFailure returns the failure of a revision whose readiness
+// wait a previous reconcile cancelled, when that failure still counts: the
+// Released condition says so and the failure counters were not reset by a
+// new chart, values or generation. Otherwise it returns nil.
+func canceledWaitFailure(req *Request) error {
+	released := conditions.Get(req.Object, helmv2.ReleasedCondition)
+	if released == nil || released.Status != metav1.ConditionFalse || released.Reason != meta.HealthCheckCanceledReason {
+		return nil
+	}
+	if req.Object.Status.Failures == 0 {
+		return nil
+	}
+	return fmt.Errorf("the readiness wait of the last release was canceled (%s) and nothing changed since", released.Message)
+}

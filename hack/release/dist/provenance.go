@@ -83,31 +83,57 @@ func ProvenanceStatement(b Build, idx v1.ImageIndex, binaries map[string][]byte)
 		PredicateType: SLSAProvenanceType,
 		Subject:       []ResourceDescriptor{{Name: Repository + ":" + b.Version, Digest: hexDigest(digest)}},
 	}
-	goVersions := map[string]bool{}
-	modules := map[string]Module{}
+	subjects, infos, err := platformSubjects(b, m, binaries)
+	if err != nil {
+		return nil, err
+	}
+	st.Subject = append(st.Subject, subjects...)
+	st.Predicate.BuildDefinition = buildDefinition(b, resolvedDependencies(b, infos))
+	st.Predicate.RunDetails.Builder.ID = BuilderID
+	return json.MarshalIndent(st, "", "  ")
+}
+
+// platformSubjects returns, for every platform of the index manifest m,
+// its manifest and its binary as subjects, and the build information of
+// each binary, in the order of m.
+func platformSubjects(b Build, m *v1.IndexManifest, binaries map[string][]byte) ([]ResourceDescriptor, []BinaryInfo, error) {
+	var subjects []ResourceDescriptor
+	var infos []BinaryInfo
 	for _, d := range m.Manifests {
 		if d.Platform == nil {
 			continue
 		}
 		key := PlatformKey(*d.Platform)
-		st.Subject = append(st.Subject, ResourceDescriptor{
+		subjects = append(subjects, ResourceDescriptor{
 			Name:        Repository + "@" + d.Digest.String(),
 			Digest:      hexDigest(d.Digest),
 			Annotations: map[string]string{"platform": key},
 		})
 		binary, ok := binaries[key]
 		if !ok {
-			return nil, fmt.Errorf("no binary given for %s", key)
+			return nil, nil, fmt.Errorf("no binary given for %s", key)
 		}
 		info, err := ReadBinaryInfo(binary)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", key, err)
+			return nil, nil, fmt.Errorf("%s: %w", key, err)
 		}
-		st.Subject = append(st.Subject, ResourceDescriptor{
+		subjects = append(subjects, ResourceDescriptor{
 			Name:        "helm-controller-" + b.Version + "-" + flatKey(key),
 			Digest:      map[string]string{"sha256": info.SHA256},
 			Annotations: map[string]string{"platform": key, "path": BinaryPath},
 		})
+		infos = append(infos, info)
+	}
+	return subjects, infos, nil
+}
+
+// resolvedDependencies lists the inputs of the build: the git revision,
+// every Go toolchain that compiled a binary, and every Go module compiled
+// into any of them, sorted by path and version.
+func resolvedDependencies(b Build, infos []BinaryInfo) []ResourceDescriptor {
+	goVersions := map[string]bool{}
+	modules := map[string]Module{}
+	for _, info := range infos {
 		goVersions[info.GoVersion] = true
 		for _, mod := range info.Modules {
 			modules[mod.Path+"@"+mod.Version] = mod
@@ -132,23 +158,35 @@ func ProvenanceStatement(b Build, idx v1.ImageIndex, binaries map[string][]byte)
 		return mods[i].Version < mods[j].Version
 	})
 	for _, mod := range mods {
-		d := ResourceDescriptor{Name: mod.Path, URI: "pkg:golang/" + mod.Path + "@" + mod.Version}
-		if mod.Sum != "" {
-			d.Annotations = map[string]string{"go.sum": mod.Sum}
-		}
-		if mod.ReplacedPath != "" {
-			if d.Annotations == nil {
-				d.Annotations = map[string]string{}
-			}
-			d.Annotations["replaces"] = mod.ReplacedPath
-		}
-		deps = append(deps, d)
+		deps = append(deps, moduleDependency(mod))
 	}
+	return deps
+}
+
+// moduleDependency describes a Go module compiled into a binary, with its
+// go.sum hash and the path it replaces when it has them.
+func moduleDependency(mod Module) ResourceDescriptor {
+	d := ResourceDescriptor{Name: mod.Path, URI: "pkg:golang/" + mod.Path + "@" + mod.Version}
+	if mod.Sum != "" {
+		d.Annotations = map[string]string{"go.sum": mod.Sum}
+	}
+	if mod.ReplacedPath != "" {
+		if d.Annotations == nil {
+			d.Annotations = map[string]string{}
+		}
+		d.Annotations["replaces"] = mod.ReplacedPath
+	}
+	return d
+}
+
+// buildDefinition says how the image was built: the parameters `make
+// image` takes, the build settings it fixes, and the resolved inputs deps.
+func buildDefinition(b Build, deps []ResourceDescriptor) BuildDefinition {
 	platforms := make([]string, 0, len(Platforms))
 	for _, p := range Platforms {
 		platforms = append(platforms, PlatformKey(p))
 	}
-	st.Predicate.BuildDefinition = BuildDefinition{
+	return BuildDefinition{
 		BuildType: BuildType,
 		ExternalParameters: map[string]any{
 			"version":    b.Version,
@@ -163,8 +201,6 @@ func ProvenanceStatement(b Build, idx v1.ImageIndex, binaries map[string][]byte)
 		},
 		ResolvedDependencies: deps,
 	}
-	st.Predicate.RunDetails.Builder.ID = BuilderID
-	return json.MarshalIndent(st, "", "  ")
 }
 
 func hexDigest(h v1.Hash) map[string]string {
