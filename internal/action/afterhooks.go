@@ -18,36 +18,9 @@ const (
 	verbInstall  verb = "install"
 	verbUpgrade  verb = "upgrade"
 	verbRollback verb = "rollback"
+	// verbUninstall has no afterHooks run; it names errors of the stack.
+	verbUninstall verb = "uninstall"
 )
-
-// afterHooks tells whether the action of obj named by v runs with
-// waitStrategy afterHooks: its own waitStrategy, else the caller's
-// default; never when its wait is disabled.
-func afterHooks(obj *v2.HelmRelease, v verb, o Options) bool {
-	var s v2.HookWaitStrategy
-	switch v {
-	case verbInstall:
-		s = obj.GetInstall().GetWaitStrategy(o.DefaultWaitStrategy)
-	case verbUpgrade:
-		s = obj.GetUpgrade().GetWaitStrategy(o.DefaultWaitStrategy)
-	case verbRollback:
-		s = obj.GetRollback().GetWaitStrategy(o.DefaultWaitStrategy)
-	}
-	return s == v2.AfterHooks
-}
-
-// runAfterHooks is the one place an action hands over to internal/afterhooks:
-// run executes Helm's action, with Helm's hookOnly wait, on the
-// configuration afterhooks gives it; the readiness wait, cleanupOnFail and
-// the final record follow in afterhooks.
-func runAfterHooks(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, v verb, o Options,
-	run func(*helmaction.Configuration, Options) (*releasev1.Release, error)) (*releasev1.Release, error) {
-	return afterhooks.Run(ctx, cfg, afterHooksAction(obj, v, o), func(c *helmaction.Configuration) (*releasev1.Release, error) {
-		hookOnly := o
-		hookOnly.HookOnlyWait = true
-		return run(c, hookOnly)
-	})
-}
 
 // ResumeWait finishes the afterHooks readiness wait of pending, the latest
 // revision of obj's release, which an earlier run of the controller left

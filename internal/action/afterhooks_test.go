@@ -8,48 +8,6 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 )
 
-func TestAfterHooksApplies(t *testing.T) {
-	type want struct{ install, upgrade, rollback bool }
-	tests := []struct {
-		name        string
-		spec        func(*v2.HelmRelease)
-		defaultWait v2.HookWaitStrategy
-		want        want
-	}{
-		{name: "unset, no default"},
-		{name: "unset, default beforeHooks", defaultWait: v2.BeforeHooks},
-		{name: "unset, default afterHooks", defaultWait: v2.AfterHooks, want: want{true, true, true}},
-		{name: "explicit afterHooks per action", spec: func(o *v2.HelmRelease) {
-			o.Spec.Install = &v2.Install{WaitStrategy: v2.AfterHooks}
-			o.Spec.Rollback = &v2.Rollback{WaitStrategy: v2.AfterHooks}
-		}, want: want{install: true, rollback: true}},
-		{name: "explicit beforeHooks wins over the default", defaultWait: v2.AfterHooks, spec: func(o *v2.HelmRelease) {
-			o.Spec.Upgrade = &v2.Upgrade{WaitStrategy: v2.BeforeHooks}
-		}, want: want{install: true, rollback: true}},
-		{name: "disableWait wins over the default", defaultWait: v2.AfterHooks, spec: func(o *v2.HelmRelease) {
-			o.Spec.Install = &v2.Install{Install: helmv2.Install{DisableWait: true}}
-			o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{DisableWait: true}}
-		}, want: want{rollback: true}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			obj := &v2.HelmRelease{}
-			if tt.spec != nil {
-				tt.spec(obj)
-			}
-			o := Options{DefaultWaitStrategy: tt.defaultWait}
-			got := want{
-				install:  afterHooks(obj, verbInstall, o),
-				upgrade:  afterHooks(obj, verbUpgrade, o),
-				rollback: afterHooks(obj, verbRollback, o),
-			}
-			if got != tt.want {
-				t.Errorf("afterHooks applies %+v, want %+v", got, tt.want)
-			}
-		})
-	}
-}
-
 // cleanupOnFail of the upgrade and rollback reaches the afterHooks run;
 // install has none.
 func TestAfterHooksActionCleanupOnFail(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"helm.sh/helm/v4/pkg/kube"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/afterhooks/helm-controller/internal/kubewait"
 )
 
 // crdWaitTimeout bounds the wait for applied CRDs to be established, the
@@ -133,7 +135,7 @@ func applyCRDs(cfg *helmaction.Configuration, chrt *chartv2.Chart, a crdApply) e
 		// whatever the action's own wait.
 		strategy = kube.StatusWatcherStrategy
 	}
-	waiter, err := waiterOf(cfg.KubeClient, strategy, a.waitOpts)
+	waiter, err := kubewait.Waiter(cfg.KubeClient, strategy, a.waitOpts...)
 	if err != nil {
 		return fmt.Errorf("waiting for CRDs: %w", err)
 	}
@@ -165,13 +167,4 @@ func refreshDiscovery(cfg *helmaction.Configuration) error {
 		r.Reset()
 	}
 	return nil
-}
-
-// waiterOf returns kc's waiter for strategy with opts, or without them
-// when kc takes no wait options.
-func waiterOf(kc kube.Interface, strategy kube.WaitStrategy, opts []kube.WaitOption) (kube.Waiter, error) {
-	if wo, ok := kc.(kube.InterfaceWaitOptions); ok {
-		return wo.GetWaiterWithOptions(strategy, opts...)
-	}
-	return kc.GetWaiter(strategy)
 }

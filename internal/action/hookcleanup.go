@@ -17,6 +17,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/hookcleanup"
+	"github.com/afterhooks/helm-controller/internal/kubewait"
 )
 
 // spec.uninstall.deleteHookResources: hooks are not part of a Helm
@@ -252,7 +253,7 @@ func (c *hookCleanup) waitForDelete(deleted kube.ResourceList, strategy kube.Wai
 	if timeout <= 0 {
 		return fmt.Errorf("no time left of the uninstall timeout to wait for the deletion of %s", names)
 	}
-	waiter, err := waiterOf(c.cfg.KubeClient, strategy, opts)
+	waiter, err := kubewait.Waiter(c.cfg.KubeClient, strategy, opts...)
 	if err == nil {
 		err = waiter.WaitForDelete(deleted, timeout)
 	}

@@ -23,25 +23,21 @@ func Install(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 	// a failed install, taking over what was kept) updates them, and may
 	// be refused as an upgrade may; install has no force setting.
 	spec := obj.GetInstall()
-	cfg = withRecreate(ctx, cfg, obj, actionTimeout(spec.Timeout, obj.Upstream()), o)
-	if afterHooks(obj, verbInstall, o) {
-		return runAfterHooks(ctx, cfg, obj, verbInstall, o, func(c *helmaction.Configuration, o Options) (*releasev1.Release, error) {
-			return install(ctx, c, obj, chrt, values, o)
-		})
-	}
-	return install(ctx, cfg, obj, chrt, values, o)
+	timeout := actionTimeout(spec.Timeout, obj.Upstream())
+	l := layers{verb: verbInstall, timeout: timeout, recreate: true, chart: chrt,
+		order: func(*helmaction.Configuration) (*ordering, error) {
+			if !obj.IsOrdered() {
+				return nil, nil
+			}
+			return orderedApply(chrt, timeout, !spec.DisableWaitForJobs)
+		}}
+	return stacked(ctx, cfg, obj, l, o, func(c *helmaction.Configuration, chrt *chartv2.Chart, o Options) (*releasev1.Release, error) {
+		return install(ctx, c, obj, chrt, values, o)
+	})
 }
 
 // install runs Helm's install with the wait o asks for.
 func install(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, values map[string]any, o Options) (*releasev1.Release, error) {
-	if obj.IsOrdered() {
-		spec := obj.GetInstall()
-		var err error
-		cfg, chrt, o, err = orderRelease(ctx, cfg, obj, chrt, actionTimeout(spec.Timeout, obj.Upstream()), !spec.DisableWaitForJobs, o)
-		if err != nil {
-			return nil, fmt.Errorf("install: %w", err)
-		}
-	}
 	install, err := newInstall(cfg, obj, o)
 	if err != nil {
 		return nil, err

@@ -58,11 +58,11 @@ type Options struct {
 	// is never set, so Helm cannot turn hookOnly back into a resource wait.
 	HookOnlyWait bool
 
-	// DefaultWaitStrategy is the waitStrategy of install, upgrade and
-	// rollback when the HelmRelease leaves it unset (--default-wait-strategy
-	// and the DefaultToAfterHooks feature gate); empty means beforeHooks.
-	// Actions with waitStrategy afterHooks run through internal/afterhooks.
-	DefaultWaitStrategy v2.HookWaitStrategy
+	// WaitStrategy is the hook wait strategy of this install, upgrade or
+	// rollback, as the caller decided it (internal/runner decides it once
+	// per action from the spec and --default-wait-strategy); empty means
+	// beforeHooks. AfterHooks runs the action through internal/afterhooks.
+	WaitStrategy v2.HookWaitStrategy
 
 	// AfterHooksObserver hears the phases of afterHooks actions (events,
 	// progress, metrics); may be nil.

@@ -3,9 +3,9 @@ package action
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	helmaction "helm.sh/helm/v4/pkg/action"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
@@ -26,36 +26,37 @@ func Rollback(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRe
 		return errors.New("rollback: negative target revision")
 	}
 	spec := obj.GetRollback()
-	cfg = withRecreate(ctx, cfg, obj, actionTimeout(spec.Timeout, obj.Upstream()), o)
-	if afterHooks(obj, verbRollback, o) {
-		_, err := runAfterHooks(ctx, cfg, obj, verbRollback, o, func(c *helmaction.Configuration, o Options) (*releasev1.Release, error) {
-			return nil, rollback(ctx, c, obj, toVersion, o)
-		})
-		return err
-	}
-	return rollback(ctx, cfg, obj, toVersion, o)
-}
-
-// rollback runs Helm's rollback with the wait o asks for.
-func rollback(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, toVersion int, o Options) error {
 	name := ReleaseName(obj)
 	// Helm decides "auto" from the revision rolled back to, and so does
 	// the order: the revision's own (see sequencing.go).
-	var targetApplyMethod string
-	if target, err := rollbackTarget(cfg, name, toVersion); err == nil {
-		targetApplyMethod = target.ApplyMethod
-		charts, sequenced, err := recordedOrdering(target)
-		if err != nil {
-			return fmt.Errorf("rollback: %w", err)
-		}
-		if sequenced {
-			spec := obj.GetRollback()
-			up := obj.Upstream()
-			ord := ordering{charts: charts, timeout: actionTimeout(spec.Timeout, up), waitForJobs: !spec.DisableWaitForJobs}
-			if cfg, err = withOrdering(ctx, cfg, up, ord, o); err != nil {
-				return fmt.Errorf("rollback: %w", err)
+	var target *releasev1.Release
+	l := layers{verb: verbRollback, timeout: actionTimeout(spec.Timeout, obj.Upstream()), recreate: true,
+		order: func(c *helmaction.Configuration) (*ordering, error) {
+			var err error
+			if target, err = rollbackTarget(c, name, toVersion); err != nil {
+				target = nil
+				return nil, nil
 			}
-		}
+			charts, sequenced, err := recordedOrdering(target)
+			if err != nil || !sequenced {
+				return nil, err
+			}
+			return &ordering{charts: charts, timeout: actionTimeout(spec.Timeout, obj.Upstream()), waitForJobs: !spec.DisableWaitForJobs}, nil
+		}}
+	_, err := stacked(ctx, cfg, obj, l, o, func(c *helmaction.Configuration, _ *chartv2.Chart, o Options) (*releasev1.Release, error) {
+		return nil, rollback(c, obj, toVersion, target, o)
+	})
+	return err
+}
+
+// rollback runs Helm's rollback to toVersion, whose stored revision is
+// target (nil when it could not be read: Helm then says why), with the
+// wait o asks for.
+func rollback(cfg *helmaction.Configuration, obj *v2.HelmRelease, toVersion int, target *releasev1.Release, o Options) error {
+	name := ReleaseName(obj)
+	var targetApplyMethod string
+	if target != nil {
+		targetApplyMethod = target.ApplyMethod
 	}
 	rollback, err := newRollback(cfg, obj, o, toVersion, targetApplyMethod)
 	if err != nil {

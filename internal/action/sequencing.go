@@ -5,21 +5,19 @@ import (
 	"fmt"
 	"time"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	helmaction "helm.sh/helm/v4/pkg/action"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
-	"helm.sh/helm/v4/pkg/kube"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/sequencing"
 )
 
-// This file is the one place the action layer hands over to
-// internal/sequencing (spec.waitStrategy.name ordered): install and upgrade
-// order the chart they apply and record that they did; rollback and
-// uninstall follow what the revision they restore or remove recorded,
-// whatever the HelmRelease says now.
+// What the action layer hands to internal/sequencing
+// (spec.waitStrategy.name ordered); stacked (stack.go) wraps the client:
+// install and upgrade order the chart they apply and record that they
+// did; rollback and uninstall follow what the revision they restore or
+// remove recorded, whatever the HelmRelease says now.
 
 // ordering is what a sequenced action needs besides its configuration.
 type ordering struct {
@@ -29,6 +27,9 @@ type ordering struct {
 	// learn is the manifest of the release an uninstall deletes: Helm
 	// builds it without the source lines that name each object's chart.
 	learn string
+	// recorded is the chart an ordered install or upgrade applies: the
+	// one asked for, with its record (see sequencing.Record).
+	recorded *chartv2.Chart
 }
 
 // orderChart prepares the sequenced install or upgrade of chrt: the chart
@@ -47,21 +48,14 @@ func orderChart(chrt *chartv2.Chart) (*chartv2.Chart, sequencing.Charts, error) 
 	return recorded, charts, nil
 }
 
-// orderRelease returns the configuration, chart and options a sequenced
-// install or upgrade of chrt runs with. The options' post renderer also
-// checks the order of what it renders, so a cycle fails while Helm
-// renders: before it stores a release or applies anything.
-func orderRelease(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, timeout time.Duration, waitForJobs bool, o Options) (*helmaction.Configuration, *chartv2.Chart, Options, error) {
+// orderedApply is the ordering of a sequenced install or upgrade of chrt,
+// which must be ready within timeout; see orderChart.
+func orderedApply(chrt *chartv2.Chart, timeout time.Duration, waitForJobs bool) (*ordering, error) {
 	recorded, charts, err := orderChart(chrt)
 	if err != nil {
-		return nil, nil, o, err
+		return nil, err
 	}
-	ordCfg, err := withOrdering(ctx, cfg, obj.Upstream(), ordering{charts: charts, timeout: timeout, waitForJobs: waitForJobs}, o)
-	if err != nil {
-		return nil, nil, o, err
-	}
-	o.PostRenderer = sequencing.CheckOrder(o.PostRenderer, charts)
-	return ordCfg, recorded, o, nil
+	return &ordering{charts: charts, timeout: timeout, waitForJobs: waitForJobs, recorded: recorded}, nil
 }
 
 // recordedOrdering reads whether rel was applied in order, and with which
@@ -82,10 +76,10 @@ func recordedOrdering(rel *releasev1.Release) (sequencing.Charts, bool, error) {
 // UseHelm3Defaults gate asks for it), healthCheckExprs included, until the
 // action's timeout from now; whatever the action's own wait is, since an
 // order without readiness means nothing.
-func withOrdering(ctx context.Context, cfg *helmaction.Configuration, up *helmv2.HelmRelease, ord ordering, o Options) (*helmaction.Configuration, error) {
+func withOrdering(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, ord ordering, o Options) (*helmaction.Configuration, error) {
 	kc := sequencing.Wrap(cfg.KubeClient, sequencing.Options{
 		Charts:      ord.charts,
-		Strategy:    readinessStrategy(up, o),
+		Strategy:    readinessStrategy(obj.Upstream(), o),
 		WaitOptions: waitOptions(o),
 		WaitForJobs: ord.waitForJobs,
 		Deadline:    time.Now().Add(ord.timeout),
@@ -102,19 +96,4 @@ func withOrdering(ctx context.Context, cfg *helmaction.Configuration, up *helmv2
 		}
 	}
 	return withKubeClient(cfg, kc), nil
-}
-
-// withKubeClient returns a copy of cfg that talks to the cluster through
-// kc; storage and everything else are shared, so later actions on cfg are
-// not ordered by accident.
-func withKubeClient(cfg *helmaction.Configuration, kc kube.Interface) *helmaction.Configuration {
-	c := helmaction.NewConfiguration(helmaction.ConfigurationSetLogger(cfg.Logger().Handler()))
-	c.RESTClientGetter = cfg.RESTClientGetter
-	c.KubeClient = kc
-	c.RegistryClient = cfg.RegistryClient
-	c.Capabilities = cfg.Capabilities
-	c.CustomTemplateFuncs = cfg.CustomTemplateFuncs
-	c.HookOutputFunc = cfg.HookOutputFunc
-	c.Releases = cfg.Releases
-	return c
 }

@@ -297,7 +297,7 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 		chrt := orderedChart("1", &common.File{Name: "templates/post.yaml", Data: []byte(hookTemplate("after-post-hook", "post-install"))})
 		done := make(chan error, 1)
 		go func() {
-			_, err := Install(ctx, build(), obj, chrt, nil, Options{})
+			_, err := Install(ctx, build(), obj, chrt, nil, Options{WaitStrategy: v2.AfterHooks})
 			done <- err
 		}()
 		setGate("after", "Open")

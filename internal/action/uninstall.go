@@ -7,6 +7,7 @@ import (
 	"time"
 
 	helmaction "helm.sh/helm/v4/pkg/action"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	releasecommon "helm.sh/helm/v4/pkg/release"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
@@ -72,19 +73,31 @@ func Uninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmR
 // deletes them after the hook cleanup. It returns the action it ran, nil
 // when it could not set it up.
 func runHelmUninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, last *releasev1.Release, keepRecords bool, o Options) (*releasecommon.UninstallReleaseResponse, *helmaction.Uninstall, error) {
-	if last != nil {
+	l := layers{verb: verbUninstall, order: func(*helmaction.Configuration) (*ordering, error) {
+		if last == nil {
+			return nil, nil
+		}
 		charts, sequenced, err := recordedOrdering(last)
-		if err != nil {
-			return nil, nil, fmt.Errorf("uninstall: %w", err)
+		if err != nil || !sequenced {
+			return nil, err
 		}
-		if sequenced {
-			up := obj.Upstream()
-			ord := ordering{charts: charts, timeout: actionTimeout(up.GetUninstall().Timeout, up), learn: last.Manifest}
-			if cfg, err = withOrdering(ctx, cfg, up, ord, o); err != nil {
-				return nil, nil, fmt.Errorf("uninstall: %w", err)
-			}
-		}
-	}
+		up := obj.Upstream()
+		return &ordering{charts: charts, timeout: actionTimeout(up.GetUninstall().Timeout, up), learn: last.Manifest}, nil
+	}}
+	var (
+		res       *releasecommon.UninstallReleaseResponse
+		uninstall *helmaction.Uninstall
+	)
+	_, err := stacked(ctx, cfg, obj, l, o, func(c *helmaction.Configuration, _ *chartv2.Chart, o Options) (*releasev1.Release, error) {
+		var err error
+		res, uninstall, err = uninstallRelease(c, obj, keepRecords, o)
+		return nil, err
+	})
+	return res, uninstall, err
+}
+
+// uninstallRelease runs Helm's uninstall; see runHelmUninstall.
+func uninstallRelease(cfg *helmaction.Configuration, obj *v2.HelmRelease, keepRecords bool, o Options) (*releasecommon.UninstallReleaseResponse, *helmaction.Uninstall, error) {
 	uninstall := newUninstall(cfg, obj, o)
 	if keepRecords {
 		uninstall.KeepHistory = true

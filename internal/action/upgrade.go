@@ -21,25 +21,21 @@ func Upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 		return nil, errNilObject
 	}
 	spec := obj.GetUpgrade()
-	cfg = withRecreate(ctx, cfg, obj, actionTimeout(spec.Timeout, obj.Upstream()), o)
-	if afterHooks(obj, verbUpgrade, o) {
-		return runAfterHooks(ctx, cfg, obj, verbUpgrade, o, func(c *helmaction.Configuration, o Options) (*releasev1.Release, error) {
-			return upgrade(ctx, c, obj, chrt, values, o)
-		})
-	}
-	return upgrade(ctx, cfg, obj, chrt, values, o)
+	timeout := actionTimeout(spec.Timeout, obj.Upstream())
+	l := layers{verb: verbUpgrade, timeout: timeout, recreate: true, chart: chrt,
+		order: func(*helmaction.Configuration) (*ordering, error) {
+			if !obj.IsOrdered() {
+				return nil, nil
+			}
+			return orderedApply(chrt, timeout, !spec.DisableWaitForJobs)
+		}}
+	return stacked(ctx, cfg, obj, l, o, func(c *helmaction.Configuration, chrt *chartv2.Chart, o Options) (*releasev1.Release, error) {
+		return upgrade(ctx, c, obj, chrt, values, o)
+	})
 }
 
 // upgrade runs Helm's upgrade with the wait o asks for.
 func upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, values map[string]any, o Options) (*releasev1.Release, error) {
-	if obj.IsOrdered() {
-		spec := obj.GetUpgrade()
-		var err error
-		cfg, chrt, o, err = orderRelease(ctx, cfg, obj, chrt, actionTimeout(spec.Timeout, obj.Upstream()), !spec.DisableWaitForJobs, o)
-		if err != nil {
-			return nil, fmt.Errorf("upgrade: %w", err)
-		}
-	}
 	name := ReleaseName(obj)
 	// Helm decides "auto" from the last release; so do we, to hand Helm a
 	// pair of force flags it accepts.

@@ -7,6 +7,8 @@ import (
 
 	"helm.sh/helm/v4/pkg/kube"
 	"k8s.io/cli-runtime/pkg/resource"
+
+	"github.com/afterhooks/helm-controller/internal/kubewait"
 )
 
 // kubeClient is the kube client an afterHooks action runs with. Helm sees
@@ -76,10 +78,7 @@ func (c *kubeClient) GetWaiterWithOptions(ws kube.WaitStrategy, opts ...kube.Wai
 }
 
 func (c *kubeClient) innerWaiter(ws kube.WaitStrategy, opts ...kube.WaitOption) (kube.Waiter, error) {
-	if wo, ok := c.Interface.(kube.InterfaceWaitOptions); ok {
-		return wo.GetWaiterWithOptions(ws, opts...)
-	}
-	return c.Interface.GetWaiter(ws)
+	return kubewait.Waiter(c.Interface, ws, opts...)
 }
 
 // deletionsAwaited is a hookOnly waiter that waits for deletions.

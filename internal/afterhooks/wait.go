@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/resource"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/afterhooks/helm-controller/internal/kubewait"
 )
 
 // diagnoseTimeout bounds the look at live objects after a failed wait.
@@ -138,16 +140,11 @@ func WaitReady(ctx context.Context, kubeClient kube.Interface, rel *releasev1.Re
 		return nil
 	}
 
-	var waiter kube.Waiter
-	if kc, ok := kubeClient.(kube.InterfaceWaitOptions); ok {
-		waitOpts := []kube.WaitOption{kube.WithWaitContext(ctx)}
-		if len(o.readers) > 0 {
-			waitOpts = append(waitOpts, kube.WithKStatusReaders(o.readers...))
-		}
-		waiter, err = kc.GetWaiterWithOptions(strategy, waitOpts...)
-	} else {
-		waiter, err = kubeClient.GetWaiter(strategy)
+	waitOpts := []kube.WaitOption{kube.WithWaitContext(ctx)}
+	if len(o.readers) > 0 {
+		waitOpts = append(waitOpts, kube.WithKStatusReaders(o.readers...))
 	}
+	waiter, err := kubewait.Waiter(kubeClient, strategy, waitOpts...)
 	if err != nil {
 		return fmt.Errorf("afterhooks: readiness waiter: %w", err)
 	}

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/afterhooks/helm-controller/internal/recreate"
-	"github.com/afterhooks/helm-controller/internal/sequencing"
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/ssa"
 	ssaerrors "github.com/fluxcd/pkg/ssa/errors"
@@ -27,6 +25,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/afterhooks/helm-controller/internal/kubeclient"
+	"github.com/afterhooks/helm-controller/internal/recreate"
 )
 
 // Cluster is how the checker reaches the cluster of a release: the REST
@@ -198,7 +199,7 @@ func (c *Checker) desiredObjects(rel *releasev1.Release) (objects []*unstructure
 		setHelmOwnership(obj, rel.Name, rel.Namespace)
 		// Helm's client never sends these to the cluster; the dry-run
 		// would refuse them.
-		sequencing.StripUnappliable(obj)
+		kubeclient.StripUnappliable(obj)
 		objects = append(objects, obj)
 	}
 	return objects, skipped, nil

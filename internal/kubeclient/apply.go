@@ -7,11 +7,10 @@ import (
 	"k8s.io/cli-runtime/pkg/resource"
 
 	"github.com/afterhooks/helm-controller/internal/hookcleanup"
-	"github.com/afterhooks/helm-controller/internal/sequencing"
 )
 
 // Create creates resources as Helm's client does, without the annotations
-// the API server would refuse (see sequencing.StripUnappliable), and with
+// the API server would refuse (see StripUnappliable), and with
 // HookOrigin's mark on the hook objects it creates.
 func (c *Client) Create(resources helmkube.ResourceList, opts ...helmkube.ClientCreateOption) (*helmkube.Result, error) {
 	stripUnappliable(resources)
@@ -73,6 +72,6 @@ func stripUnappliable(list helmkube.ResourceList) {
 
 func stripInfo(info *resource.Info) {
 	if info != nil && info.Object != nil {
-		sequencing.StripUnappliable(info.Object)
+		StripUnappliable(info.Object)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/resource"
+
+	"github.com/afterhooks/helm-controller/internal/kubewait"
 )
 
 // Options configures the client Wrap returns.
@@ -58,10 +60,7 @@ func Wrap(inner kube.Interface, opts Options) *Client {
 
 // GetWaiterWithOptions passes the wait options on to the inner client.
 func (c *Client) GetWaiterWithOptions(ws kube.WaitStrategy, opts ...kube.WaitOption) (kube.Waiter, error) {
-	if wo, ok := c.Interface.(kube.InterfaceWaitOptions); ok {
-		return wo.GetWaiterWithOptions(ws, opts...)
-	}
-	return c.Interface.GetWaiter(ws)
+	return kubewait.Waiter(c.Interface, ws, opts...)
 }
 
 // Update updates as the inner client does. When objects were refused for

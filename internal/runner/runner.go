@@ -127,38 +127,40 @@ func (h *Runner) Install(ctx context.Context, chart *chartv2.Chart, values map[s
 		install.Replace = true
 		obj.Spec.Install = &install
 	}
-	opts, err := h.actionOptions("install", obj.GetInstall().GetWaitStrategy(h.defaultWait), true)
+	p := planFor(obj, verbInstall, h.defaultWait)
+	opts, err := h.actionOptions(p, true)
 	if err != nil {
 		return nil, err
 	}
-	defer h.observeHelm("install", obj.GetInstall().GetWaitStrategy(opts.DefaultWaitStrategy), time.Now())
+	defer h.observeHelm(p.verb, p.waitStrategy, time.Now())
 	rel, err := action.Install(ctx, h.cfg, obj, chart, values, opts)
 	return rel, h.canceled(err)
 }
 
 func (h *Runner) Upgrade(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
-	opts, err := h.actionOptions("upgrade", h.obj.GetUpgrade().GetWaitStrategy(h.defaultWait), true)
+	p := planFor(h.obj, verbUpgrade, h.defaultWait)
+	opts, err := h.actionOptions(p, true)
 	if err != nil {
 		return nil, err
 	}
-	defer h.observeHelm("upgrade", h.obj.GetUpgrade().GetWaitStrategy(opts.DefaultWaitStrategy), time.Now())
+	defer h.observeHelm(p.verb, p.waitStrategy, time.Now())
 	rel, err := action.Upgrade(ctx, h.cfg, h.obj, chart, values, opts)
 	return rel, h.canceled(err)
 }
 
-// actionOptions are the options of an install, upgrade or rollback (verb,
-// under the hook wait strategy): the controller's, with the afterHooks and
-// resource group observers and, for install and upgrade (render), the post
-// renderer. Invalid post renderers fail the action before Helm renders
-// anything.
-func (h *Runner) actionOptions(verb string, strategy v2.HookWaitStrategy, render bool) (action.Options, error) {
+// actionOptions are the options of an install, upgrade, rollback or
+// resumed wait planned as p: the controller's, with p's wait strategy, the
+// afterHooks, resource group and recreate observers and, for install and
+// upgrade (render), the post renderer. Invalid post renderers fail the
+// action before Helm renders anything.
+func (h *Runner) actionOptions(p plan, render bool) (action.Options, error) {
 	opts := h.opts
-	opts.DefaultWaitStrategy = h.defaultWait
+	opts.WaitStrategy = p.waitStrategy
 	opts.AfterHooksObserver = &afterHooksObserver{obj: h.obj, release: h.releaseName(), recorder: h.recorder, progress: h.progress}
-	groups := newSequenceObserver(h.obj, verb, strategy, h.recorder, h.progress)
+	groups := newSequenceObserver(h.obj, p.verb, p.waitStrategy, h.recorder, h.progress)
 	opts.SequenceObserver, opts.SequenceWarn, opts.SequencePlanned = groups.observe, groups.warn, groups.planned
 	opts.SequenceReadinessTimeout = h.obj.GetReadinessTimeout()
-	opts.RecreateObserver = func(r recreate.Recreated) { h.recreated(actionOfVerb(verb), r) }
+	opts.RecreateObserver = func(r recreate.Recreated) { h.recreated(actionOfVerb(p.verb), r) }
 	if render && !h.obj.IsOrdered() {
 		// The plan shown is the last ordered action's; this one is not.
 		h.obj.Status.Sequence = nil
@@ -178,7 +180,7 @@ func (h *Runner) actionOptions(verb string, strategy v2.HookWaitStrategy, render
 // revision abandoned) is not bound to the already cancelled wait context:
 // it would fail at once and leave the release without its remediation.
 func (h *Runner) rollbackOptions() (action.Options, error) {
-	opts, err := h.actionOptions("rollback", h.obj.GetRollback().GetWaitStrategy(h.defaultWait), false)
+	opts, err := h.actionOptions(planFor(h.obj, verbRollback, h.defaultWait), false)
 	if h.newRevisionTrigger() != "" {
 		opts.WaitContext = nil
 	}
@@ -212,14 +214,14 @@ func (h *Runner) Rollback(ctx context.Context, toVersion int) error {
 	if err != nil {
 		return err
 	}
-	defer h.observeHelm("rollback", h.obj.GetRollback().GetWaitStrategy(opts.DefaultWaitStrategy), time.Now())
+	defer h.observeHelm(verbRollback, opts.WaitStrategy, time.Now())
 	return h.canceled(action.Rollback(ctx, h.cfg, h.obj, toVersion, opts))
 }
 
 // ResumeWait finishes the afterHooks readiness wait of rel, which an
 // earlier run of the controller left pending; see afterhooks.Resume.
 func (h *Runner) ResumeWait(ctx context.Context, rel *releasev1.Release) (*releasev1.Release, error) {
-	opts, err := h.actionOptions("resume", "", false)
+	opts, err := h.actionOptions(planFor(h.obj, verbResume, h.defaultWait), false)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +231,7 @@ func (h *Runner) ResumeWait(ctx context.Context, rel *releasev1.Release) (*relea
 
 func (h *Runner) Uninstall(ctx context.Context) error {
 	opts := h.opts
-	groups := newSequenceObserver(h.obj, "uninstall", "", h.recorder, h.progress)
+	groups := newSequenceObserver(h.obj, verbUninstall, planFor(h.obj, verbUninstall, h.defaultWait).waitStrategy, h.recorder, h.progress)
 	opts.SequenceObserver, opts.SequenceWarn, opts.SequencePlanned = groups.observe, groups.warn, groups.planned
 	opts.SequenceReadinessTimeout = h.obj.GetReadinessTimeout()
 	opts.HookResourcesDeleted = h.hookResourcesDeleted

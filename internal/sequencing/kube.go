@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/resource"
+
+	"github.com/afterhooks/helm-controller/internal/kubewait"
 )
 
 // Phase is where a batch is.
@@ -116,7 +118,7 @@ type Client struct {
 	// known are the objects of the release manifests seen, with their
 	// chart and annotations as the manifest has them: the objects Helm
 	// hands over may have lost annotations the API server refuses (see
-	// StripUnappliable) by the time a deletion needs them.
+	// kubeclient.StripUnappliable) by the time a deletion needs them.
 	known    map[ObjectID]Resource
 	warned   map[string]bool
 	rootName string
@@ -490,10 +492,7 @@ func (c *Client) GetWaiterWithOptions(ws kube.WaitStrategy, opts ...kube.WaitOpt
 }
 
 func (c *Client) innerWaiter(ws kube.WaitStrategy, opts ...kube.WaitOption) (kube.Waiter, error) {
-	if wo, ok := c.Interface.(kube.InterfaceWaitOptions); ok {
-		return wo.GetWaiterWithOptions(ws, opts...)
-	}
-	return c.Interface.GetWaiter(ws)
+	return kubewait.Waiter(c.Interface, ws, opts...)
 }
 
 // batch is a plan's batch with the Helm objects it holds.

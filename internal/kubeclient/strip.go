@@ -1,4 +1,4 @@
-package sequencing
+package kubeclient
 
 import (
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -10,7 +10,10 @@ import (
 // resource-groups has two. The release manifest keeps them, which is where
 // the order is read from; the objects sent to the cluster must not carry
 // them, ordered or not, or no chart using them could be installed at all.
-var unappliable = []string{AnnotationDependsOnGroups}
+// The key is spelled out here rather than taken from internal/sequencing,
+// which reads it: every apply strips it, ordered or not, and the client
+// that applies must not depend on the package that orders.
+var unappliable = []string{"helm.sh/depends-on/resource-groups"}
 
 // StripUnappliable removes from obj the annotations the API server would
 // refuse, and tells whether it removed any.

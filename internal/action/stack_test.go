@@ -1,0 +1,100 @@
+package action
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	helmaction "helm.sh/helm/v4/pkg/action"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/kube"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+)
+
+// kubeClientLayers names the types of kc and of every kube client it
+// wraps, outermost first. Each wrapper embeds the client it wraps.
+func kubeClientLayers(kc kube.Interface) []string {
+	var names []string
+	for kc != nil {
+		names = append(names, fmt.Sprintf("%T", kc))
+		v := reflect.ValueOf(kc)
+		if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+			break
+		}
+		inner := v.Elem().FieldByName("Interface")
+		if !inner.IsValid() || inner.IsNil() {
+			break
+		}
+		kc, _ = inner.Interface().(kube.Interface)
+	}
+	return names
+}
+
+// TestStackOrder: an action with every layer sees the kube client
+// ordering → afterHooks → recreate → the configuration's own, and the
+// storage of afterHooks around the configuration's own driver. The order
+// is what makes each layer see the applies it must see (see stacked).
+func TestStackOrder(t *testing.T) {
+	cfg := newFakeConfig(t, "default", nil)
+	base := fmt.Sprintf("%T", cfg.KubeClient)
+	baseDriver := fmt.Sprintf("%T", cfg.Releases.Driver)
+	obj := newHR(withWaitStrategy(v2.WaitStrategyOrdered))
+	stop := errors.New("seen")
+	tests := []struct {
+		name   string
+		l      layers
+		o      Options
+		want   []string
+		driver string
+	}{
+		{
+			name: "all layers",
+			l: layers{verb: verbUpgrade, timeout: time.Minute, recreate: true, order: func(*helmaction.Configuration) (*ordering, error) {
+				return &ordering{timeout: time.Minute}, nil
+			}},
+			o:      Options{WaitStrategy: v2.AfterHooks},
+			want:   []string{"*sequencing.Client", "*afterhooks.kubeClient", "*recreate.Client", base},
+			driver: "*afterhooks.recorder",
+		},
+		{
+			name:   "recreate only",
+			l:      layers{verb: verbUpgrade, timeout: time.Minute, recreate: true},
+			want:   []string{"*recreate.Client", base},
+			driver: baseDriver,
+		},
+		{
+			name: "uninstall in order",
+			l: layers{verb: verbUninstall, timeout: time.Minute, order: func(*helmaction.Configuration) (*ordering, error) {
+				return &ordering{timeout: time.Minute}, nil
+			}},
+			want:   []string{"*sequencing.Client", base},
+			driver: baseDriver,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var layers []string
+			var driver string
+			_, err := stacked(context.Background(), cfg, obj, tt.l, tt.o, func(c *helmaction.Configuration, _ *chartv2.Chart, _ Options) (*releasev1.Release, error) {
+				layers = kubeClientLayers(c.KubeClient)
+				driver = fmt.Sprintf("%T", c.Releases.Driver)
+				return nil, stop
+			})
+			if !errors.Is(err, stop) {
+				t.Fatalf("stacked returned %v, not the action's error", err)
+			}
+			if !slices.Equal(layers, tt.want) {
+				t.Errorf("kube client layers %q, want %q", layers, tt.want)
+			}
+			if driver != tt.driver {
+				t.Errorf("storage driver %s, want %s", driver, tt.driver)
+			}
+		})
+	}
+}
