@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/afterhooks/helm-controller/test/cluster"
 	"github.com/afterhooks/helm-controller/test/envtestserver"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
@@ -132,14 +131,9 @@ func startAPIServer(t *testing.T, without ...string) string {
 // REST config, for the test's own client.
 func startAPIServerWithConfig(t *testing.T, without ...string) (string, *rest.Config) {
 	t.Helper()
-	binDir, err := cluster.ToolBinDir("")
+	binDir, err := envtestserver.BinDir()
 	if err != nil {
 		t.Fatal(err)
-	}
-	for _, bin := range []string{"etcd", "kube-apiserver"} {
-		if _, err := os.Stat(filepath.Join(binDir, bin)); err != nil {
-			t.Fatalf("%s not found in %s: run `make tools` first (%v)", bin, binDir, err)
-		}
 	}
 	// The controller watches source-controller's kinds, so their CRDs
 	// must be served too, as in any Flux installation.
@@ -147,9 +141,9 @@ func startAPIServerWithConfig(t *testing.T, without ...string) (string, *rest.Co
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &envtest.Environment{BinaryAssetsDirectory: binDir, CRDs: crds}
-	if _, err := env.Start(); err != nil {
-		t.Fatalf("starting the API server: %v", err)
+	env, _, err := envtestserver.Start(binDir, crds)
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
 

@@ -3,7 +3,6 @@ package action
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 
@@ -15,7 +14,6 @@ import (
 	releasecommon "helm.sh/helm/v4/pkg/release"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
-	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
@@ -38,26 +35,14 @@ import (
 // sharedAPIServer is started on first use and stopped by TestMain.
 var sharedAPIServer envtestserver.Shared
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	sharedAPIServer.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { sharedAPIServer.Main(m) }
 
-func apiServer(t *testing.T) *rest.Config {
-	t.Helper()
-	return sharedAPIServer.Config(t)
-}
-
-func createNamespaces(t *testing.T, cs kubernetes.Interface, names ...string) {
-	t.Helper()
-	for _, n := range names {
-		_, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
-}
+// apiServer and createNamespaces are the shared harness under the names the
+// package's tests use.
+var (
+	apiServer        = sharedAPIServer.Config
+	createNamespaces = envtestserver.CreateNamespaces
+)
 
 // countingDriver counts the release records written through it.
 type countingDriver struct {

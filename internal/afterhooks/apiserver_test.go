@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -32,21 +31,9 @@ import (
 // cache (test/cluster.ToolBinDir). They are skipped with -short.
 
 // sharedAPIServer is started on first use and stopped by TestMain.
-var sharedAPIServer envtestserver.Shared
+var sharedAPIServer = envtestserver.Shared{SkipShort: true}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	sharedAPIServer.Stop()
-	os.Exit(code)
-}
-
-func apiServer(t *testing.T) *rest.Config {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("needs an API server")
-	}
-	return sharedAPIServer.Config(t)
-}
+func TestMain(m *testing.M) { sharedAPIServer.Main(m) }
 
 const deploymentTemplate = `apiVersion: apps/v1
 kind: Deployment
@@ -100,7 +87,7 @@ func clusterConfig(t *testing.T, restCfg *rest.Config, ns string, wrap func(driv
 // End to end: a real install with the hookOnly wait and the wrapper, the
 // readiness wait with each strategy, then Commit or Fail.
 func TestAfterHooksOnAPIServer(t *testing.T) {
-	restCfg := apiServer(t)
+	restCfg := sharedAPIServer.Config(t)
 	cs, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		t.Fatal(err)
@@ -120,9 +107,7 @@ func TestAfterHooksOnAPIServer(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ns := fmt.Sprintf("afterhooks-%d", i)
-			if _, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-				t.Fatal(err)
-			}
+			envtestserver.CreateNamespaces(t, cs, ns)
 			var held *Held
 			cfg := clusterConfig(t, restCfg, ns, func(d driver.Driver) driver.Driver {
 				var w driver.Driver
@@ -214,13 +199,6 @@ func installAction(ns string, chrt *chartv2.Chart) func(*helmaction.Configuratio
 	}
 }
 
-func newNamespace(t *testing.T, cs kubernetes.Interface, ns string) {
-	t.Helper()
-	if _, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-}
-
 // upgradeChart is testChart at 2.0.0 plus a ConfigMap "extra" and a
 // Deployment that never becomes ready here.
 func upgradeChart() *chartv2.Chart {
@@ -235,7 +213,7 @@ func upgradeChart() *chartv2.Chart {
 // what the failed upgrade created is deleted, as Helm does when its own
 // wait fails; what the previous revision had stays.
 func TestRunCleanupOnFailOnAPIServer(t *testing.T) {
-	restCfg := apiServer(t)
+	restCfg := sharedAPIServer.Config(t)
 	cs, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +221,7 @@ func TestRunCleanupOnFailOnAPIServer(t *testing.T) {
 	for _, cleanup := range []bool{true, false} {
 		t.Run(fmt.Sprintf("cleanupOnFail=%t", cleanup), func(t *testing.T) {
 			ns := fmt.Sprintf("cleanup-%t", cleanup)
-			newNamespace(t, cs, ns)
+			envtestserver.CreateNamespaces(t, cs, ns)
 			cfg := clusterConfig(t, restCfg, ns, nil)
 			a := Action{Verb: "install", Release: relName,
 				Readiness: Readiness{Strategy: helmkube.StatusWatcherStrategy, WaitForJobs: true, Timeout: 5 * time.Second}}
@@ -295,13 +273,13 @@ func TestRunCleanupOnFailOnAPIServer(t *testing.T) {
 // does not await it: the new hook is then applied onto the terminating
 // object and vanishes with it.
 func TestRunAwaitsHookDeletionsOnAPIServer(t *testing.T) {
-	restCfg := apiServer(t)
+	restCfg := sharedAPIServer.Config(t)
 	cs, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const ns, finalizer = "hook-deletion", "test.afterhooks.io/hold"
-	newNamespace(t, cs, ns)
+	envtestserver.CreateNamespaces(t, cs, ns)
 	ctx := context.Background()
 	held := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "post", Namespace: ns, Finalizers: []string{finalizer}}}
 	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, held, metav1.CreateOptions{}); err != nil {

@@ -1,10 +1,7 @@
 package controller
 
 import (
-	"os"
 	"testing"
-
-	"k8s.io/client-go/rest"
 
 	"github.com/afterhooks/helm-controller/test/envtestserver"
 )
@@ -12,18 +9,10 @@ import (
 // sharedAPIServer is a kube-apiserver and etcd with source-controller's
 // CRDs, from the project's tool cache, started by the first test that needs
 // it; tests that use it are skipped with -short.
-var sharedAPIServer = envtestserver.Shared{SourceCRDs: true}
+var sharedAPIServer = envtestserver.Shared{SourceCRDs: true, SkipShort: true}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	sharedAPIServer.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { sharedAPIServer.Main(m) }
 
-func apiServer(t *testing.T) *rest.Config {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("needs an API server")
-	}
-	return sharedAPIServer.Config(t)
-}
+// apiServer is the shared server's config under the name the package's
+// tests use.
+var apiServer = sharedAPIServer.Config

@@ -3,7 +3,6 @@ package drift
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -17,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/afterhooks/helm-controller/internal/action"
@@ -31,11 +29,7 @@ import (
 
 var sharedAPIServer envtestserver.Shared
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	sharedAPIServer.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { sharedAPIServer.Main(m) }
 
 const helmManager = "helm-controller"
 
@@ -94,17 +88,12 @@ func deploy(t *testing.T, c client.Client, ns, manifest string) *releasev1.Relea
 	return rel
 }
 
-func apiServer(t *testing.T) *rest.Config {
-	t.Helper()
-	return sharedAPIServer.Config(t)
-}
-
 func newChecker(t *testing.T, opts Options) *Checker {
 	t.Helper()
 	if opts.FieldManager == "" {
 		opts.FieldManager = helmManager
 	}
-	getter := action.NewRESTClientGetter(apiServer(t))
+	getter := action.NewRESTClientGetter(sharedAPIServer.Config(t))
 	if opts.Dependents == nil {
 		opts.Dependents = recreate.NewDependents(getter)
 	}
@@ -117,7 +106,7 @@ func newChecker(t *testing.T, opts Options) *Checker {
 
 func setup(t *testing.T) (client.Client, string, *releasev1.Release) {
 	t.Helper()
-	c, err := client.New(apiServer(t), client.Options{})
+	c, err := client.New(sharedAPIServer.Config(t), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -204,7 +204,7 @@ metadata:
 data:
   mode: "desired"
 `, ns))
-	operatorCfg := rest.CopyConfig(apiServer(t))
+	operatorCfg := rest.CopyConfig(sharedAPIServer.Config(t))
 	operatorCfg.Impersonate = rest.ImpersonationConfig{UserName: "operator", Groups: []string{"system:masters"}}
 	operator, err := client.New(operatorCfg, client.Options{})
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -30,11 +29,7 @@ import (
 
 var sharedAPIServer envtestserver.Shared
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	sharedAPIServer.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { sharedAPIServer.Main(m) }
 
 // requestLog records the path and query of every request to the cluster.
 type requestLog struct {

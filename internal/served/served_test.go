@@ -1,7 +1,6 @@
 package served
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,11 +27,7 @@ const externalArtifactsCRD = "externalartifacts.source.toolkit.fluxcd.io"
 // ExternalArtifact API, and an installation that forgot a CRD.
 var apiServer = envtestserver.Shared{SourceCRDs: true, WithoutCRDs: []string{externalArtifactsCRD}}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	apiServer.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { apiServer.Main(m) }
 
 func testScheme(t *testing.T) *runtime.Scheme {
 	t.Helper()

@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/afterhooks/helm-controller/test/cluster"
+	"github.com/afterhooks/helm-controller/test/envtestserver"
 	"github.com/afterhooks/helm-controller/test/upstreamcrd"
 )
 
@@ -54,14 +54,8 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) (int, error) {
 	var err error
-	binDir, err = cluster.ToolBinDir("")
-	if err != nil {
+	if binDir, err = envtestserver.BinDir(); err != nil {
 		return 0, err
-	}
-	for _, bin := range []string{"etcd", "kube-apiserver"} {
-		if _, err := os.Stat(filepath.Join(binDir, bin)); err != nil {
-			return 0, fmt.Errorf("%s not found in %s: run `make tools` first: %w", bin, binDir, err)
-		}
 	}
 	upstreamDir, err := os.MkdirTemp("", "upstream-crd-")
 	if err != nil {
@@ -109,14 +103,13 @@ func run(m *testing.M) (int, error) {
 }
 
 func startServer(name, binDir, crdDir string) (*server, error) {
-	env := &envtest.Environment{
-		BinaryAssetsDirectory: binDir,
-		CRDDirectoryPaths:     []string{crdDir},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
+	crds, err := envtestserver.CRDs([]string{crdDir})
 	if err != nil {
-		return nil, fmt.Errorf("starting the %s API server: %w", name, err)
+		return nil, err
+	}
+	env, cfg, err := envtestserver.Start(binDir, crds)
+	if err != nil {
+		return nil, fmt.Errorf("the %s API server: %w", name, err)
 	}
 	c, err := client.New(cfg, client.Options{})
 	if err != nil {

@@ -4,10 +4,8 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -20,44 +18,24 @@ import (
 var env *framework.Env
 
 func TestMain(m *testing.M) {
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "e2e setup failed: %v\n", err)
-		os.Exit(1)
-	}
-	os.Exit(code)
+	framework.Suite{Name: "e2e", Env: &env, Ran: logUsage, Stopped: keepControllerLog}.Main(m)
 }
 
-func run(m *testing.M) (int, error) {
-	var err error
-	env, err = framework.Setup(context.Background(), framework.Options{
-		Module: filepath.Join("..", ".."),
-		CRDDir: filepath.Join("..", "..", "config", "crd", "bases"),
-		Log:    func(format string, args ...any) { fmt.Fprintf(os.Stderr, "e2e: "+format+"\n", args...) },
-	})
-	if err != nil {
-		return 0, err
-	}
-	defer func() {
-		if err := env.Close(); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: tearing down: %v\n", err)
-		}
-	}()
-
-	start := time.Now()
-	code := m.Run()
+// logUsage reports what the shared controller cost over the run.
+func logUsage(took time.Duration) {
 	if cpu, peak, err := env.Controller.ResourceUsage(); err == nil {
 		fmt.Fprintf(os.Stderr, "e2e: tests ran %s; controller used %s CPU, peak RSS %d MiB\n",
-			time.Since(start).Round(time.Second), cpu.Round(10*time.Millisecond), peak/1024)
+			took.Round(time.Second), cpu.Round(10*time.Millisecond), peak/1024)
 	}
-	if err := env.Controller.Stop(); err != nil {
-		return code, err
-	}
+}
+
+// keepControllerLog shows the end of the shared controller's log after a
+// failure. The work directory goes away with the run; E2E_CONTROLLER_LOG
+// keeps the whole log for a post-mortem.
+func keepControllerLog(code int) (int, error) {
 	if code != 0 {
 		env.Controller.DumpLogs(os.Stderr, 80)
 	}
-	// The work directory goes away with the run; E2E_CONTROLLER_LOG keeps
-	// the whole log of the shared controller for a post-mortem.
 	if keep := os.Getenv("E2E_CONTROLLER_LOG"); keep != "" {
 		if log, err := env.Controller.Log(); err == nil {
 			_ = os.WriteFile(keep, []byte(log), 0o644)

@@ -8,10 +8,8 @@
 package reliability
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/afterhooks/helm-controller/test/e2e/framework"
@@ -27,30 +25,12 @@ var full = os.Getenv("RELIABILITY") == "full"
 var report = &table{}
 
 func TestMain(m *testing.M) {
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "reliability setup failed: %v\n", err)
-		os.Exit(1)
-	}
-	os.Exit(code)
+	framework.Suite{Name: "reliability", Env: &env, Stopped: printReport}.Main(m)
 }
 
-func run(m *testing.M) (int, error) {
-	var err error
-	env, err = framework.Setup(context.Background(), framework.Options{
-		Module: filepath.Join("..", ".."),
-		CRDDir: filepath.Join("..", "..", "config", "crd", "bases"),
-		Log:    func(format string, args ...any) { fmt.Fprintf(os.Stderr, "reliability: "+format+"\n", args...) },
-	})
-	if err != nil {
-		return 0, err
-	}
-	defer env.Close()
-	code := m.Run()
-	if err := env.Controller.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "stopping the shared controller: %v\n", err)
-		code = 1
-	}
+// printReport prints the table and, with RELIABILITY_REPORT, writes it into
+// that file.
+func printReport(code int) (int, error) {
 	text := report.markdown(full)
 	fmt.Fprintln(os.Stderr, text)
 	if path := os.Getenv("RELIABILITY_REPORT"); path != "" {
