@@ -54,7 +54,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/controller"
 	"github.com/afterhooks/helm-controller/internal/crdguard"
 	"github.com/afterhooks/helm-controller/internal/features"
-	"github.com/afterhooks/helm-controller/internal/kube"
+	"github.com/afterhooks/helm-controller/internal/connect"
 	"github.com/afterhooks/helm-controller/internal/oomwatch"
 	"github.com/afterhooks/helm-controller/internal/recreate"
 	"github.com/afterhooks/helm-controller/internal/served"
@@ -477,7 +477,7 @@ func configureProviderAuth(_ *options) {
 // (--default-service-account) and provider authentication of
 // kubeConfig.configMapRef (--default-kubeconfig-service-account, the
 // ObjectLevelWorkloadIdentity gate, the token cache).
-func newTargetBuilder(mgr ctrl.Manager, opts *options) (*kube.Builder, error) {
+func newTargetBuilder(mgr ctrl.Manager, opts *options) (*connect.Builder, error) {
 	configureProviderAuth(opts)
 	// The provider library's own default account is for workload identity;
 	// --default-service-account here means impersonation, so only the
@@ -504,7 +504,7 @@ func newTargetBuilder(mgr ctrl.Manager, opts *options) (*kube.Builder, error) {
 	}
 	kubeConfigOpts := opts.kubeConfig
 	kubeConfigOpts.UserAgent = controller.ControllerName
-	return kube.NewBuilder(kube.Options{
+	return connect.NewBuilder(connect.Options{
 		Local:                 mgr.GetConfig(),
 		Client:                direct,
 		KubeConfig:            kubeConfigOpts,

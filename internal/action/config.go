@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
-	"github.com/afterhooks/helm-controller/internal/kube"
-	"github.com/afterhooks/helm-controller/internal/kubeclient"
+	"github.com/afterhooks/helm-controller/internal/connect"
+	"github.com/afterhooks/helm-controller/internal/helmclient"
 	"github.com/afterhooks/helm-controller/internal/storagedriver"
 )
 
@@ -32,9 +32,9 @@ type ConfigFactory struct {
 	fieldManager string
 	// clusters is shared with every factory made by ForGetter: what Helm
 	// would otherwise work out per action is kept per API server.
-	clusters *kubeclient.Clusters
+	clusters *helmclient.Clusters
 	// fieldValidation is clusters' entry for this factory's API server.
-	fieldValidation *kubeclient.FieldValidation
+	fieldValidation *helmclient.FieldValidation
 }
 
 // FactoryOption configures a ConfigFactory.
@@ -42,7 +42,7 @@ type FactoryOption func(*ConfigFactory)
 
 // WithFieldManager sets the field manager Helm writes objects with; the
 // default is DefaultFieldManager. Helm only has a process-wide setting for
-// it (kube.ManagedFieldsManager), so the last factory created wins.
+// it (connect.ManagedFieldsManager), so the last factory created wins.
 func WithFieldManager(name string) FactoryOption {
 	return func(f *ConfigFactory) {
 		f.fieldManager = name
@@ -57,7 +57,7 @@ func NewConfigFactory(getter genericclioptions.RESTClientGetter, opts ...Factory
 	if getter == nil {
 		return nil, errors.New("action: nil RESTClientGetter")
 	}
-	f := &ConfigFactory{getter: getter, fieldManager: DefaultFieldManager, clusters: kubeclient.NewClusters()}
+	f := &ConfigFactory{getter: getter, fieldManager: DefaultFieldManager, clusters: helmclient.NewClusters()}
 	for _, o := range opts {
 		o(f)
 	}
@@ -187,7 +187,7 @@ func (f *ConfigFactory) Build(storageNamespace, releaseNamespace string, opts ..
 		opt(&o)
 	}
 
-	kc := kubeclient.NewClient(f.getter, f.fieldValidation)
+	kc := helmclient.NewClient(f.getter, f.fieldValidation)
 	kc.Namespace = releaseNamespace
 	kc.HookOrigin = o.hookOrigin
 	kc.SetLogger(o.handler)
@@ -215,5 +215,5 @@ func (f *ConfigFactory) Build(storageNamespace, releaseNamespace string, opts ..
 // client and REST mapper cache in memory; Helm invalidates and resets them
 // when it installs CRDs.
 func NewRESTClientGetter(cfg *rest.Config) genericclioptions.RESTClientGetter {
-	return kube.NewGetter(cfg, "", true)
+	return connect.NewGetter(cfg, "", true)
 }

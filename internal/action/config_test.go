@@ -8,7 +8,7 @@ import (
 	"helm.sh/helm/v4/pkg/storage/driver"
 	"k8s.io/client-go/rest"
 
-	"github.com/afterhooks/helm-controller/internal/kubeclient"
+	"github.com/afterhooks/helm-controller/internal/helmclient"
 	"github.com/afterhooks/helm-controller/internal/storagedriver"
 )
 
@@ -35,9 +35,9 @@ func TestConfigFactoryBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kc, ok := cfg.KubeClient.(*kubeclient.Client)
+	kc, ok := cfg.KubeClient.(*helmclient.Client)
 	if !ok {
-		t.Fatalf("kube client is %T, want *kubeclient.Client", cfg.KubeClient)
+		t.Fatalf("kube client is %T, want *helmclient.Client", cfg.KubeClient)
 	}
 	if kc.Namespace != "apps" {
 		t.Errorf("kube client namespace %q, want the release namespace apps", kc.Namespace)

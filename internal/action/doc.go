@@ -1,7 +1,16 @@
-// Package action is a thin layer over the Helm v4 SDK: it turns a HelmRelease
+// Package action maps a HelmRelease onto the Helm v4 SDK: it turns the
 // spec into the options of Helm's install, upgrade, test, rollback and
-// uninstall actions, runs them, and reads release history from Helm storage.
-// It writes no status and emits no events; the reconciler does that.
+// uninstall actions (one file per verb), runs them on a Helm
+// configuration, and reads release history from Helm storage. It writes
+// no status and emits no events, and it decides nothing the HelmRelease
+// and Options do not say: which hook wait strategy an action runs with is
+// decided by internal/runner (Options.WaitStrategy).
+//
+// Our features reach Helm as wrappers of its kube client and storage,
+// stacked by one function, stacked (stack.go), in a fixed order: recreate
+// (layer_recreate.go), afterHooks (layer_afterhooks.go), ordering
+// (layer_ordering.go). The hook cleanup of spec.uninstall.deleteHookResources
+// is part of the uninstall (uninstall_hookcleanup.go).
 //
 // # Configuration
 //
@@ -13,7 +22,7 @@
 // # Option mapping
 //
 // Every function maps the HelmRelease fields the way upstream helm-controller
-// v1.6.x does, with these choices spelled out:
+// v1.7.x does, with these choices spelled out:
 //
 //   - Release name: spec.releaseName, or '[targetNamespace-]name'; names longer
 //     than 53 characters are shortened to their first 40 characters, a dash
@@ -68,10 +77,9 @@
 //
 // # afterHooks
 //
-// Install, Upgrade and Rollback run with waitStrategy afterHooks when the
-// action's waitStrategy (else Options.DefaultWaitStrategy) says so: they
-// hand Helm's action to internal/afterhooks (afterhooks.go here is the one
-// call site), which runs it with Helm's hookOnly wait and does the
+// Install, Upgrade and Rollback run with waitStrategy afterHooks when
+// Options.WaitStrategy says so: stacked hands Helm's action to
+// internal/afterhooks, which runs it with Helm's hookOnly wait and does the
 // readiness wait after the post hooks. ResumeWait finishes such a wait
 // after a restart.
 package action

@@ -28,7 +28,7 @@ func Rollback(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRe
 	spec := obj.GetRollback()
 	name := ReleaseName(obj)
 	// Helm decides "auto" from the revision rolled back to, and so does
-	// the order: the revision's own (see sequencing.go).
+	// the order: the revision's own (see layer_ordering.go).
 	var target *releasev1.Release
 	l := layers{verb: verbRollback, timeout: actionTimeout(spec.Timeout, obj.Upstream()), recreate: true,
 		order: func(c *helmaction.Configuration) (*ordering, error) {

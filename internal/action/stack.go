@@ -9,12 +9,9 @@ import (
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/kube"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/afterhooks"
-	"github.com/afterhooks/helm-controller/internal/kubeclient"
-	"github.com/afterhooks/helm-controller/internal/recreate"
 	"github.com/afterhooks/helm-controller/internal/sequencing"
 )
 
@@ -101,29 +98,6 @@ func withOrder(ctx context.Context, c *helmaction.Configuration, obj *v2.HelmRel
 		o.PostRenderer = sequencing.CheckOrder(o.PostRenderer, ord.charts)
 	}
 	return c, chrt, o, nil
-}
-
-// withRecreate returns a copy of cfg whose updates (those of an upgrade,
-// a rollback, or an install adopting existing objects) recreate the objects
-// the API server refuses to change in place, as internal/recreate allows:
-// annotated ones, or the kinds the RecreateImmutableResources gate covers.
-// An action's force setting is Helm's and plays no part. Each recreate
-// ends with ctx and by the action's deadline (timeout from now).
-func withRecreate(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, timeout time.Duration, o Options) *helmaction.Configuration {
-	kc := recreate.Wrap(cfg.KubeClient, recreate.Options{
-		Policy: recreate.Policy{
-			Gate:    o.RecreateImmutable,
-			Release: recreate.Release{Name: ReleaseName(obj), Namespace: obj.Upstream().GetReleaseNamespace()},
-		},
-		Context:    ctx,
-		Deadline:   time.Now().Add(timeout),
-		Dependents: recreate.NewDependents(cfg.RESTClientGetter),
-		Observer:   o.RecreateObserver,
-		// The inner client strips what the API server would refuse
-		// before it applies; the dry run must see the same object.
-		Prepare: func(obj runtime.Object) { kubeclient.StripUnappliable(obj) },
-	})
-	return withKubeClient(cfg, kc)
 }
 
 // withKubeClient returns a copy of cfg that talks to the cluster through

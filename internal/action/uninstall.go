@@ -22,7 +22,7 @@ import (
 //
 // With spec.uninstall.deleteHookResources the objects the release's hooks
 // left are deleted once Helm's uninstall is through, within what is left
-// of the uninstall timeout (see hookcleanup.go); a failure of that alone
+// of the uninstall timeout (see uninstall_hookcleanup.go); a failure of that alone
 // is a *HookCleanupError. The release records, the only list of the
 // hooks, are kept until then (see internal/hookcleanup), and a release
 // left uninstalled with its cleanup pending by a stopped controller gets
@@ -68,7 +68,7 @@ func Uninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmR
 
 // runHelmUninstall runs Helm's uninstall of obj's release, last its
 // newest record (nil for none), in reverse order when it was applied in
-// order (see sequencing.go). With keepRecords, Helm keeps the records and
+// order (see layer_ordering.go). With keepRecords, Helm keeps the records and
 // describes the release with hookcleanup.PendingDescription: the caller
 // deletes them after the hook cleanup. It returns the action it ran, nil
 // when it could not set it up.

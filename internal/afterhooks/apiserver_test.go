@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/afterhooks/helm-controller/internal/kube"
+	"github.com/afterhooks/helm-controller/internal/connect"
 	"github.com/afterhooks/helm-controller/test/envtestserver"
 )
 
@@ -66,7 +66,7 @@ func clusterChart(withDeployment bool) *chartv2.Chart {
 // stores releases as Secrets in ns, through wrap when it is not nil.
 func clusterConfig(t *testing.T, restCfg *rest.Config, ns string, wrap func(driver.Driver) driver.Driver) *helmaction.Configuration {
 	t.Helper()
-	getter := kube.NewGetter(restCfg, ns, true)
+	getter := connect.NewGetter(restCfg, ns, true)
 	cs, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		t.Fatal(err)

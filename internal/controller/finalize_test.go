@@ -19,7 +19,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/chartsource"
-	"github.com/afterhooks/helm-controller/internal/kube"
+	"github.com/afterhooks/helm-controller/internal/connect"
 	"github.com/afterhooks/helm-controller/test/eventlog"
 )
 
@@ -101,7 +101,7 @@ func TestDeletionIsNotAnErrorWhenTheObjectGoesBeforeItsStatusWrite(t *testing.T)
 	obj.Spec.Interval = metav1.Duration{Duration: time.Minute}
 	c := fake.NewClientBuilder().WithScheme(newRevisionScheme(t)).WithObjects(obj).
 		WithStatusSubresource(&v2.HelmRelease{}).Build()
-	targets, err := kube.NewBuilder(kube.Options{Local: &rest.Config{Host: "https://local.example:6443"}, Client: c})
+	targets, err := connect.NewBuilder(connect.Options{Local: &rest.Config{Host: "https://local.example:6443"}, Client: c})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/chartsource"
-	"github.com/afterhooks/helm-controller/internal/kube"
+	"github.com/afterhooks/helm-controller/internal/connect"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 	"github.com/afterhooks/helm-controller/internal/redact"
 )
@@ -94,7 +94,7 @@ type HelmReleaseReconciler struct {
 	Helm *action.ConfigFactory
 	// Targets builds each release's cluster connection (spec.kubeConfig,
 	// impersonation); Helm derives per-release factories from it.
-	Targets *kube.Builder
+	Targets *connect.Builder
 	// ActionOptions carry feature-gate effects on Helm actions.
 	ActionOptions action.Options
 	// OverrideManagers are field managers (--override-manager) whose

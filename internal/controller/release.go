@@ -28,7 +28,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/chartsource"
 	"github.com/afterhooks/helm-controller/internal/drift"
 	"github.com/afterhooks/helm-controller/internal/healthcheck"
-	"github.com/afterhooks/helm-controller/internal/kube"
+	"github.com/afterhooks/helm-controller/internal/connect"
 	"github.com/afterhooks/helm-controller/internal/postrender"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 	"github.com/afterhooks/helm-controller/internal/redact"
@@ -215,7 +215,7 @@ func (r *HelmReleaseReconciler) newReleaseRequest(obj *v2.HelmRelease, chart *ch
 // built is a *targetError.
 func (r *HelmReleaseReconciler) newHelmRunner(ctx context.Context, obj *v2.HelmRelease, extras runnerExtras) (*runner.Runner, error) {
 	up := obj.Upstream()
-	target, err := r.Targets.Build(ctx, kube.Request{
+	target, err := r.Targets.Build(ctx, connect.Request{
 		Kind:               helmv2.HelmReleaseKind,
 		Namespace:          obj.Namespace,
 		Name:               obj.Name,

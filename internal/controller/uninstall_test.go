@@ -17,7 +17,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
-	"github.com/afterhooks/helm-controller/internal/kube"
+	"github.com/afterhooks/helm-controller/internal/connect"
 	"github.com/afterhooks/helm-controller/test/eventlog"
 )
 
@@ -48,7 +48,7 @@ users:
 	if err != nil {
 		t.Fatal(err)
 	}
-	targets, err := kube.NewBuilder(kube.Options{Local: local, Client: c})
+	targets, err := connect.NewBuilder(connect.Options{Local: local, Client: c})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ users:
 			}
 			wantUser := ""
 			if tc.sa != "" {
-				wantUser = kube.ServiceAccountUsername("apps", tc.sa)
+				wantUser = connect.ServiceAccountUsername("apps", tc.sa)
 			}
 			if cfg.Impersonate.UserName != wantUser {
 				t.Errorf("uninstall impersonates %q, want %q", cfg.Impersonate.UserName, wantUser)

@@ -26,7 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/afterhooks/helm-controller/internal/kubeclient"
+	"github.com/afterhooks/helm-controller/internal/helmclient"
 	"github.com/afterhooks/helm-controller/internal/recreate"
 )
 
@@ -199,7 +199,7 @@ func (c *Checker) desiredObjects(rel *releasev1.Release) (objects []*unstructure
 		setHelmOwnership(obj, rel.Name, rel.Namespace)
 		// Helm's client never sends these to the cluster; the dry-run
 		// would refuse them.
-		kubeclient.StripUnappliable(obj)
+		helmclient.StripUnappliable(obj)
 		objects = append(objects, obj)
 	}
 	return objects, skipped, nil

@@ -16,7 +16,7 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 )
 
-// Helm runs Helm actions for one HelmRelease. internal/action implements it
+// Helm runs Helm actions for one HelmRelease. internal/runner implements it
 // over the Helm SDK; tests use a fake.
 type Helm interface {
 	// LastRelease returns the newest release in storage, or an error

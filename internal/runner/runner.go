@@ -23,7 +23,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/drift"
 	"github.com/afterhooks/helm-controller/internal/healthcheck"
-	"github.com/afterhooks/helm-controller/internal/kube"
+	"github.com/afterhooks/helm-controller/internal/connect"
 	"github.com/afterhooks/helm-controller/internal/postrender"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 	"github.com/afterhooks/helm-controller/internal/recreate"
@@ -40,7 +40,7 @@ type Runner struct {
 	// kube client and storage use it too.
 	getter genericclioptions.RESTClientGetter
 	// target says which cluster and identity that is.
-	target *kube.Target
+	target *connect.Target
 	obj    *v2.HelmRelease
 	opts   action.Options
 	// defaultWait is the waitStrategy of actions that leave it unset.
@@ -331,7 +331,7 @@ type Settings struct {
 
 // New builds the Helm configuration of obj (storage and release
 // namespaces) from factory, which reaches target, and the runner over it.
-func New(factory *action.ConfigFactory, target *kube.Target, obj *v2.HelmRelease, s Settings) (*Runner, error) {
+func New(factory *action.ConfigFactory, target *connect.Target, obj *v2.HelmRelease, s Settings) (*Runner, error) {
 	logs, writes := newHelmLogTail(), &action.WriteLog{}
 	handler := s.Logger
 	if handler == nil {
@@ -357,7 +357,7 @@ func New(factory *action.ConfigFactory, target *kube.Target, obj *v2.HelmRelease
 }
 
 // Target is the cluster and identity the runner's actions reach.
-func (h *Runner) Target() *kube.Target { return h.target }
+func (h *Runner) Target() *connect.Target { return h.target }
 
 // newRevisionContext is the context that abandons waits, nil without a
 // watch.

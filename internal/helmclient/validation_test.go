@@ -1,4 +1,4 @@
-package kubeclient
+package helmclient
 
 import (
 	"errors"

@@ -6,4 +6,4 @@
 // REST mapper from the Target built here, so it reaches the same cluster with
 // the same identity. Chart sources and values are not release work: they stay
 // on the controller's cluster and its own client.
-package kube
+package connect

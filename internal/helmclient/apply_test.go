@@ -1,4 +1,4 @@
-package kubeclient
+package helmclient
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/afterhooks/helm-controller/internal/hookcleanup"
-	"github.com/afterhooks/helm-controller/internal/kube"
+	"github.com/afterhooks/helm-controller/internal/connect"
 )
 
 // TestCreateMarksOnlyTheHookObjectsItCreates creates hook and other
@@ -53,7 +53,7 @@ func TestCreateMarksOnlyTheHookObjectsItCreates(t *testing.T) {
 				if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 					t.Fatal(err)
 				}
-				kc := NewClient(kube.NewGetter(cfg, ns, false), NewFieldValidation())
+				kc := NewClient(connect.NewGetter(cfg, ns, false), NewFieldValidation())
 				kc.Namespace, kc.HookOrigin = ns, tt.origin
 				list, err := kc.Build(bytes.NewBufferString(tt.manifest), false)
 				if err != nil {
@@ -84,7 +84,7 @@ func TestCreateMarksOnlyTheHookObjectsItCreates(t *testing.T) {
 	}
 
 	t.Run("kinds never deleted are not marked", func(t *testing.T) {
-		kc := NewClient(kube.NewGetter(cfg, "default", false), NewFieldValidation())
+		kc := NewClient(connect.NewGetter(cfg, "default", false), NewFieldValidation())
 		kc.Namespace, kc.HookOrigin = "default", ours
 		list, err := kc.Build(bytes.NewBufferString("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: stamp-hook-ns\n  annotations:\n    helm.sh/hook: pre-install\n"), false)
 		if err != nil {

@@ -12,4 +12,4 @@
 //     object of their kinds in the namespace; Helm's waiter still decides.
 //
 // internal/action builds every Helm configuration through NewClient.
-package kubeclient
+package helmclient

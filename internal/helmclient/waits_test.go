@@ -1,4 +1,4 @@
-package kubeclient
+package helmclient
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/afterhooks/helm-controller/internal/healthcheck"
-	"github.com/afterhooks/helm-controller/internal/kube"
+	"github.com/afterhooks/helm-controller/internal/connect"
 	"github.com/afterhooks/helm-controller/test/envtestserver"
 )
 
@@ -70,7 +70,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 type waitCluster struct {
 	ns        string
 	cs        kubernetes.Interface
-	getter    *kube.Getter
+	getter    *connect.Getter
 	helm      *helmkube.Client
 	helmLog   *requestLog
 	narrowed  *Client
@@ -92,12 +92,12 @@ func newWaitCluster(t *testing.T, ns string) *waitCluster {
 		}
 	}
 	c := &waitCluster{ns: ns, cs: cs, helmLog: &requestLog{}, narrowLog: &requestLog{}}
-	logged := func(l *requestLog) *kube.Getter {
+	logged := func(l *requestLog) *connect.Getter {
 		lc := rest.CopyConfig(cfg)
 		lc.Wrap(l.wrap)
-		return kube.NewGetter(lc, ns, false)
+		return connect.NewGetter(lc, ns, false)
 	}
-	c.getter = kube.NewGetter(cfg, ns, false)
+	c.getter = connect.NewGetter(cfg, ns, false)
 	c.helm = helmkube.New(logged(c.helmLog))
 	c.helm.Namespace = ns
 	c.narrowed = NewClient(logged(c.narrowLog), NewFieldValidation())

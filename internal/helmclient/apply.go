@@ -1,4 +1,4 @@
-package kubeclient
+package helmclient
 
 import (
 	helmkube "helm.sh/helm/v4/pkg/kube"

@@ -1,0 +1,26 @@
+// Package runner is the Helm side of a reconcile: Runner implements the
+// release state machine's Helm port (reconcile.Helm) for one HelmRelease.
+//
+// The reconciler (internal/controller) resolves the chart, values and
+// target cluster, builds a Runner with New, and hands it to the state
+// machine (internal/reconcile), which calls Install, Upgrade, Rollback,
+// Test, Uninstall, ResumeWait, DetectDrift and CorrectDrift. A Runner
+// owns:
+//
+//   - the release's Helm configuration, built once per reconcile (kube
+//     client and Secret storage on the target cluster, Helm's log tail
+//     for failure events, the log of what was written to storage);
+//   - the one decision of each action's hook wait strategy (plan.go),
+//     handed both to the observers and to internal/action, which stacks
+//     the feature wrappers (recreate, afterHooks, ordering) in one
+//     function;
+//   - what a Flux user sees of a running action: events (the
+//     *events.go files), progress through the Progress interface the
+//     reconciler implements, and the phase duration metric (metrics.go).
+//
+// An afterHooks upgrade goes reconcile (upgrade.go) → runner (runner.go:
+// Upgrade, plan.go) → action (upgrade.go, stack.go, layer_afterhooks.go)
+// → afterhooks (run.go) → Helm's upgrade and storage. An ordered upgrade
+// goes reconcile → runner → action (upgrade.go, stack.go,
+// layer_ordering.go) → sequencing (kube.go) → Helm's kube client.
+package runner
