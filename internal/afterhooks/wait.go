@@ -12,12 +12,12 @@ import (
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling/engine"
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"github.com/fluxcd/pkg/runtime/patch"
 	"helm.sh/helm/v4/pkg/kube"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/resource"
 	"k8s.io/client-go/kubernetes"
 
@@ -297,7 +297,7 @@ func fetchLive(_ context.Context, info *resource.Info) (*unstructured.Unstructur
 	if err != nil {
 		return nil, err
 	}
-	u, err := toUnstructured(obj)
+	u, err := patch.ToUnstructured(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -305,17 +305,6 @@ func fetchLive(_ context.Context, info *resource.Info) (*unstructured.Unstructur
 		u.SetGroupVersionKind(info.Mapping.GroupVersionKind)
 	}
 	return u, nil
-}
-
-func toUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		return u, nil
-	}
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, err
-	}
-	return &unstructured.Unstructured{Object: m}, nil
 }
 
 // clientSetOf returns the clientset of a Helm kube client (or of a client

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling/engine"
+	"github.com/fluxcd/pkg/runtime/patch"
 	"helm.sh/helm/v4/pkg/kube"
 	kubefake "helm.sh/helm/v4/pkg/kube/fake"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
@@ -134,7 +135,7 @@ func liveObjects(objs ...runtime.Object) func(context.Context, *resource.Info) (
 		if !ok {
 			return nil, apierrors.NewNotFound(i.Mapping.Resource.GroupResource(), i.Name)
 		}
-		return toUnstructured(o)
+		return patch.ToUnstructured(o)
 	}
 }
 

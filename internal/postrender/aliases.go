@@ -3,8 +3,12 @@ package postrender
 import (
 	"bytes"
 	"fmt"
+	"maps"
+	"slices"
+	"sort"
 	"strings"
 
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"sigs.k8s.io/kustomize/kyaml/kio"
 )
 
@@ -46,14 +50,18 @@ func inlineAliases(in *bytes.Buffer) (*bytes.Buffer, error) {
 }
 
 // asListItems turns a multi-document YAML stream into one List document
-// with each document as an item. Documents are separated by lines that are
-// exactly "---" (a block scalar's lines are indented, so none of them can
-// be such a line); each document is indented as a sequence entry.
+// with each document as an item. The stream is split as Helm splits
+// manifests (releaseutil.SplitManifests: at lines starting "---"; a block
+// scalar's lines are indented, so none of them can be such a line), and
+// each document is indented as a sequence entry.
 func asListItems(stream string) string {
 	var b strings.Builder
 	b.WriteString("apiVersion: v1\nkind: List\nitems:\n")
-	for _, doc := range splitDocuments(stream) {
-		for i, line := range strings.Split(doc, "\n") {
+	docs := releaseutil.SplitManifests(stream)
+	keys := slices.Collect(maps.Keys(docs))
+	sort.Sort(releaseutil.BySplitManifestsOrder(keys))
+	for _, key := range keys {
+		for i, line := range strings.Split(strings.TrimRight(docs[key], "\n"), "\n") {
 			switch {
 			case i == 0:
 				b.WriteString("- ")
@@ -65,26 +73,4 @@ func asListItems(stream string) string {
 		}
 	}
 	return b.String()
-}
-
-// splitDocuments splits a YAML stream at its document separators, dropping
-// empty documents.
-func splitDocuments(stream string) []string {
-	var docs []string
-	var cur []string
-	flush := func() {
-		if doc := strings.TrimSpace(strings.Join(cur, "\n")); doc != "" {
-			docs = append(docs, strings.TrimRight(strings.Join(cur, "\n"), "\n"))
-		}
-		cur = cur[:0]
-	}
-	for _, line := range strings.Split(stream, "\n") {
-		if strings.TrimRight(line, " \t") == "---" {
-			flush()
-			continue
-		}
-		cur = append(cur, line)
-	}
-	flush()
-	return docs
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fluxcd/pkg/runtime/patch"
 	"helm.sh/helm/v4/pkg/kube"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -126,7 +127,7 @@ func (c *Client) context() (context.Context, context.CancelFunc) {
 func (c *Client) recreate(info *resource.Info, cause error, opts []kube.ClientUpdateOption) error {
 	ctx, cancel := c.context()
 	defer cancel()
-	desired, err := toUnstructured(info.Object)
+	desired, err := patch.ToUnstructured(info.Object)
 	if err != nil {
 		return &ImmutableError{Object: describe(info), Fields: Fields(cause), Advice: "not recreated: reading its manifest: " + err.Error(), Err: cause}
 	}
@@ -143,19 +144,6 @@ func (c *Client) recreate(info *resource.Info, cause error, opts []kube.ClientUp
 		c.opts.Observer(done)
 	}
 	return nil
-}
-
-// toUnstructured returns obj as an Unstructured (Helm builds its objects
-// so; a typed one is converted).
-func toUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		return u, nil
-	}
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, err
-	}
-	return &unstructured.Unstructured{Object: m}, nil
 }
 
 // joinedErrors lists the errors of several objects on one line, as
@@ -258,7 +246,7 @@ func (o *restObject) Live(ctx context.Context) (*unstructured.Unstructured, erro
 	if err != nil {
 		return nil, err
 	}
-	return toUnstructured(obj)
+	return patch.ToUnstructured(obj)
 }
 
 func (o *restObject) DryRunCreate(ctx context.Context) error {

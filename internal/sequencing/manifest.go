@@ -1,10 +1,13 @@
 package sequencing
 
 import (
-	"bufio"
 	"fmt"
+	"maps"
+	"slices"
+	"sort"
 	"strings"
 
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 )
@@ -80,33 +83,28 @@ type document struct {
 	content string
 }
 
-// splitDocuments splits a manifest at "---" lines and takes each
-// document's source from its "# Source:" comment.
+// splitDocuments splits a manifest as Helm splits a release manifest
+// (releaseutil.SplitManifests drops empty documents), in order, and takes
+// each document's source from its "# Source:" comment. The comment stays
+// in the content, where YAML ignores it.
 func splitDocuments(manifest string) []document {
-	var docs []document
-	var cur document
-	var body strings.Builder
-	flush := func() {
-		cur.content = body.String()
-		if strings.TrimSpace(cur.content) != "" {
-			docs = append(docs, cur)
-		}
-		cur, body = document{}, strings.Builder{}
+	split := releaseutil.SplitManifests(manifest)
+	keys := slices.Collect(maps.Keys(split))
+	sort.Sort(releaseutil.BySplitManifestsOrder(keys))
+	docs := make([]document, 0, len(keys))
+	for _, key := range keys {
+		docs = append(docs, document{source: sourceOf(split[key]), content: split[key]})
 	}
-	scanner := bufio.NewScanner(strings.NewReader(manifest))
-	scanner.Buffer(make([]byte, 0, 64*1024), len(manifest)+1)
-	for scanner.Scan() {
-		line := scanner.Text()
-		switch {
-		case strings.HasPrefix(line, "---"):
-			flush()
-		case strings.HasPrefix(line, sourcePrefix) && cur.source == "":
-			cur.source = strings.TrimSpace(strings.TrimPrefix(line, sourcePrefix))
-		default:
-			body.WriteString(line)
-			body.WriteByte('\n')
-		}
-	}
-	flush()
 	return docs
+}
+
+// sourceOf returns the template name of doc's first "# Source:" comment,
+// or "".
+func sourceOf(doc string) string {
+	for line := range strings.Lines(doc) {
+		if name, ok := strings.CutPrefix(line, sourcePrefix); ok {
+			return strings.TrimSpace(name)
+		}
+	}
+	return ""
 }
