@@ -30,6 +30,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/opencontainers/go-digest"
 	"github.com/spf13/pflag"
+
 	// Trusted CA roots compiled in, used only when the system has none: the
 	// image carries no CA bundle, yet must verify HTTPS and OCI registries.
 	_ "golang.org/x/crypto/x509roots/fallback"
@@ -51,10 +52,10 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/chartsource"
+	"github.com/afterhooks/helm-controller/internal/connect"
 	"github.com/afterhooks/helm-controller/internal/controller"
 	"github.com/afterhooks/helm-controller/internal/crdguard"
 	"github.com/afterhooks/helm-controller/internal/features"
-	"github.com/afterhooks/helm-controller/internal/connect"
 	"github.com/afterhooks/helm-controller/internal/oomwatch"
 	"github.com/afterhooks/helm-controller/internal/recreate"
 	"github.com/afterhooks/helm-controller/internal/served"

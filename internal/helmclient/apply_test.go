@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/afterhooks/helm-controller/internal/hookcleanup"
 	"github.com/afterhooks/helm-controller/internal/connect"
+	"github.com/afterhooks/helm-controller/internal/hookcleanup"
 )
 
 // TestCreateMarksOnlyTheHookObjectsItCreates creates hook and other

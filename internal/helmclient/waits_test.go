@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/afterhooks/helm-controller/internal/healthcheck"
 	"github.com/afterhooks/helm-controller/internal/connect"
+	"github.com/afterhooks/helm-controller/internal/healthcheck"
 	"github.com/afterhooks/helm-controller/test/envtestserver"
 )
 
