@@ -22,8 +22,8 @@ import (
 //     (helmv2.ShouldHandleResetRequest writes the status it is given).
 //
 // A helper missing below is added here the same way, as a one-line call on
-// upstreamView, and to the comparison with Upstream() in this package's
-// tests.
+// upstreamView, and to upstreamGoHelpers in upstream_test.go, which
+// compares it with the same helper of Upstream().
 
 // Upstream returns a deep copy of the object as upstream's type, with
 // Install, Upgrade, Rollback and Uninstall taken from this object (without

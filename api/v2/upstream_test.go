@@ -1,12 +1,13 @@
 package v2_test
 
 import (
-	"strings"
+	"fmt"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,86 +15,124 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 )
 
-// readHelper is one of our read-only helpers next to what callers wrote
-// before it existed: the same question asked of Upstream().
-type readHelper struct {
-	name     string
-	ours     func(*v2.HelmRelease) any
-	upstream func(*helmv2.HelmRelease) any
+// answersDiffer are the methods ours shares with upstream's HelmRelease
+// whose answers differ on purpose, and why.
+var answersDiffer = map[string]string{
+	"GetObjectKind":    "Upstream() sets upstream's kind and version, ours keeps the object's",
+	"GroupVersionKind": "Upstream() sets upstream's kind and version, ours keeps the object's",
+	"DeepCopyObject":   "each copies into its own type",
 }
 
-// readHelpers lists every helper of upstream.go, and the per-action
-// timeouts callers derive from GetTimeout.
-var readHelpers = []readHelper{
-	{"GetReleaseName",
-		func(o *v2.HelmRelease) any { return o.GetReleaseName() },
-		func(u *helmv2.HelmRelease) any { return u.GetReleaseName() }},
-	{"GetReleaseNamespace",
-		func(o *v2.HelmRelease) any { return o.GetReleaseNamespace() },
-		func(u *helmv2.HelmRelease) any { return u.GetReleaseNamespace() }},
-	{"GetStorageNamespace",
-		func(o *v2.HelmRelease) any { return o.GetStorageNamespace() },
-		func(u *helmv2.HelmRelease) any { return u.GetStorageNamespace() }},
-	{"GetMaxHistory",
-		func(o *v2.HelmRelease) any { return o.GetMaxHistory() },
-		func(u *helmv2.HelmRelease) any { return u.GetMaxHistory() }},
-	{"GetTimeout",
-		func(o *v2.HelmRelease) any { return o.GetTimeout() },
-		func(u *helmv2.HelmRelease) any { return u.GetTimeout() }},
-	{"UsePersistentClient",
-		func(o *v2.HelmRelease) any { return o.UsePersistentClient() },
-		func(u *helmv2.HelmRelease) any { return u.UsePersistentClient() }},
-	{"GetValues",
-		func(o *v2.HelmRelease) any { return o.GetValues() },
-		func(u *helmv2.HelmRelease) any { return u.GetValues() }},
-	{"GetDriftDetection",
-		func(o *v2.HelmRelease) any { return o.GetDriftDetection() },
-		func(u *helmv2.HelmRelease) any { return u.GetDriftDetection() }},
-	{"GetTest",
-		func(o *v2.HelmRelease) any { return o.GetTest() },
-		func(u *helmv2.HelmRelease) any { return u.GetTest() }},
-	{"GetWaitStrategy",
-		func(o *v2.HelmRelease) any { return o.GetWaitStrategy() },
-		func(u *helmv2.HelmRelease) any { return u.GetWaitStrategy() }},
-	{"GetPostRenderStrategy",
-		func(o *v2.HelmRelease) any { return o.GetPostRenderStrategy() },
-		func(u *helmv2.HelmRelease) any { return u.GetPostRenderStrategy() }},
-	{"GetActiveRemediation",
-		func(o *v2.HelmRelease) any { return o.GetActiveRemediation() },
-		func(u *helmv2.HelmRelease) any { return u.GetActiveRemediation() }},
-	{"GetActiveRetry(false)",
-		func(o *v2.HelmRelease) any { return o.GetActiveRetry(false) },
-		func(u *helmv2.HelmRelease) any { return u.GetActiveRetry(false) }},
-	{"GetActiveRetry(true)",
-		func(o *v2.HelmRelease) any { return o.GetActiveRetry(true) },
-		func(u *helmv2.HelmRelease) any { return u.GetActiveRetry(true) }},
-	{"FailureCount(install remediation)",
-		func(o *v2.HelmRelease) any { return o.FailureCount(o.GetInstall().GetRemediation()) },
-		func(u *helmv2.HelmRelease) any { return u.GetInstall().GetRemediation().GetFailureCount(u) }},
-	{"FailureCount(upgrade remediation)",
-		func(o *v2.HelmRelease) any { return o.FailureCount(o.GetUpgrade().GetRemediation()) },
-		func(u *helmv2.HelmRelease) any { return u.GetUpgrade().GetRemediation().GetFailureCount(u) }},
-	{"RetriesExhausted(install remediation)",
-		func(o *v2.HelmRelease) any { return o.RetriesExhausted(o.GetInstall().GetRemediation()) },
-		func(u *helmv2.HelmRelease) any { return u.GetInstall().GetRemediation().RetriesExhausted(u) }},
-	{"RetriesExhausted(upgrade remediation)",
-		func(o *v2.HelmRelease) any { return o.RetriesExhausted(o.GetUpgrade().GetRemediation()) },
-		func(u *helmv2.HelmRelease) any { return u.GetUpgrade().GetRemediation().RetriesExhausted(u) }},
-	{"install timeout",
-		func(o *v2.HelmRelease) any { return o.GetInstall().GetTimeout(o.GetTimeout()) },
-		func(u *helmv2.HelmRelease) any { return u.GetInstall().GetTimeout(u.GetTimeout()) }},
-	{"upgrade timeout",
-		func(o *v2.HelmRelease) any { return o.GetUpgrade().GetTimeout(o.GetTimeout()) },
-		func(u *helmv2.HelmRelease) any { return u.GetUpgrade().GetTimeout(u.GetTimeout()) }},
-	{"rollback timeout",
-		func(o *v2.HelmRelease) any { return o.GetRollback().GetTimeout(o.GetTimeout()) },
-		func(u *helmv2.HelmRelease) any { return u.GetRollback().GetTimeout(u.GetTimeout()) }},
-	{"uninstall timeout",
-		func(o *v2.HelmRelease) any { return o.GetUninstall().GetTimeout(o.GetTimeout()) },
-		func(u *helmv2.HelmRelease) any { return u.GetUninstall().GetTimeout(u.GetTimeout()) }},
-	{"test timeout",
-		func(o *v2.HelmRelease) any { return o.GetTest().GetTimeout(o.GetTimeout()) },
-		func(u *helmv2.HelmRelease) any { return u.GetTest().GetTimeout(u.GetTimeout()) }},
+// upstreamGoHelpers are the helpers of upstream.go named as upstream's
+// (FailureCount and RetriesExhausted are compared by compareDerived).
+var upstreamGoHelpers = []string{
+	"GetReleaseName", "GetReleaseNamespace", "GetStorageNamespace", "GetMaxHistory", "GetTimeout",
+	"UsePersistentClient", "GetValues", "GetDriftDetection", "GetTest", "GetWaitStrategy",
+	"GetPostRenderStrategy", "GetActiveRemediation", "GetActiveRetry",
+}
+
+// helperArgs are the arguments each helper that takes some is asked with.
+var helperArgs = map[string][][]any{
+	"GetActiveRetry": {{false}, {true}},
+}
+
+// sharedHelpers are the names of the methods of *v2.HelmRelease that
+// *helmv2.HelmRelease has too, with the same signature and some result
+// (which leaves the setters out): the helpers of upstream.go, those ours
+// had already, and ObjectMeta's getters.
+func sharedHelpers() []string {
+	ours, upstream := reflect.TypeFor[*v2.HelmRelease](), reflect.TypeFor[*helmv2.HelmRelease]()
+	var names []string
+	for m := range ours.Methods() {
+		up, ok := upstream.MethodByName(m.Name)
+		if !ok || answersDiffer[m.Name] != "" {
+			continue
+		}
+		sameIns := slices.Equal(slices.Collect(m.Type.Ins())[1:], slices.Collect(up.Type.Ins())[1:])
+		sameOuts := slices.Equal(slices.Collect(m.Type.Outs()), slices.Collect(up.Type.Outs()))
+		if sameIns && sameOuts && m.Type.NumOut() > 0 {
+			names = append(names, m.Name)
+		}
+	}
+	return names
+}
+
+// compareSharedHelpers asks obj and the upstream object oracle each
+// shared helper.
+func compareSharedHelpers(t *testing.T, obj *v2.HelmRelease, oracle upstreamOracle) {
+	t.Helper()
+	names := sharedHelpers()
+	for _, helper := range upstreamGoHelpers {
+		if !slices.Contains(names, helper) {
+			t.Fatalf("%s is not among the shared helpers %v", helper, names)
+		}
+	}
+	for _, name := range names {
+		argLists, ok := helperArgs[name]
+		if !ok {
+			argLists = [][]any{nil}
+		}
+		for _, args := range argLists {
+			got, err := callMethod(obj, name, args)
+			if err != nil {
+				t.Fatalf("%s: %v (add its arguments to helperArgs)", name, err)
+			}
+			want, _ := callMethod(oracle.obj, name, args)
+			if !apiequality.Semantic.DeepEqual(got, want) {
+				t.Errorf("%s%v: ours %#v, %s %#v", name, args, got, oracle.name, want)
+			}
+		}
+	}
+}
+
+// callMethod calls the method name of receiver with args, and returns its
+// results.
+func callMethod(receiver any, name string, args []any) ([]any, error) {
+	method := reflect.ValueOf(receiver).MethodByName(name)
+	if method.Type().NumIn() != len(args) {
+		return nil, fmt.Errorf("takes %d arguments, %d given", method.Type().NumIn(), len(args))
+	}
+	in := make([]reflect.Value, len(args))
+	for i, arg := range args {
+		in[i] = reflect.ValueOf(arg)
+	}
+	var results []any
+	for _, out := range method.Call(in) {
+		results = append(results, out.Interface())
+	}
+	return results, nil
+}
+
+// compareDerived checks what callers compute from our helpers and our
+// action configurations (GetInstall...) against the same computed from
+// oracle: the per-action timeouts and the failure counts.
+func compareDerived(t *testing.T, obj *v2.HelmRelease, oracle upstreamOracle) {
+	t.Helper()
+	up := oracle.obj
+	timeouts := map[string][2]metav1.Duration{
+		"install":   {obj.GetInstall().GetTimeout(obj.GetTimeout()), up.GetInstall().GetTimeout(up.GetTimeout())},
+		"upgrade":   {obj.GetUpgrade().GetTimeout(obj.GetTimeout()), up.GetUpgrade().GetTimeout(up.GetTimeout())},
+		"rollback":  {obj.GetRollback().GetTimeout(obj.GetTimeout()), up.GetRollback().GetTimeout(up.GetTimeout())},
+		"uninstall": {obj.GetUninstall().GetTimeout(obj.GetTimeout()), up.GetUninstall().GetTimeout(up.GetTimeout())},
+		"test":      {obj.GetTest().GetTimeout(obj.GetTimeout()), up.GetTest().GetTimeout(up.GetTimeout())},
+	}
+	for action, pair := range timeouts {
+		if pair[0] != pair[1] {
+			t.Errorf("%s timeout: ours %v, %s %v", action, pair[0], oracle.name, pair[1])
+		}
+	}
+	remediations := map[string][2]helmv2.Remediation{
+		"install": {obj.GetInstall().GetRemediation(), up.GetInstall().GetRemediation()},
+		"upgrade": {obj.GetUpgrade().GetRemediation(), up.GetUpgrade().GetRemediation()},
+	}
+	for action, pair := range remediations {
+		if got, want := obj.FailureCount(pair[0]), pair[1].GetFailureCount(up); got != want {
+			t.Errorf("%s FailureCount: ours %d, %s %d", action, got, oracle.name, want)
+		}
+		if got, want := obj.RetriesExhausted(pair[0]), pair[1].RetriesExhausted(up); got != want {
+			t.Errorf("%s RetriesExhausted: ours %t, %s %t", action, got, oracle.name, want)
+		}
+	}
 }
 
 // helperObject is a HelmRelease "app" in namespace "apps", changed by
@@ -138,7 +177,9 @@ func waitStrategy(name helmv2.WaitStrategyName, readiness *metav1.Duration) func
 }
 
 func helperObjects() map[string]*v2.HelmRelease {
-	longName := strings.Repeat("a-very-long-release-name-", 3)
+	// 75 characters: with the target namespace, or twice as releaseName,
+	// longer than Helm allows (our callers shorten it, upstream does not).
+	longName := "a-very-long-release-name-a-very-long-release-name-a-very-long-release-name-"
 	return map[string]*v2.HelmRelease{
 		"bare":            helperObject(),
 		"targetNamespace": helperObject(func(o *v2.HelmRelease) { o.Spec.TargetNamespace = "prod" }),
@@ -212,10 +253,12 @@ func helperObjects() map[string]*v2.HelmRelease {
 	}
 }
 
-// TestReadHelpersMatchUpstream checks each helper of upstream.go against
-// the same question asked of Upstream(), on objects that set what the
-// helpers read.
+// TestReadHelpersMatchUpstream checks each helper of upstream.go (and
+// every other method ours shares with upstream's type) against the same
+// question asked of Upstream(), on objects that set what the helpers read,
+// and that asking leaves the object as it was.
 func TestReadHelpersMatchUpstream(t *testing.T) {
+	t.Logf("shared helpers: %v", sharedHelpers())
 	for name, obj := range helperObjects() {
 		t.Run(name, func(t *testing.T) { compareReadHelpers(t, obj) })
 	}
@@ -245,16 +288,26 @@ func TestReadHelpersMatchUpstreamAtRandom(t *testing.T) {
 	}
 }
 
+// upstreamOracle is an upstream object that our helpers must answer as.
+type upstreamOracle struct {
+	name string
+	obj  *helmv2.HelmRelease
+}
+
+// compareReadHelpers compares obj's helpers with those of its Upstream()
+// and, since Upstream() is built from the same view as the helpers, with
+// those of upstream's type decoded from obj's JSON; and checks they left
+// obj as it was.
 func compareReadHelpers(t *testing.T, obj *v2.HelmRelease) {
 	t.Helper()
 	before := obj.DeepCopy()
-	for _, h := range readHelpers {
-		got, want := h.ours(obj), h.upstream(obj.Upstream())
-		if !apiequality.Semantic.DeepEqual(got, want) {
-			t.Errorf("%s: ours %#v, Upstream() %#v", h.name, got, want)
-		}
+	decoded := &helmv2.HelmRelease{}
+	mustUnmarshal(t, mustMarshal(t, obj), decoded)
+	for _, oracle := range []upstreamOracle{{"Upstream()", obj.Upstream()}, {"upstream's decoding", decoded}} {
+		compareSharedHelpers(t, obj, oracle)
+		compareDerived(t, obj, oracle)
 	}
-	if diff := cmp.Diff(before, obj); diff != "" {
-		t.Errorf("the helpers changed the object (-before +after):\n%s", diff)
+	if !apiequality.Semantic.DeepEqual(before, obj) {
+		t.Errorf("the helpers changed the object:\nbefore: %s\nafter:  %s", mustMarshal(t, before), mustMarshal(t, obj))
 	}
 }
