@@ -33,7 +33,11 @@ type HelmReleaseSpec struct {
 	// ordered. The embedded spec still has its own fields of those names;
 	// they are shadowed (JSON, deepcopy and the CRD only see the fields
 	// declared here) and stay nil. Always use Spec.Install or GetInstall,
-	// never Spec.HelmReleaseSpec.Install (and so on).
+	// never Spec.HelmReleaseSpec.Install (and so on): a test of this
+	// package fails on any such selector in the repository, and another on
+	// any new shadowed field. Upstream's read-only helpers that consult
+	// these fields (GetActiveRemediation, GetWaitStrategy, ...) are methods
+	// of HelmRelease; see upstream.go.
 	helmv2.HelmReleaseSpec `json:",inline"`
 
 	// Install holds the configuration for Helm install actions for this HelmRelease.
@@ -378,36 +382,6 @@ func (in *HelmRelease) GetTemplateInterval() metav1.Duration {
 		return in.Spec.Interval
 	}
 	return *in.Spec.Chart.Spec.Interval
-}
-
-// Upstream returns a deep copy of the object as upstream's type, with
-// Install, Upgrade, Rollback and Uninstall taken from this object (without
-// waitStrategy and deleteHookResources). It lets callers reuse upstream's
-// read-only helpers, such as GetReleaseName or GetActiveRemediation.
-// Changes to the copy are not reflected in this object.
-func (in *HelmRelease) Upstream() *helmv2.HelmRelease {
-	out := &helmv2.HelmRelease{
-		TypeMeta: metav1.TypeMeta{Kind: helmv2.HelmReleaseKind, APIVersion: GroupVersion.String()},
-	}
-	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	in.Spec.HelmReleaseSpec.DeepCopyInto(&out.Spec)
-	in.Status.HelmReleaseStatus.DeepCopyInto(&out.Status)
-	if in.Spec.Install != nil {
-		out.Spec.Install = in.Spec.Install.Install.DeepCopy()
-	}
-	if in.Spec.Upgrade != nil {
-		out.Spec.Upgrade = in.Spec.Upgrade.Upgrade.DeepCopy()
-	}
-	if in.Spec.Rollback != nil {
-		out.Spec.Rollback = in.Spec.Rollback.Rollback.DeepCopy()
-	}
-	if in.Spec.Uninstall != nil {
-		out.Spec.Uninstall = in.Spec.Uninstall.Uninstall.DeepCopy()
-	}
-	if in.Spec.WaitStrategy != nil {
-		out.Spec.WaitStrategy = &helmv2.WaitStrategy{Name: in.Spec.WaitStrategy.Name}
-	}
-	return out
 }
 
 // +kubebuilder:object:root=true

@@ -105,7 +105,7 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		}
 		return r.fail(obj, helmv2.ActionReconcile, reason, err)
 	}
-	obj.Status.StorageNamespace = obj.Upstream().GetStorageNamespace()
+	obj.Status.StorageNamespace = obj.GetStorageNamespace()
 	r.handleAnnotations(obj, req)
 
 	machine := &reconcile.Machine{Helm: runner, Recorder: runner.RecorderWithLogs(r.EventRecorder), Progress: progress.Report}
@@ -214,15 +214,14 @@ func (r *HelmReleaseReconciler) newReleaseRequest(obj *v2.HelmRelease, chart *ch
 // is complete when returned; extras may be zero. A target that cannot be
 // built is a *targetError.
 func (r *HelmReleaseReconciler) newHelmRunner(ctx context.Context, obj *v2.HelmRelease, extras runnerExtras) (*runner.Runner, error) {
-	up := obj.Upstream()
 	target, err := r.Targets.Build(ctx, connect.Request{
 		Kind:               helmv2.HelmReleaseKind,
 		Namespace:          obj.Namespace,
 		Name:               obj.Name,
-		ReleaseNamespace:   up.GetReleaseNamespace(),
+		ReleaseNamespace:   obj.GetReleaseNamespace(),
 		KubeConfig:         obj.Spec.KubeConfig,
 		ServiceAccountName: obj.Spec.ServiceAccountName,
-		Persistent:         up.UsePersistentClient(),
+		Persistent:         obj.UsePersistentClient(),
 	})
 	if err != nil {
 		return nil, &targetError{err: err}
@@ -408,7 +407,7 @@ func (r *HelmReleaseReconciler) composeValues(ctx context.Context, obj *v2.HelmR
 	// The Secrets read are remembered before anything can fail: a failure
 	// to merge a value is the first message that may quote it.
 	secrets := &secretsRead{Client: r.Client}
-	values, err := chartutil.ChartValuesFromReferences(ctx, ctrl.LoggerFrom(ctx), secrets, obj.Namespace, obj.Upstream().GetValues(), obj.Spec.ValuesFrom...)
+	values, err := chartutil.ChartValuesFromReferences(ctx, ctrl.LoggerFrom(ctx), secrets, obj.Namespace, obj.GetValues(), obj.Spec.ValuesFrom...)
 	r.Redactions.Set(client.ObjectKeyFromObject(obj), redact.FromData(secrets.data...))
 	if err != nil {
 		_, err = r.fail(obj, helmv2.ActionResolveValues, ValuesErrorReason, err)
@@ -517,9 +516,8 @@ func hasReadyFalse(obj *v2.HelmRelease, reason, msg string) bool {
 // attempts is how often the last attempted action failed, as its
 // remediation counts it (upstream's figure in the Stalled message).
 func attempts(obj *v2.HelmRelease) int64 {
-	up := obj.Upstream()
-	if rem := up.GetActiveRemediation(); rem != nil {
-		return rem.GetFailureCount(up)
+	if rem := obj.GetActiveRemediation(); rem != nil {
+		return obj.FailureCount(rem)
 	}
 	return obj.Status.Failures
 }

@@ -18,14 +18,13 @@ import (
 // release name. It is "" when nothing was released yet or nothing moved.
 func releaseTargetChanged(obj *v2.HelmRelease) string {
 	cur := obj.Status.History.Latest()
-	up := obj.Upstream()
 	switch {
 	case obj.Status.StorageNamespace == "" || cur == nil:
 		return ""
-	case up.GetStorageNamespace() != obj.Status.StorageNamespace:
-		return fmt.Sprintf("storage namespace changed from '%s' to '%s'", obj.Status.StorageNamespace, up.GetStorageNamespace())
-	case up.GetReleaseNamespace() != cur.Namespace:
-		return fmt.Sprintf("release namespace changed from '%s' to '%s'", cur.Namespace, up.GetReleaseNamespace())
+	case obj.GetStorageNamespace() != obj.Status.StorageNamespace:
+		return fmt.Sprintf("storage namespace changed from '%s' to '%s'", obj.Status.StorageNamespace, obj.GetStorageNamespace())
+	case obj.GetReleaseNamespace() != cur.Namespace:
+		return fmt.Sprintf("release namespace changed from '%s' to '%s'", cur.Namespace, obj.GetReleaseNamespace())
 	case action.ReleaseName(obj) != cur.Name:
 		return fmt.Sprintf("release name changed from '%s' to '%s'", cur.Name, action.ReleaseName(obj))
 	}

@@ -35,7 +35,7 @@ const (
 // every object anyway when it gets there.
 func (m *Machine) observeDrift(ctx context.Context, req *Request, cur *releasev1.Release, inSync Observation) (Observation, jsondiff.DiffSet, error) {
 	obj := req.Object
-	if !obj.Upstream().GetDriftDetection().MustDetectChanges() {
+	if !obj.GetDriftDetection().MustDetectChanges() {
 		// The condition only speaks for a release that is checked.
 		conditions.Delete(obj, helmv2.DriftedCondition)
 		return inSync, nil, nil
@@ -88,7 +88,7 @@ func (m *Machine) drifted(ctx context.Context, req *Request, cur *releasev1.Rele
 	msg := driftMessage(cur, set)
 	conditions.MarkTrue(obj, helmv2.DriftedCondition, helmv2.DriftDetectedReason, "%s", msg)
 	m.warning(req, latest, helmv2.DriftDetectedReason, msg)
-	if obj.Upstream().GetDriftDetection().GetMode() != helmv2.DriftDetectionEnabled {
+	if obj.GetDriftDetection().GetMode() != helmv2.DriftDetectionEnabled {
 		return true, nil
 	}
 
@@ -138,7 +138,7 @@ func uncorrectedDrift(req *Request) (reason, message string, found bool) {
 		return "", "", false
 	case c.Status == "Unknown":
 		return c.Reason, c.Message, true
-	case c.Status == "True" && req.Object.Upstream().GetDriftDetection().GetMode() == helmv2.DriftDetectionEnabled:
+	case c.Status == "True" && req.Object.GetDriftDetection().GetMode() == helmv2.DriftDetectionEnabled:
 		return DriftCorrectionFailedReason, c.Message, true
 	}
 	return "", "", false

@@ -15,15 +15,14 @@ func (m *Machine) checkRetries(req *Request, action helmv2.ReleaseAction) error 
 	if st.LastAttemptedReleaseAction != action {
 		return nil
 	}
-	up := req.Object.Upstream()
-	if up.GetActiveRetry(req.DefaultToRetryOnFailure) != nil {
+	if req.Object.GetActiveRetry(req.DefaultToRetryOnFailure) != nil {
 		return nil
 	}
-	rem := up.GetActiveRemediation()
-	if rem == nil || !rem.RetriesExhausted(up) {
+	rem := req.Object.GetActiveRemediation()
+	if rem == nil || !req.Object.RetriesExhausted(rem) {
 		return nil
 	}
-	return fmt.Errorf("%w: %s failed %d times (retries: %d)", ErrRetriesExhausted, action, rem.GetFailureCount(up), rem.GetRetries())
+	return fmt.Errorf("%w: %s failed %d times (retries: %d)", ErrRetriesExhausted, action, req.Object.FailureCount(rem), rem.GetRetries())
 }
 
 // failed follows a failed action with what the spec asks for: a retry
@@ -49,8 +48,7 @@ func (m *Machine) failed(ctx context.Context, req *Request, actionErr error) err
 	if errors.As(actionErr, new(*notRecordedError)) {
 		return actionErr
 	}
-	up := req.Object.Upstream()
-	if retry := up.GetActiveRetry(req.DefaultToRetryOnFailure); retry != nil {
+	if retry := req.Object.GetActiveRetry(req.DefaultToRetryOnFailure); retry != nil {
 		return &RetryAfterError{Err: actionErr, After: retry.GetRetryInterval()}
 	}
 	return m.remediate(ctx, req, actionErr)

@@ -23,10 +23,9 @@ func (req *Request) helmUpgrade(h Helm) runFunc {
 
 // releaseName is "<namespace>/<name>" of the Helm release.
 func (req *Request) releaseName() string {
-	up := req.Object.Upstream()
 	name := req.ReleaseName
 	if name == "" {
-		name = up.GetReleaseName()
+		name = req.Object.GetReleaseName()
 	}
-	return up.GetReleaseNamespace() + "/" + name
+	return req.Object.GetReleaseNamespace() + "/" + name
 }

@@ -41,10 +41,10 @@ func (m *Machine) release(ctx context.Context, req *Request, action helmv2.Relea
 	if err != nil {
 		return m.recordRelease(ctx, req, action, nil, fmt.Errorf("loading chart %s: %w", req.Chart.Metadata().Name, err))
 	}
-	up := req.Object.Upstream()
-	timeout := up.GetInstall().GetTimeout(up.GetTimeout())
+	obj := req.Object
+	timeout := obj.GetInstall().GetTimeout(obj.GetTimeout())
 	if action == helmv2.ReleaseActionUpgrade {
-		timeout = up.GetUpgrade().GetTimeout(up.GetTimeout())
+		timeout = obj.GetUpgrade().GetTimeout(obj.GetTimeout())
 	}
 	m.announce(req, string(action), timeout, true)
 	started := m.now()

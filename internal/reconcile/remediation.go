@@ -13,14 +13,13 @@ import (
 // left in place unless remediateLastFailure asks otherwise. It always
 // returns an error: the failure that led here, or ErrRetriesExhausted.
 func (m *Machine) remediate(ctx context.Context, req *Request, cause error) error {
-	up := req.Object.Upstream()
-	rem := up.GetActiveRemediation()
+	rem := req.Object.GetActiveRemediation()
 	if rem == nil {
 		// A failure no install or upgrade of ours attempted (e.g. a release
 		// failed before we managed it): upgrade over it next time.
 		return cause
 	}
-	exhausted := rem.RetriesExhausted(up)
+	exhausted := req.Object.RetriesExhausted(rem)
 	if exhausted && !rem.MustRemediateLastFailure() {
 		return fmt.Errorf("%w: %v", ErrRetriesExhausted, cause)
 	}
@@ -49,9 +48,8 @@ func (m *Machine) remediate(ctx context.Context, req *Request, cause error) erro
 // remediated by an uninstall leaves an install to do next, whose retries
 // are its own.
 func remediationEnded(req *Request, cause error) error {
-	up := req.Object.Upstream()
-	rem := up.GetActiveRemediation()
-	if rem != nil && rem.RetriesExhausted(up) && !uninstalledAfterUpgrade(req, rem) {
+	rem := req.Object.GetActiveRemediation()
+	if rem != nil && req.Object.RetriesExhausted(rem) && !uninstalledAfterUpgrade(req, rem) {
 		return fmt.Errorf("%w: %v", ErrRetriesExhausted, cause)
 	}
 	return cause

@@ -22,8 +22,7 @@ func (m *Machine) rollback(ctx context.Context, req *Request) error {
 		return errors.New(msg)
 	}
 	target := describeRelease(prev)
-	up := req.Object.Upstream()
-	m.announce(req, "rollback", up.GetRollback().GetTimeout(up.GetTimeout()), false)
+	m.announce(req, "rollback", req.Object.GetRollback().GetTimeout(req.Object.GetTimeout()), false)
 	err := m.Helm.Rollback(ctx, prev.Version)
 	if rel := m.Helm.LastWritten(); rel != nil && rel.Version != req.Object.Status.History.Latest().Version {
 		recordSnapshot(req, rel, helmv2.ReleaseActionRollback)

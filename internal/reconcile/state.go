@@ -99,7 +99,7 @@ func Observe(req *Request, cur *releasev1.Release) Observation {
 		return Observation{StateOutOfSync, reason}
 	}
 
-	test := req.Object.Upstream().GetTest()
+	test := req.Object.GetTest()
 	if test.Enable {
 		if !latest.HasBeenTested() {
 			return Observation{StateUntested, fmt.Sprintf("release %s has not been tested", releaseID(cur))}
@@ -143,11 +143,10 @@ func chartOrValuesChange(req *Request, s *helmv2.Snapshot) string {
 
 // ignoreTestFailures tells whether failed tests leave the release as is.
 func ignoreTestFailures(req *Request) bool {
-	up := req.Object.Upstream()
-	if up.GetTest().IgnoreFailures {
+	if req.Object.GetTest().IgnoreFailures {
 		return true
 	}
-	if r := up.GetActiveRemediation(); r != nil {
+	if r := req.Object.GetActiveRemediation(); r != nil {
 		return r.MustIgnoreTestFailures(false)
 	}
 	return false

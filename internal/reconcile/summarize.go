@@ -50,7 +50,7 @@ func summarizeRelease(req *Request) {
 // unset), otherwise the last release action. Nil when neither ran.
 func releaseOutcome(req *Request) *metav1.Condition {
 	obj := req.Object
-	if test := conditions.Get(obj, helmv2.TestSuccessCondition); test != nil && !obj.Upstream().GetTest().IgnoreFailures {
+	if test := conditions.Get(obj, helmv2.TestSuccessCondition); test != nil && !obj.GetTest().IgnoreFailures {
 		return test
 	}
 	return conditions.Get(obj, helmv2.ReleasedCondition)

@@ -10,8 +10,7 @@ import (
 
 // test runs the chart's Helm tests on the current release.
 func (m *Machine) test(ctx context.Context, req *Request) error {
-	up := req.Object.Upstream()
-	m.announce(req, "test", up.GetTest().GetTimeout(up.GetTimeout()), false)
+	m.announce(req, "test", req.Object.GetTest().GetTimeout(req.Object.GetTimeout()), false)
 	rel, err := m.Helm.Test(ctx)
 	latest := req.Object.Status.History.Latest()
 	if rel != nil {

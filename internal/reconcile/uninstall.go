@@ -16,8 +16,7 @@ import (
 // starts clean.
 func (m *Machine) uninstallRemediation(ctx context.Context, req *Request) error {
 	latest := req.Object.Status.History.Latest()
-	up := req.Object.Upstream()
-	m.announce(req, "uninstall", up.GetUninstall().GetTimeout(up.GetTimeout()), false)
+	m.announce(req, "uninstall", req.Object.GetUninstall().GetTimeout(req.Object.GetTimeout()), false)
 	if err := m.uninstall(ctx, req); err != nil {
 		msg := fmt.Sprintf("Helm uninstall failed for release %s: %s", describeRelease(latest), trimError(err))
 		countFailure(ctx, req)

@@ -1,0 +1,151 @@
+package v2
+
+import (
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Reaching upstream's helpers.
+//
+// Upstream's HelmRelease has helpers (release name and namespaces,
+// defaults, the active remediation...) that ours cannot inherit: our spec
+// shadows the fields some of them read. Two ways reach them:
+//
+//   - The methods below, for reading. They answer exactly as the same
+//     helper of Upstream() would, without copying the object: they call
+//     upstream's helper on a shallow view that shares every map, slice and
+//     pointer with this object. Use them whenever a value is all you need.
+//     A value they return may share memory with this object (the Retry of
+//     GetActiveRetry, the filters of GetTest...): do not modify it.
+//   - Upstream(), a deep copy, for a real upstream object: one that is
+//     modified, or that upstream code is handed and may keep or change
+//     (helmv2.ShouldHandleResetRequest writes the status it is given).
+//
+// A helper missing below is added here the same way, as a one-line call on
+// upstreamView, and to upstreamGoHelpers in upstream_test.go, which
+// compares it with the same helper of Upstream().
+
+// Upstream returns a deep copy of the object as upstream's type, with
+// Install, Upgrade, Rollback and Uninstall taken from this object (without
+// waitStrategy and deleteHookResources) and spec.waitStrategy with its name
+// only. Changes to the copy are not reflected in this object. To only read
+// a value through one of upstream's helpers, use this type's method of the
+// same name instead (GetReleaseName, GetActiveRemediation, ...): it answers
+// the same without the copy.
+func (in *HelmRelease) Upstream() *helmv2.HelmRelease {
+	return in.upstreamView().DeepCopy()
+}
+
+// upstreamView is the object as upstream's type, sharing every map, slice
+// and pointer with in: only for upstream's read-only helpers, and never
+// returned. The shadowed upstream spec fields point at the upstream part
+// of ours; spec.waitStrategy, which upstream cannot hold with its
+// readinessTimeout, is a new one with our name.
+func (in *HelmRelease) upstreamView() *helmv2.HelmRelease {
+	view := &helmv2.HelmRelease{
+		TypeMeta:   metav1.TypeMeta{Kind: helmv2.HelmReleaseKind, APIVersion: GroupVersion.String()},
+		ObjectMeta: in.ObjectMeta,
+		Spec:       in.Spec.HelmReleaseSpec,
+		Status:     in.Status.HelmReleaseStatus,
+	}
+	spec := &in.Spec
+	if spec.Install != nil {
+		view.Spec.Install = &spec.Install.Install
+	}
+	if spec.Upgrade != nil {
+		view.Spec.Upgrade = &spec.Upgrade.Upgrade
+	}
+	if spec.Rollback != nil {
+		view.Spec.Rollback = &spec.Rollback.Rollback
+	}
+	if spec.Uninstall != nil {
+		view.Spec.Uninstall = &spec.Uninstall.Uninstall
+	}
+	if spec.WaitStrategy != nil {
+		view.Spec.WaitStrategy = &helmv2.WaitStrategy{Name: spec.WaitStrategy.Name}
+	}
+	return view
+}
+
+// GetReleaseName returns spec.releaseName, else "[targetNamespace-]name",
+// as upstream does: not shortened to Helm's limit.
+func (in *HelmRelease) GetReleaseName() string {
+	return in.upstreamView().GetReleaseName()
+}
+
+// GetReleaseNamespace returns spec.targetNamespace, else the object's
+// namespace.
+func (in *HelmRelease) GetReleaseNamespace() string {
+	return in.upstreamView().GetReleaseNamespace()
+}
+
+// GetStorageNamespace returns spec.storageNamespace, else the object's
+// namespace.
+func (in *HelmRelease) GetStorageNamespace() string {
+	return in.upstreamView().GetStorageNamespace()
+}
+
+// GetMaxHistory returns spec.maxHistory, else upstream's default.
+func (in *HelmRelease) GetMaxHistory() int {
+	return in.upstreamView().GetMaxHistory()
+}
+
+// GetTimeout returns spec.timeout, else upstream's default.
+func (in *HelmRelease) GetTimeout() metav1.Duration {
+	return in.upstreamView().GetTimeout()
+}
+
+// UsePersistentClient returns spec.persistentClient, else true.
+func (in *HelmRelease) UsePersistentClient() bool {
+	return in.upstreamView().UsePersistentClient()
+}
+
+// GetValues returns spec.values decoded, nil when unset or not an object.
+func (in *HelmRelease) GetValues() map[string]any {
+	return in.upstreamView().GetValues()
+}
+
+// GetDriftDetection returns spec.driftDetection, the zero value when unset.
+func (in *HelmRelease) GetDriftDetection() helmv2.DriftDetection {
+	return in.upstreamView().GetDriftDetection()
+}
+
+// GetTest returns spec.test, the zero value when unset.
+func (in *HelmRelease) GetTest() helmv2.Test {
+	return in.upstreamView().GetTest()
+}
+
+// GetWaitStrategy returns spec.waitStrategy.name (ordered included), ""
+// when unset.
+func (in *HelmRelease) GetWaitStrategy() helmv2.WaitStrategyName {
+	return in.upstreamView().GetWaitStrategy()
+}
+
+// GetPostRenderStrategy returns spec.postRenderStrategy.
+func (in *HelmRelease) GetPostRenderStrategy() helmv2.PostRenderStrategy {
+	return in.upstreamView().GetPostRenderStrategy()
+}
+
+// GetActiveRemediation returns the remediation of the last attempted
+// action, install or upgrade; nil for any other.
+func (in *HelmRelease) GetActiveRemediation() helmv2.Remediation {
+	return in.upstreamView().GetActiveRemediation()
+}
+
+// GetActiveRetry returns the retry strategy of the last attempted action,
+// install or upgrade; nil for any other, or when it remediates instead.
+func (in *HelmRelease) GetActiveRetry(defaultToRetryOnFailure bool) helmv2.Retry {
+	return in.upstreamView().GetActiveRetry(defaultToRetryOnFailure)
+}
+
+// FailureCount is rem.GetFailureCount on this object: how often the action
+// rem remediates failed.
+func (in *HelmRelease) FailureCount(rem helmv2.Remediation) int64 {
+	return rem.GetFailureCount(in.upstreamView())
+}
+
+// RetriesExhausted is rem.RetriesExhausted on this object: whether the
+// action rem remediates failed more often than it may be retried.
+func (in *HelmRelease) RetriesExhausted(rem helmv2.Remediation) bool {
+	return rem.RetriesExhausted(in.upstreamView())
+}
