@@ -23,7 +23,7 @@ func Install(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 	// a failed install, taking over what was kept) updates them, and may
 	// be refused as an upgrade may; install has no force setting.
 	spec := obj.GetInstall()
-	timeout := actionTimeout(spec.Timeout, obj.Upstream())
+	timeout := actionTimeout(spec.Timeout, obj)
 	l := layers{verb: verbInstall, timeout: timeout, recreate: true, chart: chrt,
 		order: func(*helmaction.Configuration) (*ordering, error) {
 			if !obj.IsOrdered() {
@@ -54,7 +54,7 @@ func install(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 	}); err != nil {
 		return nil, fmt.Errorf("install: %w", err)
 	}
-	cfg.Releases.MaxHistory = obj.Upstream().GetMaxHistory()
+	cfg.Releases.MaxHistory = obj.GetMaxHistory()
 
 	rel, runErr := install.RunWithContext(ctx, chrt, values)
 	return toV1(rel, runErr)
@@ -62,7 +62,7 @@ func install(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 
 // newInstall maps the HelmRelease to Helm's install action.
 func newInstall(cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options) (*helmaction.Install, error) {
-	up := obj.Upstream()
+	up := obj
 	spec := obj.GetInstall()
 
 	install := helmaction.NewInstall(cfg)

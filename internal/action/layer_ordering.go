@@ -79,7 +79,7 @@ func recordedOrdering(rel *releasev1.Release) (sequencing.Charts, bool, error) {
 func withOrdering(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, ord ordering, o Options) (*helmaction.Configuration, error) {
 	kc := sequencing.Wrap(cfg.KubeClient, sequencing.Options{
 		Charts:      ord.charts,
-		Strategy:    readinessStrategy(obj.Upstream(), o),
+		Strategy:    readinessStrategy(obj, o),
 		WaitOptions: waitOptions(o),
 		WaitForJobs: ord.waitForJobs,
 		Deadline:    time.Now().Add(ord.timeout),

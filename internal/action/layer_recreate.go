@@ -22,7 +22,7 @@ func withRecreate(ctx context.Context, cfg *helmaction.Configuration, obj *v2.He
 	kc := recreate.Wrap(cfg.KubeClient, recreate.Options{
 		Policy: recreate.Policy{
 			Gate:    o.RecreateImmutable,
-			Release: recreate.Release{Name: ReleaseName(obj), Namespace: obj.Upstream().GetReleaseNamespace()},
+			Release: recreate.Release{Name: ReleaseName(obj), Namespace: obj.GetReleaseNamespace()},
 		},
 		Context:    ctx,
 		Deadline:   time.Now().Add(timeout),

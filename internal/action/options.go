@@ -134,22 +134,22 @@ type Wait struct {
 // run it without HookOnlyWait (and without disableWait).
 func InstallWait(obj *v2.HelmRelease, o Options) Wait {
 	spec := obj.GetInstall()
-	return readinessWait(obj.Upstream(), spec.Timeout, spec.DisableWaitForJobs, o)
+	return readinessWait(obj, spec.Timeout, spec.DisableWaitForJobs, o)
 }
 
 // UpgradeWait is InstallWait for the upgrade.
 func UpgradeWait(obj *v2.HelmRelease, o Options) Wait {
 	spec := obj.GetUpgrade()
-	return readinessWait(obj.Upstream(), spec.Timeout, spec.DisableWaitForJobs, o)
+	return readinessWait(obj, spec.Timeout, spec.DisableWaitForJobs, o)
 }
 
 // RollbackWait is InstallWait for the rollback.
 func RollbackWait(obj *v2.HelmRelease, o Options) Wait {
 	spec := obj.GetRollback()
-	return readinessWait(obj.Upstream(), spec.Timeout, spec.DisableWaitForJobs, o)
+	return readinessWait(obj, spec.Timeout, spec.DisableWaitForJobs, o)
 }
 
-func readinessWait(up *helmv2.HelmRelease, timeout *metav1.Duration, disableWaitForJobs bool, o Options) Wait {
+func readinessWait(up *v2.HelmRelease, timeout *metav1.Duration, disableWaitForJobs bool, o Options) Wait {
 	return Wait{
 		Strategy:    readinessStrategy(up, o),
 		WaitForJobs: !disableWaitForJobs,
@@ -167,7 +167,7 @@ const maxReleaseNameLength = 53
 // ReleaseName returns the Helm release name of obj: spec.releaseName, or
 // '[targetNamespace-]name', shortened when longer than Helm allows.
 func ReleaseName(obj *v2.HelmRelease) string {
-	return shortenReleaseName(obj.Upstream().GetReleaseName())
+	return shortenReleaseName(obj.GetReleaseName())
 }
 
 // shortenReleaseName keeps names of up to 53 characters. Longer ones become
@@ -184,7 +184,7 @@ func shortenReleaseName(name string) string {
 
 // actionTimeout picks the action's own timeout, else the spec's, else the
 // default.
-func actionTimeout(own *metav1.Duration, up *helmv2.HelmRelease) time.Duration {
+func actionTimeout(own *metav1.Duration, up *v2.HelmRelease) time.Duration {
 	if own != nil {
 		return own.Duration
 	}
@@ -196,7 +196,7 @@ func actionTimeout(own *metav1.Duration, up *helmv2.HelmRelease) time.Duration {
 
 // waitStrategy maps disableWait, Options.HookOnlyWait and spec.waitStrategy
 // to Helm's strategy.
-func waitStrategy(up *helmv2.HelmRelease, disableWait bool, o Options) kube.WaitStrategy {
+func waitStrategy(up *v2.HelmRelease, disableWait bool, o Options) kube.WaitStrategy {
 	if disableWait || o.HookOnlyWait {
 		return kube.HookOnlyStrategy
 	}
@@ -204,7 +204,7 @@ func waitStrategy(up *helmv2.HelmRelease, disableWait bool, o Options) kube.Wait
 }
 
 // readinessStrategy is the strategy used when something must be waited for.
-func readinessStrategy(up *helmv2.HelmRelease, o Options) kube.WaitStrategy {
+func readinessStrategy(up *v2.HelmRelease, o Options) kube.WaitStrategy {
 	switch up.GetWaitStrategy() {
 	case helmv2.WaitStrategyLegacy:
 		return kube.LegacyStrategy
@@ -231,7 +231,7 @@ func waitOptions(o Options) []kube.WaitOption {
 }
 
 // postRenderStrategy maps spec.postRenderStrategy.
-func postRenderStrategy(up *helmv2.HelmRelease, o Options) (helmaction.PostRenderStrategy, error) {
+func postRenderStrategy(up *v2.HelmRelease, o Options) (helmaction.PostRenderStrategy, error) {
 	switch s := up.GetPostRenderStrategy(); s {
 	case helmv2.PostRenderStrategyCombined:
 		return helmaction.PostRenderStrategyCombined, nil

@@ -30,7 +30,7 @@ func Rollback(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRe
 	// Helm decides "auto" from the revision rolled back to, and so does
 	// the order: the revision's own (see layer_ordering.go).
 	var target *releasev1.Release
-	l := layers{verb: verbRollback, timeout: actionTimeout(spec.Timeout, obj.Upstream()), recreate: true,
+	l := layers{verb: verbRollback, timeout: actionTimeout(spec.Timeout, obj), recreate: true,
 		order: func(c *helmaction.Configuration) (*ordering, error) {
 			var err error
 			if target, err = rollbackTarget(c, name, toVersion); err != nil {
@@ -41,7 +41,7 @@ func Rollback(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRe
 			if err != nil || !sequenced {
 				return nil, err
 			}
-			return &ordering{charts: charts, timeout: actionTimeout(spec.Timeout, obj.Upstream()), waitForJobs: !spec.DisableWaitForJobs}, nil
+			return &ordering{charts: charts, timeout: actionTimeout(spec.Timeout, obj), waitForJobs: !spec.DisableWaitForJobs}, nil
 		}}
 	_, err := stacked(ctx, cfg, obj, l, o, func(c *helmaction.Configuration, _ *chartv2.Chart, o Options) (*releasev1.Release, error) {
 		return nil, rollback(c, obj, toVersion, target, o)
@@ -89,7 +89,7 @@ func rollbackTarget(cfg *helmaction.Configuration, name string, toVersion int) (
 // targetApplyMethod is the apply method of the revision rolled back to; it
 // only matters for serverSideApply auto.
 func newRollback(cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options, toVersion int, targetApplyMethod string) (*helmaction.Rollback, error) {
-	up := obj.Upstream()
+	up := obj
 	spec := obj.GetRollback()
 
 	rollback := helmaction.NewRollback(cfg)

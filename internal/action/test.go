@@ -33,7 +33,7 @@ func Test(_ context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease,
 
 // newTest maps the HelmRelease to Helm's test action.
 func newTest(cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options) *helmaction.ReleaseTesting {
-	up := obj.Upstream()
+	up := obj
 	spec := up.GetTest()
 
 	test := helmaction.NewReleaseTesting(cfg)

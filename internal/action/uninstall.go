@@ -81,7 +81,7 @@ func runHelmUninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v
 		if err != nil || !sequenced {
 			return nil, err
 		}
-		up := obj.Upstream()
+		up := obj
 		return &ordering{charts: charts, timeout: actionTimeout(up.GetUninstall().Timeout, up), learn: last.Manifest}, nil
 	}}
 	var (
@@ -167,7 +167,7 @@ func endRecords(cfg *helmaction.Configuration, name string, keepHistory bool) er
 
 // newUninstall maps the HelmRelease to Helm's uninstall action.
 func newUninstall(cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options) *helmaction.Uninstall {
-	up := obj.Upstream()
+	up := obj
 	spec := up.GetUninstall()
 
 	uninstall := helmaction.NewUninstall(cfg)

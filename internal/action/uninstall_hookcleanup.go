@@ -46,7 +46,7 @@ func (e *HookCleanupError) Unwrap() error { return e.Err }
 // hookOrigin is the mark (hookcleanup.Origin) of the hook objects of obj's
 // release.
 func hookOrigin(obj *v2.HelmRelease) string {
-	return hookcleanup.Origin(obj.Upstream().GetStorageNamespace(), ReleaseName(obj))
+	return hookcleanup.Origin(obj.GetStorageNamespace(), ReleaseName(obj))
 }
 
 // hookCleanup deletes the objects left by the hooks of one release.

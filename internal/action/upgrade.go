@@ -21,7 +21,7 @@ func Upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 		return nil, errNilObject
 	}
 	spec := obj.GetUpgrade()
-	timeout := actionTimeout(spec.Timeout, obj.Upstream())
+	timeout := actionTimeout(spec.Timeout, obj)
 	l := layers{verb: verbUpgrade, timeout: timeout, recreate: true, chart: chrt,
 		order: func(*helmaction.Configuration) (*ordering, error) {
 			if !obj.IsOrdered() {
@@ -68,7 +68,7 @@ func upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 // is the apply method of the release Helm will upgrade ("ssa", "csa" or
 // empty); it only matters for serverSideApply auto.
 func newUpgrade(cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options, lastApplyMethod string) (*helmaction.Upgrade, error) {
-	up := obj.Upstream()
+	up := obj
 	spec := obj.GetUpgrade()
 
 	upgrade := helmaction.NewUpgrade(cfg)

@@ -16,7 +16,7 @@ const InvalidDriftDetectionReason = "InvalidDriftDetection"
 // names those that do not do what they read as. Rules of a HelmRelease
 // that does not detect drift are not looked at, as they are not used.
 func driftIgnoreRules(obj *v2.HelmRelease) (drift.Rules, []string) {
-	dd := obj.Upstream().GetDriftDetection()
+	dd := obj.GetDriftDetection()
 	if !dd.MustDetectChanges() {
 		return drift.Rules{}, nil
 	}

@@ -51,7 +51,7 @@ func (h *Runner) driftChecker() (*drift.Checker, error) {
 	if h.drift != nil {
 		return h.drift, nil
 	}
-	dd := h.obj.Upstream().GetDriftDetection()
+	dd := h.obj.GetDriftDetection()
 	if h.cfg.RESTClientGetter == nil {
 		return nil, fmt.Errorf("the Helm configuration has no REST client getter")
 	}
@@ -62,7 +62,7 @@ func (h *Runner) driftChecker() (*drift.Checker, error) {
 		// again and again.
 		Recreate: recreate.Policy{
 			Gate:    h.opts.RecreateImmutable,
-			Release: recreate.Release{Name: h.releaseName(), Namespace: h.obj.Upstream().GetReleaseNamespace()},
+			Release: recreate.Release{Name: h.releaseName(), Namespace: h.obj.GetReleaseNamespace()},
 			Memory:  h.opts.RecreateMemory,
 		},
 		RecreateTimeout: action.UpgradeWait(h.obj, h.opts).Timeout,

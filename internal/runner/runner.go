@@ -337,7 +337,7 @@ func New(factory *action.ConfigFactory, target *connect.Target, obj *v2.HelmRele
 	if handler == nil {
 		handler = slog.DiscardHandler
 	}
-	up := obj.Upstream()
+	up := obj
 	cfg, err := factory.Build(up.GetStorageNamespace(), up.GetReleaseNamespace(),
 		action.WithSlogHandler(logs.handler(handler)),
 		action.WithStorageDriver(writes.Wrap),
