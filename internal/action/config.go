@@ -97,7 +97,7 @@ func NewConfigFactoryFromRESTConfig(cfg *rest.Config, opts ...FactoryOption) (*C
 }
 
 // ForGetter returns a factory for another cluster connection (a remote
-// cluster or an impersonated identity: see internal/kube) with this
+// cluster or an impersonated identity: see internal/connect) with this
 // factory's field manager. Unlike NewConfigFactory it leaves Helm's
 // process-wide field manager alone, so it is safe while actions run.
 func (f *ConfigFactory) ForGetter(getter genericclioptions.RESTClientGetter) (*ConfigFactory, error) {

@@ -23,14 +23,7 @@ func Install(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 	// a failed install, taking over what was kept) updates them, and may
 	// be refused as an upgrade may; install has no force setting.
 	spec := obj.GetInstall()
-	timeout := actionTimeout(spec.Timeout, obj)
-	l := layers{verb: verbInstall, timeout: timeout, recreate: true, chart: chrt,
-		order: func(*helmaction.Configuration) (*ordering, error) {
-			if !obj.IsOrdered() {
-				return nil, nil
-			}
-			return orderedApply(chrt, timeout, !spec.DisableWaitForJobs)
-		}}
+	l := renderLayers(verbInstall, obj, chrt, actionTimeout(spec.Timeout, obj), !spec.DisableWaitForJobs)
 	return stacked(ctx, cfg, obj, l, o, func(c *helmaction.Configuration, chrt *chartv2.Chart, o Options) (*releasev1.Release, error) {
 		return install(ctx, c, obj, chrt, values, o)
 	})

@@ -12,6 +12,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/afterhooks"
+	"github.com/afterhooks/helm-controller/internal/helmclient"
 	"github.com/afterhooks/helm-controller/internal/sequencing"
 )
 
@@ -33,13 +34,26 @@ type layers struct {
 	order func(*helmaction.Configuration) (*ordering, error)
 }
 
+// renderLayers are the layers of an install or upgrade (v) of chrt:
+// recreate, and ordering when the spec asks for it, its batches ready
+// within timeout.
+func renderLayers(v verb, obj *v2.HelmRelease, chrt *chartv2.Chart, timeout time.Duration, waitForJobs bool) layers {
+	return layers{verb: v, timeout: timeout, recreate: true, chart: chrt,
+		order: func(*helmaction.Configuration) (*ordering, error) {
+			if !obj.IsOrdered() {
+				return nil, nil
+			}
+			return orderedApply(chrt, timeout, waitForJobs)
+		}}
+}
+
 // act runs Helm's own action on cfg with chrt (install and upgrade) and o.
 type act func(cfg *helmaction.Configuration, chrt *chartv2.Chart, o Options) (*releasev1.Release, error)
 
 // stacked runs run on cfg with the wrappers l and o ask for, stacked in
 // this order, each around the one before:
 //
-//  1. cfg's own kube client (internal/kubeclient) and storage driver
+//  1. cfg's own kube client (internal/helmclient) and storage driver
 //     (Secrets, with the caller's wrappers such as the write log);
 //  2. recreate (internal/recreate): an update the API server refuses in
 //     place recreates the object, when allowed; it sits right on the
@@ -101,16 +115,7 @@ func withOrder(ctx context.Context, c *helmaction.Configuration, obj *v2.HelmRel
 }
 
 // withKubeClient returns a copy of cfg that talks to the cluster through
-// kc; storage and everything else are shared, so later actions on cfg are
-// not wrapped by accident.
+// kc; storage and everything else are shared.
 func withKubeClient(cfg *helmaction.Configuration, kc kube.Interface) *helmaction.Configuration {
-	c := helmaction.NewConfiguration(helmaction.ConfigurationSetLogger(cfg.Logger().Handler()))
-	c.RESTClientGetter = cfg.RESTClientGetter
-	c.KubeClient = kc
-	c.RegistryClient = cfg.RegistryClient
-	c.Capabilities = cfg.Capabilities
-	c.CustomTemplateFuncs = cfg.CustomTemplateFuncs
-	c.HookOutputFunc = cfg.HookOutputFunc
-	c.Releases = cfg.Releases
-	return c
+	return helmclient.Reconfigured(cfg, kc, cfg.Releases)
 }

@@ -21,14 +21,7 @@ func Upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 		return nil, errNilObject
 	}
 	spec := obj.GetUpgrade()
-	timeout := actionTimeout(spec.Timeout, obj)
-	l := layers{verb: verbUpgrade, timeout: timeout, recreate: true, chart: chrt,
-		order: func(*helmaction.Configuration) (*ordering, error) {
-			if !obj.IsOrdered() {
-				return nil, nil
-			}
-			return orderedApply(chrt, timeout, !spec.DisableWaitForJobs)
-		}}
+	l := renderLayers(verbUpgrade, obj, chrt, actionTimeout(spec.Timeout, obj), !spec.DisableWaitForJobs)
 	return stacked(ctx, cfg, obj, l, o, func(c *helmaction.Configuration, chrt *chartv2.Chart, o Options) (*releasev1.Release, error) {
 		return upgrade(ctx, c, obj, chrt, values, o)
 	})

@@ -80,7 +80,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // Helm refuses manifests the API server's schema rejects, for built-in
 // kinds and for custom resources whose CRD the same chart installs; the
 // schema knowledge behind it is fetched once per cluster, not per action
-// (see internal/kubeclient).
+// (see internal/helmclient).
 func TestAgainstAPIServerManifestValidation(t *testing.T) {
 	var openAPIRequests atomic.Int64
 	restCfg := countOpenAPI(apiServer(t), &openAPIRequests)

@@ -14,6 +14,8 @@ import (
 	"helm.sh/helm/v4/pkg/storage"
 	"helm.sh/helm/v4/pkg/storage/driver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/afterhooks/helm-controller/internal/helmclient"
 )
 
 // Readiness is the wait Helm would run for the release's resources if it
@@ -187,15 +189,7 @@ func withStorageAndClient(cfg *helmaction.Configuration, d driver.Driver, kc kub
 	store.MaxHistory = cfg.Releases.MaxHistory
 	store.SetLogger(handler)
 
-	c := helmaction.NewConfiguration(helmaction.ConfigurationSetLogger(handler))
-	c.RESTClientGetter = cfg.RESTClientGetter
-	c.KubeClient = kc
-	c.RegistryClient = cfg.RegistryClient
-	c.Capabilities = cfg.Capabilities
-	c.CustomTemplateFuncs = cfg.CustomTemplateFuncs
-	c.HookOutputFunc = cfg.HookOutputFunc
-	c.Releases = store
-	return c
+	return helmclient.Reconfigured(cfg, kc, store)
 }
 
 // gate forwards to an Observer and stops forwarding hook reports once

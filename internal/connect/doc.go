@@ -1,4 +1,4 @@
-// Package kube builds the Kubernetes connection a HelmRelease's release work
+// Package connect builds the Kubernetes connection a HelmRelease's release work
 // runs on: the controller's own cluster or a remote one named by
 // spec.kubeConfig, optionally impersonating a ServiceAccount. Everything that
 // touches release objects (Helm actions and storage, readiness waits,

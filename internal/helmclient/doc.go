@@ -1,4 +1,4 @@
-// Package kubeclient is the seam between the controller and Helm's kube
+// Package helmclient is the seam between the controller and Helm's kube
 // client. Helm builds its client for one action at a time; a controller runs
 // thousands of actions against the same cluster, so what Helm would work out
 // again for every action is kept here once per cluster and shared:
@@ -10,6 +10,10 @@
 //   - Client: Helm's kube client whose status waits list and watch only the
 //     objects they wait for, by name, where Helm's waiter watches every
 //     object of their kinds in the namespace; Helm's waiter still decides.
+//
+// Every apply also strips the HIP-0025 annotation the API server refuses
+// (StripUnappliable), ordered or not: the release manifest keeps it for
+// internal/sequencing to read.
 //
 // internal/action builds every Helm configuration through NewClient.
 package helmclient

@@ -58,35 +58,30 @@ type narrowWaiter struct {
 }
 
 func (w *narrowWaiter) Wait(resources helmkube.ResourceList, timeout time.Duration) error {
-	inner, err := w.over(resources)
-	if err != nil {
-		return err
-	}
-	return inner.Wait(resources, timeout)
+	return w.narrowed(resources, timeout, helmkube.Waiter.Wait)
 }
 
 func (w *narrowWaiter) WaitWithJobs(resources helmkube.ResourceList, timeout time.Duration) error {
-	inner, err := w.over(resources)
-	if err != nil {
-		return err
-	}
-	return inner.WaitWithJobs(resources, timeout)
+	return w.narrowed(resources, timeout, helmkube.Waiter.WaitWithJobs)
 }
 
 func (w *narrowWaiter) WaitForDelete(resources helmkube.ResourceList, timeout time.Duration) error {
-	inner, err := w.over(resources)
-	if err != nil {
-		return err
-	}
-	return inner.WaitForDelete(resources, timeout)
+	return w.narrowed(resources, timeout, helmkube.Waiter.WaitForDelete)
 }
 
 func (w *narrowWaiter) WatchUntilReady(resources helmkube.ResourceList, timeout time.Duration) error {
+	return w.narrowed(resources, timeout, helmkube.Waiter.WatchUntilReady)
+}
+
+// narrowed runs wait, one of Helm's waiter methods, on the waiter whose
+// informers see only resources.
+func (w *narrowWaiter) narrowed(resources helmkube.ResourceList, timeout time.Duration,
+	wait func(helmkube.Waiter, helmkube.ResourceList, time.Duration) error) error {
 	inner, err := w.over(resources)
 	if err != nil {
 		return err
 	}
-	return inner.WatchUntilReady(resources, timeout)
+	return wait(inner, resources, timeout)
 }
 
 // over returns Helm's waiter whose informers see only resources.

@@ -11,7 +11,7 @@
 // creates its own). The release records only say which names this
 // release's hooks used, not whose object now has that name. So the
 // controller marks the objects at the moment this release's hooks create
-// them: internal/kubeclient adds OriginAnnotation, whose value names the
+// them: internal/helmclient adds OriginAnnotation, whose value names the
 // release exactly (storage namespace and release name, Helm's own key of a
 // release), to every hook object Helm creates, but only to an object that
 // does not exist yet or that already carries this release's mark. An
