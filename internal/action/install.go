@@ -16,15 +16,10 @@ import (
 // Helm recorded, also when err is set (for instance a failed release after a
 // failed wait), or nil when Helm got no further than validation.
 func Install(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, values map[string]any, o Options) (*releasev1.Release, error) {
-	if obj == nil {
-		return nil, errNilObject
-	}
 	// An install that adopts objects already in the cluster (replace after
 	// a failed install, taking over what was kept) updates them, and may
-	// be refused as an upgrade may; install has no force setting.
-	spec := obj.GetInstall()
-	l := renderLayers(verbInstall, obj, chrt, actionTimeout(spec.Timeout, obj), !spec.DisableWaitForJobs)
-	return stacked(ctx, cfg, obj, l, o, func(c *helmaction.Configuration, chrt *chartv2.Chart, o Options) (*releasev1.Release, error) {
+	// be refused as an upgrade may: it recreates as an upgrade does.
+	return stackedRender(ctx, cfg, obj, verbInstall, chrt, o, func(c *helmaction.Configuration, chrt *chartv2.Chart, o Options) (*releasev1.Release, error) {
 		return install(ctx, c, obj, chrt, values, o)
 	})
 }

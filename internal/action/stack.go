@@ -34,17 +34,25 @@ type layers struct {
 	order func(*helmaction.Configuration) (*ordering, error)
 }
 
-// renderLayers are the layers of an install or upgrade (v) of chrt:
-// recreate, and ordering when the spec asks for it, its batches ready
-// within timeout.
-func renderLayers(v verb, obj *v2.HelmRelease, chrt *chartv2.Chart, timeout time.Duration, waitForJobs bool) layers {
-	return layers{verb: v, timeout: timeout, recreate: true, chart: chrt,
+// stackedRender runs run, the install or upgrade (v) of chrt, through
+// stacked: with recreate, and with ordering when the spec asks for it,
+// its batches ready within the action's wait.
+func stackedRender(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, v verb, chrt *chartv2.Chart, o Options, run act) (*releasev1.Release, error) {
+	if obj == nil {
+		return nil, errNilObject
+	}
+	wait := InstallWait(obj, o)
+	if v == verbUpgrade {
+		wait = UpgradeWait(obj, o)
+	}
+	l := layers{verb: v, timeout: wait.Timeout, recreate: true, chart: chrt,
 		order: func(*helmaction.Configuration) (*ordering, error) {
 			if !obj.IsOrdered() {
 				return nil, nil
 			}
-			return orderedApply(chrt, timeout, waitForJobs)
+			return orderedApply(chrt, wait.Timeout, wait.WaitForJobs)
 		}}
+	return stacked(ctx, cfg, obj, l, o, run)
 }
 
 // act runs Helm's own action on cfg with chrt (install and upgrade) and o.

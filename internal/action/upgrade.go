@@ -17,44 +17,9 @@ import (
 // the one Helm recorded, also when err is set, or nil when Helm got no
 // further than validation.
 func Upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, values map[string]any, o Options) (*releasev1.Release, error) {
-	if obj == nil {
-		return nil, errNilObject
-	}
-	spec := obj.GetUpgrade()
-	l := renderLayers(verbUpgrade, obj, chrt, actionTimeout(spec.Timeout, obj), !spec.DisableWaitForJobs)
-	return stacked(ctx, cfg, obj, l, o, func(c *helmaction.Configuration, chrt *chartv2.Chart, o Options) (*releasev1.Release, error) {
+	return stackedRender(ctx, cfg, obj, verbUpgrade, chrt, o, func(c *helmaction.Configuration, chrt *chartv2.Chart, o Options) (*releasev1.Release, error) {
 		return upgrade(ctx, c, obj, chrt, values, o)
 	})
-}
-
-// upgrade runs Helm's upgrade with the wait o asks for.
-func upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, values map[string]any, o Options) (*releasev1.Release, error) {
-	name := ReleaseName(obj)
-	// Helm decides "auto" from the last release; so do we, to hand Helm a
-	// pair of force flags it accepts.
-	var lastApplyMethod string
-	if last, err := LastRelease(cfg, name); err == nil {
-		lastApplyMethod = last.ApplyMethod
-	}
-	upgrade, err := newUpgrade(cfg, obj, o, lastApplyMethod)
-	if err != nil {
-		return nil, err
-	}
-	policy, err := upgradeCRDPolicy(obj.GetUpgrade().Upgrade)
-	if err != nil {
-		return nil, err
-	}
-	if err := applyCRDs(cfg, chrt, crdApply{
-		policy:     policy,
-		serverSide: resolveSSA(upgrade.ServerSideApply, lastApplyMethod),
-		wait:       upgrade.WaitStrategy,
-		waitOpts:   upgrade.WaitOptions,
-	}); err != nil {
-		return nil, fmt.Errorf("upgrade: %w", err)
-	}
-
-	rel, runErr := upgrade.RunWithContext(ctx, name, chrt, values)
-	return toV1(rel, runErr)
 }
 
 // newUpgrade maps the HelmRelease to Helm's upgrade action. lastApplyMethod
@@ -98,4 +63,34 @@ func newUpgrade(cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options, l
 	}
 	upgrade.PostRenderStrategy = prs
 	return upgrade, nil
+}
+
+// upgrade runs Helm's upgrade with the wait o asks for.
+func upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, values map[string]any, o Options) (*releasev1.Release, error) {
+	name := ReleaseName(obj)
+	// Helm decides "auto" from the last release; so do we, to hand Helm a
+	// pair of force flags it accepts.
+	var lastApplyMethod string
+	if last, err := LastRelease(cfg, name); err == nil {
+		lastApplyMethod = last.ApplyMethod
+	}
+	upgrade, err := newUpgrade(cfg, obj, o, lastApplyMethod)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := upgradeCRDPolicy(obj.GetUpgrade().Upgrade)
+	if err != nil {
+		return nil, err
+	}
+	if err := applyCRDs(cfg, chrt, crdApply{
+		policy:     policy,
+		serverSide: resolveSSA(upgrade.ServerSideApply, lastApplyMethod),
+		wait:       upgrade.WaitStrategy,
+		waitOpts:   upgrade.WaitOptions,
+	}); err != nil {
+		return nil, fmt.Errorf("upgrade: %w", err)
+	}
+
+	rel, runErr := upgrade.RunWithContext(ctx, name, chrt, values)
+	return toV1(rel, runErr)
 }

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -157,14 +156,7 @@ func (w *newRevisionWatch) Stop() {
 // canceled turns an action error caused by the watch into a
 // *reconcile.HealthCheckCanceledError; other errors pass unchanged.
 func (w *newRevisionWatch) canceled(err error) error {
-	if err == nil {
-		return nil
-	}
-	trigger := w.Trigger()
-	if trigger == "" || !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return &reconcile.HealthCheckCanceledError{Trigger: trigger, Err: err}
+	return reconcile.CanceledBy(w.Trigger(), err)
 }
 
 // newRevisionTrigger compares the cluster with base and names the first

@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -28,6 +30,16 @@ func (e *HealthCheckCanceledError) Error() string {
 }
 
 func (e *HealthCheckCanceledError) Unwrap() error { return e.Err }
+
+// CanceledBy turns err, an action's error, into a
+// *HealthCheckCanceledError when a new revision (trigger, not empty)
+// cancelled the action's wait; other errors pass unchanged.
+func CanceledBy(trigger string, err error) error {
+	if err == nil || trigger == "" || !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return &HealthCheckCanceledError{Trigger: trigger, Err: err}
+}
 
 // canceledWaitFailure returns the failure of a revision whose readiness
 // wait a previous reconcile cancelled, when that failure still counts: the

@@ -379,12 +379,5 @@ func (h *Runner) newRevisionTrigger() string {
 // canceled turns an action error caused by a new revision into a
 // *reconcile.HealthCheckCanceledError; other errors pass unchanged.
 func (h *Runner) canceled(err error) error {
-	if err == nil {
-		return nil
-	}
-	trigger := h.newRevisionTrigger()
-	if trigger == "" || !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return &reconcile.HealthCheckCanceledError{Trigger: trigger, Err: err}
+	return reconcile.CanceledBy(h.newRevisionTrigger(), err)
 }
