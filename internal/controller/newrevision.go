@@ -16,6 +16,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
+	"github.com/afterhooks/helm-controller/internal/runner"
 )
 
 // newRevisionPollInterval is how often a running reconcile looks for a
@@ -42,6 +43,9 @@ type newRevisionWatch struct {
 	mu      sync.Mutex
 	trigger string
 }
+
+// The runner abandons its waits through it.
+var _ runner.NewRevision = (*newRevisionWatch)(nil)
 
 // revisionBaseline is what a reconcile started from.
 type revisionBaseline struct {

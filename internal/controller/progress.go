@@ -36,6 +36,9 @@ type progressReporter struct {
 	redactions *redact.Registry
 }
 
+// The runner reports through it.
+var _ runner.Progress = (*progressReporter)(nil)
+
 // Report marks the Reconciling condition with msg and patches it.
 func (p *progressReporter) Report(msg string) {
 	p.Update(nil, msg)
