@@ -1,7 +1,7 @@
 // Package afterhooks implements waitStrategy afterHooks: the readiness wait
 // of an install, upgrade or rollback runs after the post hooks instead of
 // before them. The whole lifecycle lives here; internal/action calls it
-// from one place (runAfterHooks and ResumeWait in its afterhooks.go) when
+// from one place (stacked in its stack.go, and ResumeWait) when
 // an action's waitStrategy is afterHooks.
 //
 // # Lifecycle
