@@ -50,20 +50,19 @@ func install(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 
 // newInstall maps the HelmRelease to Helm's install action.
 func newInstall(cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options) (*helmaction.Install, error) {
-	up := obj
 	spec := obj.GetInstall()
 
 	install := helmaction.NewInstall(cfg)
-	install.ReleaseName = shortenReleaseName(up.GetReleaseName())
-	install.Namespace = up.GetReleaseNamespace()
-	install.Timeout = actionTimeout(spec.Timeout, up)
+	install.ReleaseName = shortenReleaseName(obj.GetReleaseName())
+	install.Namespace = obj.GetReleaseNamespace()
+	install.Timeout = actionTimeout(spec.Timeout, obj)
 	install.CreateNamespace = spec.CreateNamespace
 	install.Replace = spec.Replace
 	install.DisableHooks = spec.DisableHooks
 	install.DisableOpenAPIValidation = spec.DisableOpenAPIValidation
 	install.SkipSchemaValidation = spec.DisableSchemaValidation
 	install.TakeOwnership = !spec.DisableTakeOwnership
-	install.WaitStrategy = waitStrategy(up, spec.DisableWait, o)
+	install.WaitStrategy = waitStrategy(obj, spec.DisableWait, o)
 	install.WaitOptions = waitOptions(o)
 	install.WaitForJobs = !spec.DisableWaitForJobs
 	// CRDs are applied by applyCRDs before the action runs.
@@ -78,7 +77,7 @@ func newInstall(cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options) (
 	// Install has no force field: nothing is replaced client-side.
 	install.ForceConflicts, _ = forceFlags(install.ServerSideApply, false)
 
-	prs, err := postRenderStrategy(up, o)
+	prs, err := postRenderStrategy(obj, o)
 	if err != nil {
 		return nil, err
 	}

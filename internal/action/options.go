@@ -149,11 +149,11 @@ func RollbackWait(obj *v2.HelmRelease, o Options) Wait {
 	return readinessWait(obj, spec.Timeout, spec.DisableWaitForJobs, o)
 }
 
-func readinessWait(up *v2.HelmRelease, timeout *metav1.Duration, disableWaitForJobs bool, o Options) Wait {
+func readinessWait(obj *v2.HelmRelease, timeout *metav1.Duration, disableWaitForJobs bool, o Options) Wait {
 	return Wait{
-		Strategy:    readinessStrategy(up, o),
+		Strategy:    readinessStrategy(obj, o),
 		WaitForJobs: !disableWaitForJobs,
-		Timeout:     actionTimeout(timeout, up),
+		Timeout:     actionTimeout(timeout, obj),
 	}
 }
 
@@ -184,28 +184,28 @@ func shortenReleaseName(name string) string {
 
 // actionTimeout picks the action's own timeout, else the spec's, else the
 // default.
-func actionTimeout(own *metav1.Duration, up *v2.HelmRelease) time.Duration {
+func actionTimeout(own *metav1.Duration, obj *v2.HelmRelease) time.Duration {
 	if own != nil {
 		return own.Duration
 	}
-	if up.Spec.Timeout != nil {
-		return up.Spec.Timeout.Duration
+	if obj.Spec.Timeout != nil {
+		return obj.Spec.Timeout.Duration
 	}
 	return DefaultTimeout
 }
 
 // waitStrategy maps disableWait, Options.HookOnlyWait and spec.waitStrategy
 // to Helm's strategy.
-func waitStrategy(up *v2.HelmRelease, disableWait bool, o Options) kube.WaitStrategy {
+func waitStrategy(obj *v2.HelmRelease, disableWait bool, o Options) kube.WaitStrategy {
 	if disableWait || o.HookOnlyWait {
 		return kube.HookOnlyStrategy
 	}
-	return readinessStrategy(up, o)
+	return readinessStrategy(obj, o)
 }
 
 // readinessStrategy is the strategy used when something must be waited for.
-func readinessStrategy(up *v2.HelmRelease, o Options) kube.WaitStrategy {
-	switch up.GetWaitStrategy() {
+func readinessStrategy(obj *v2.HelmRelease, o Options) kube.WaitStrategy {
+	switch obj.GetWaitStrategy() {
 	case helmv2.WaitStrategyLegacy:
 		return kube.LegacyStrategy
 	case helmv2.WaitStrategyPoller, v2.WaitStrategyOrdered:
@@ -231,8 +231,8 @@ func waitOptions(o Options) []kube.WaitOption {
 }
 
 // postRenderStrategy maps spec.postRenderStrategy.
-func postRenderStrategy(up *v2.HelmRelease, o Options) (helmaction.PostRenderStrategy, error) {
-	switch s := up.GetPostRenderStrategy(); s {
+func postRenderStrategy(obj *v2.HelmRelease, o Options) (helmaction.PostRenderStrategy, error) {
+	switch s := obj.GetPostRenderStrategy(); s {
 	case helmv2.PostRenderStrategyCombined:
 		return helmaction.PostRenderStrategyCombined, nil
 	case helmv2.PostRenderStrategySeparate:

@@ -89,15 +89,14 @@ func rollbackTarget(cfg *helmaction.Configuration, name string, toVersion int) (
 // targetApplyMethod is the apply method of the revision rolled back to; it
 // only matters for serverSideApply auto.
 func newRollback(cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options, toVersion int, targetApplyMethod string) (*helmaction.Rollback, error) {
-	up := obj
 	spec := obj.GetRollback()
 
 	rollback := helmaction.NewRollback(cfg)
 	rollback.Version = toVersion
-	rollback.Timeout = actionTimeout(spec.Timeout, up)
-	rollback.MaxHistory = up.GetMaxHistory()
+	rollback.Timeout = actionTimeout(spec.Timeout, obj)
+	rollback.MaxHistory = obj.GetMaxHistory()
 	rollback.DisableHooks = spec.DisableHooks
-	rollback.WaitStrategy = waitStrategy(up, spec.DisableWait, o)
+	rollback.WaitStrategy = waitStrategy(obj, spec.DisableWait, o)
 	rollback.WaitOptions = waitOptions(o)
 	rollback.WaitForJobs = !spec.DisableWaitForJobs
 	rollback.CleanupOnFail = spec.CleanupOnFail

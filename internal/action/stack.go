@@ -87,7 +87,7 @@ func stacked(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 		}
 		return run(c, chrt, o)
 	}
-	if o.WaitStrategy != v2.AfterHooks {
+	if o.WaitStrategy != v2.AfterHooks || l.verb == verbUninstall {
 		return apply(cfg, o)
 	}
 	return afterhooks.Run(ctx, cfg, afterHooksAction(obj, l.verb, o), func(c *helmaction.Configuration) (*releasev1.Release, error) {

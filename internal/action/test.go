@@ -33,12 +33,11 @@ func Test(_ context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease,
 
 // newTest maps the HelmRelease to Helm's test action.
 func newTest(cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options) *helmaction.ReleaseTesting {
-	up := obj
-	spec := up.GetTest()
+	spec := obj.GetTest()
 
 	test := helmaction.NewReleaseTesting(cfg)
-	test.Namespace = up.GetReleaseNamespace()
-	test.Timeout = actionTimeout(spec.Timeout, up)
+	test.Namespace = obj.GetReleaseNamespace()
+	test.Timeout = actionTimeout(spec.Timeout, obj)
 	test.WaitOptions = waitOptions(o)
 	for _, f := range spec.GetFilters() {
 		key := helmaction.IncludeNameFilter

@@ -81,8 +81,7 @@ func runHelmUninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v
 		if err != nil || !sequenced {
 			return nil, err
 		}
-		up := obj
-		return &ordering{charts: charts, timeout: actionTimeout(up.GetUninstall().Timeout, up), learn: last.Manifest}, nil
+		return &ordering{charts: charts, timeout: actionTimeout(obj.GetUninstall().Timeout, obj), learn: last.Manifest}, nil
 	}}
 	var (
 		res       *releasecommon.UninstallReleaseResponse
@@ -167,14 +166,13 @@ func endRecords(cfg *helmaction.Configuration, name string, keepHistory bool) er
 
 // newUninstall maps the HelmRelease to Helm's uninstall action.
 func newUninstall(cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options) *helmaction.Uninstall {
-	up := obj
-	spec := up.GetUninstall()
+	spec := obj.GetUninstall()
 
 	uninstall := helmaction.NewUninstall(cfg)
-	uninstall.Timeout = actionTimeout(spec.Timeout, up)
+	uninstall.Timeout = actionTimeout(spec.Timeout, obj)
 	uninstall.KeepHistory = spec.KeepHistory
 	uninstall.DisableHooks = spec.DisableHooks
-	uninstall.WaitStrategy = waitStrategy(up, spec.GetDisableWait(), o)
+	uninstall.WaitStrategy = waitStrategy(obj, spec.GetDisableWait(), o)
 	uninstall.WaitOptions = waitOptions(o)
 	uninstall.DeletionPropagation = spec.GetDeletionPropagation()
 	return uninstall

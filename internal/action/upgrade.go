@@ -26,18 +26,17 @@ func Upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 // is the apply method of the release Helm will upgrade ("ssa", "csa" or
 // empty); it only matters for serverSideApply auto.
 func newUpgrade(cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options, lastApplyMethod string) (*helmaction.Upgrade, error) {
-	up := obj
 	spec := obj.GetUpgrade()
 
 	upgrade := helmaction.NewUpgrade(cfg)
-	upgrade.Namespace = up.GetReleaseNamespace()
-	upgrade.Timeout = actionTimeout(spec.Timeout, up)
-	upgrade.MaxHistory = up.GetMaxHistory()
+	upgrade.Namespace = obj.GetReleaseNamespace()
+	upgrade.Timeout = actionTimeout(spec.Timeout, obj)
+	upgrade.MaxHistory = obj.GetMaxHistory()
 	upgrade.DisableHooks = spec.DisableHooks
 	upgrade.DisableOpenAPIValidation = spec.DisableOpenAPIValidation
 	upgrade.SkipSchemaValidation = spec.DisableSchemaValidation
 	upgrade.TakeOwnership = !spec.DisableTakeOwnership
-	upgrade.WaitStrategy = waitStrategy(up, spec.DisableWait, o)
+	upgrade.WaitStrategy = waitStrategy(obj, spec.DisableWait, o)
 	upgrade.WaitOptions = waitOptions(o)
 	upgrade.WaitForJobs = !spec.DisableWaitForJobs
 	upgrade.CleanupOnFail = spec.CleanupOnFail
@@ -57,7 +56,7 @@ func newUpgrade(cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options, l
 	upgrade.ServerSideApply = mode
 	upgrade.ForceConflicts, upgrade.ForceReplace = forceFlags(resolveSSA(mode, lastApplyMethod), spec.Force)
 
-	prs, err := postRenderStrategy(up, o)
+	prs, err := postRenderStrategy(obj, o)
 	if err != nil {
 		return nil, err
 	}

@@ -337,8 +337,7 @@ func New(factory *action.ConfigFactory, target *connect.Target, obj *v2.HelmRele
 	if handler == nil {
 		handler = slog.DiscardHandler
 	}
-	up := obj
-	cfg, err := factory.Build(up.GetStorageNamespace(), up.GetReleaseNamespace(),
+	cfg, err := factory.Build(obj.GetStorageNamespace(), obj.GetReleaseNamespace(),
 		action.WithSlogHandler(logs.handler(handler)),
 		action.WithStorageDriver(writes.Wrap),
 		action.WithHookMarks(obj))
