@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/util/retry"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/test/chartserver"
@@ -449,12 +450,17 @@ func (tr *trials) recover() error {
 func (tr *trials) patchValues(values string, timeout time.Duration) error {
 	ctx := context.Background()
 	hr := &v2.HelmRelease{}
-	if err := env.Get(ctx, hr, tr.hr.Namespace, tr.hr.Name); err != nil {
-		return err
-	}
-	hr.Spec.Values = framework.JSON(values)
-	hr.Spec.Timeout = &metav1.Duration{Duration: timeout}
-	if err := env.Client.Update(ctx, hr); err != nil {
+	// The controller writes the status meanwhile (a new leader starts by
+	// patching it): a conflict means reading again, not a broken run.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Get(ctx, hr, tr.hr.Namespace, tr.hr.Name); err != nil {
+			return err
+		}
+		hr.Spec.Values = framework.JSON(values)
+		hr.Spec.Timeout = &metav1.Duration{Duration: timeout}
+		return env.Client.Update(ctx, hr)
+	})
+	if err != nil {
 		return fmt.Errorf("changing the values: %w", err)
 	}
 	tr.hr = hr

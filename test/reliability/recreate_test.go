@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
@@ -210,11 +211,16 @@ func (tr *recreateTrials) runOnce(run int) (time.Duration, []string) {
 	defer release()
 
 	hr := &v2.HelmRelease{}
-	if err := env.Get(ctx, hr, tr.ns, tr.hr.Name); err != nil {
-		return 0, []string{err.Error()}
-	}
-	hr.Spec.Values = framework.JSON(fmt.Sprintf(`{"migrateVersion":"%d",%s}`, version, recreateForce))
-	if err := env.Client.Update(ctx, hr); err != nil {
+	// A conflict with the controller's own status writes means reading
+	// again, not a broken run.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Get(ctx, hr, tr.ns, tr.hr.Name); err != nil {
+			return err
+		}
+		hr.Spec.Values = framework.JSON(fmt.Sprintf(`{"migrateVersion":"%d",%s}`, version, recreateForce))
+		return env.Client.Update(ctx, hr)
+	})
+	if err != nil {
 		return 0, []string{"changing the values: " + err.Error()}
 	}
 	select {
