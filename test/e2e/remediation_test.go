@@ -579,7 +579,16 @@ func TestResetAndForceRequests(t *testing.T) {
 			if hr.Status.LastHandledResetAt != reset {
 				return fmt.Errorf("lastHandledResetAt %q, want %q", hr.Status.LastHandledResetAt, reset)
 			}
-			return framework.Condition(hr, meta.ReadyCondition, metav1.ConditionTrue, helmv2.InstallSucceededReason)
+			if err := framework.Condition(hr, meta.ReadyCondition, metav1.ConditionTrue, helmv2.InstallSucceededReason); err != nil {
+				return err
+			}
+			// Flux's patch helper writes the conditions and the rest of
+			// the status in two requests: the history may come a moment
+			// after Ready.
+			if latest := hr.Status.History.Latest(); latest == nil || latest.Version != 2 {
+				return fmt.Errorf("latest snapshot %+v, want v2", latest)
+			}
+			return nil
 		})
 		if hr.Status.InstallFailures != 0 || hr.Status.Failures != 0 {
 			t.Errorf("failure counters after the reset and install: installFailures %d failures %d",
