@@ -11,17 +11,6 @@ import (
 	"github.com/afterhooks/helm-controller/internal/afterhooks"
 )
 
-// verb names an install, upgrade or rollback in afterHooks messages.
-type verb string
-
-const (
-	verbInstall  verb = "install"
-	verbUpgrade  verb = "upgrade"
-	verbRollback verb = "rollback"
-	// verbUninstall has no afterHooks run; it names errors of the stack.
-	verbUninstall verb = "uninstall"
-)
-
 // ResumeWait finishes the afterHooks readiness wait of pending, the latest
 // revision of obj's release, which an earlier run of the controller left
 // pending; see afterhooks.Resume. The wait and cleanup are those of the

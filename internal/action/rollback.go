@@ -25,12 +25,12 @@ func Rollback(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRe
 	if toVersion < 0 {
 		return errors.New("rollback: negative target revision")
 	}
-	spec := obj.GetRollback()
 	name := ReleaseName(obj)
+	wait := RollbackWait(obj, o)
 	// Helm decides "auto" from the revision rolled back to, and so does
 	// the order: the revision's own (see layer_ordering.go).
 	var target *releasev1.Release
-	l := layers{verb: verbRollback, timeout: actionTimeout(spec.Timeout, obj), recreate: true,
+	l := layers{verb: verbRollback, timeout: wait.Timeout, recreate: true,
 		order: func(c *helmaction.Configuration) (*ordering, error) {
 			var err error
 			if target, err = rollbackTarget(c, name, toVersion); err != nil {
@@ -41,7 +41,7 @@ func Rollback(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRe
 			if err != nil || !sequenced {
 				return nil, err
 			}
-			return &ordering{charts: charts, timeout: actionTimeout(spec.Timeout, obj), waitForJobs: !spec.DisableWaitForJobs}, nil
+			return &ordering{charts: charts, timeout: wait.Timeout, waitForJobs: wait.WaitForJobs}, nil
 		}}
 	_, err := stacked(ctx, cfg, obj, l, o, func(c *helmaction.Configuration, _ *chartv2.Chart, o Options) (*releasev1.Release, error) {
 		return nil, rollback(c, obj, toVersion, target, o)

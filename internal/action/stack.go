@@ -16,6 +16,17 @@ import (
 	"github.com/afterhooks/helm-controller/internal/sequencing"
 )
 
+// verb names the action a stack runs, in its errors and in afterHooks
+// messages.
+type verb string
+
+const (
+	verbInstall   verb = "install"
+	verbUpgrade   verb = "upgrade"
+	verbRollback  verb = "rollback"
+	verbUninstall verb = "uninstall"
+)
+
 // layers says which wrappers one action runs with, besides the Helm
 // configuration's own kube client and storage.
 type layers struct {

@@ -11,6 +11,7 @@ const (
 	verbUpgrade   = "upgrade"
 	verbRollback  = "rollback"
 	verbUninstall = "uninstall"
+	verbTest      = "test"
 	// verbResume is the readiness wait of an afterHooks revision that an
 	// earlier run left pending.
 	verbResume = "resume"

@@ -31,9 +31,10 @@ import (
 
 // Runner runs the Helm actions of one HelmRelease for the release state
 // machine: it implements reconcile.Helm. It decides once per action which
-// of our features apply (see plan.go), stacks the wrappers of Helm's kube
-// client and storage in one place (see stack.go), and tells the reconciler
-// what happens through events, progress and metrics.
+// of our features apply (see plan.go), hands that to internal/action, which
+// stacks the wrappers of Helm's kube client and storage in one place (its
+// stack.go), and tells the reconciler what happens through events,
+// progress and metrics.
 type Runner struct {
 	cfg *helmaction.Configuration
 	// getter reaches the release's target cluster as its identity; cfg's
@@ -257,15 +258,15 @@ func (h *Runner) event(action helmv2.Action, eventType, reason, msg string) {
 // the runner names it with.
 func actionOfVerb(verb string) helmv2.Action {
 	switch verb {
-	case "install":
+	case verbInstall:
 		return helmv2.ActionHelmInstall
-	case "upgrade":
+	case verbUpgrade:
 		return helmv2.ActionHelmUpgrade
-	case "rollback":
+	case verbRollback:
 		return helmv2.ActionHelmRollback
-	case "uninstall":
+	case verbUninstall:
 		return helmv2.ActionHelmUninstall
-	case "test":
+	case verbTest:
 		return helmv2.ActionHelmTest
 	}
 	return helmv2.ActionReconcile
