@@ -28,7 +28,7 @@ const hookRelease = "hooks"
 // leftover is one object of the chart (or the test) and whether it must
 // still exist after the uninstall.
 type leftover struct {
-	kind string // Job, ConfigMap, PersistentVolumeClaim or Namespace
+	kind string // Job, ConfigMap, Secret, PersistentVolumeClaim or Namespace
 	name string // without the release prefix (a Namespace's: without "<namespace>-<release>-")
 	stay bool
 }
@@ -57,6 +57,7 @@ func TestHookCleanup(t *testing.T) {
 			{kind: "Job", name: "failed-policy", stay: true},
 			{kind: "Job", name: "pre-delete", stay: true},
 			{kind: "ConfigMap", name: "pre-install", stay: true},
+			{kind: "Secret", name: "password", stay: true},
 			{kind: "ConfigMap", name: "post-delete", stay: true},
 			{kind: "ConfigMap", name: "keep", stay: true},
 			{kind: "Job", name: "succeeded", stay: false},
@@ -69,14 +70,13 @@ func TestHookCleanup(t *testing.T) {
 		env.WantNoEvent(t, ns, hookRelease, framework.EventWant{Reason: hookResourcesLeftReason})
 	})
 
-	// With deleteHookResources the uninstall deletes every hook object
-	// without a delete policy that this release's hooks created (Jobs with
-	// their pods), the pre- and post-delete hooks it just ran included.
-	// These stay, and are reported: the hook the chart keeps, the hook
-	// Namespace and PersistentVolumeClaim, the ConfigMap that only shares
-	// a hook's name, and another release's hook of the same name as one
-	// of this release's.
-	t.Run("delete-hook-resources", func(t *testing.T) {
+	// With deleteHookResources alone the uninstall deletes the hook Jobs
+	// (with their pods) without a delete policy that this release's hooks
+	// created, the pre-delete one it just ran included: the kinds that
+	// hold no data. The hook Secret with the generated password stays, and
+	// so do the hook ConfigMaps, reported with the field that would list
+	// their kind.
+	t.Run("delete-hook-resources-keeps-data", func(t *testing.T) {
 		t.Parallel()
 		ns := uninstallHookLeftovers(t, func(hr *v2.HelmRelease) {
 			hr.Spec.Uninstall = &v2.Uninstall{DeleteHookResources: true}
@@ -87,7 +87,47 @@ func TestHookCleanup(t *testing.T) {
 			{kind: "Job", name: "pre-upgrade", stay: false},
 			{kind: "Job", name: "failed-policy", stay: false},
 			{kind: "Job", name: "pre-delete", stay: false},
+			{kind: "ConfigMap", name: "pre-install", stay: true},
+			{kind: "Secret", name: "password", stay: true},
+			{kind: "ConfigMap", name: "post-delete", stay: true},
+			{kind: "ConfigMap", name: "keep", stay: true},
+			{kind: "Job", name: "succeeded", stay: false},
+			{kind: "ConfigMap", name: "transient", stay: true},
+			{kind: "PersistentVolumeClaim", name: "data", stay: true},
+			{kind: "Namespace", name: "ns", stay: true},
+		})
+		env.WaitEvent(t, ns, hookRelease, framework.EventWant{
+			Reason:   hookResourcesDeletedReason,
+			Contains: "Deleted 4 object(s) left by the hooks of release " + hookRelease,
+		})
+		// The event names only the first five; the reason given for the
+		// Secret is checked against the API server in internal/action.
+		env.WaitEvent(t, ns, hookRelease, framework.EventWant{
+			Reason:   hookResourcesLeftReason,
+			Contains: "Left 8 object(s) found under the names of the hooks of release " + hookRelease,
+		})
+		env.WantNoEvent(t, ns, hookRelease, framework.EventWant{Reason: hookCleanupFailedReason})
+	})
+
+	// With deleteHookResourceKinds listing ConfigMap and Secret the
+	// uninstall also deletes the hook objects of those kinds, the Secret
+	// with the password included. These stay, and are reported: the hook
+	// the chart keeps, the hook Namespace and PersistentVolumeClaim, the
+	// ConfigMap that only shares a hook's name, and another release's hook
+	// of the same name as one of this release's.
+	t.Run("delete-hook-resources-of-listed-kinds", func(t *testing.T) {
+		t.Parallel()
+		ns := uninstallHookLeftovers(t, func(hr *v2.HelmRelease) {
+			hr.Spec.Uninstall = &v2.Uninstall{DeleteHookResources: true, DeleteHookResourceKinds: []string{"ConfigMap", "Secret"}}
+		})
+		wantLeftovers(t, ns, []leftover{
+			{kind: "ConfigMap", name: "app", stay: false},
+			{kind: "Job", name: "post-install", stay: false},
+			{kind: "Job", name: "pre-upgrade", stay: false},
+			{kind: "Job", name: "failed-policy", stay: false},
+			{kind: "Job", name: "pre-delete", stay: false},
 			{kind: "ConfigMap", name: "pre-install", stay: false},
+			{kind: "Secret", name: "password", stay: false},
 			{kind: "ConfigMap", name: "post-delete", stay: false},
 			{kind: "ConfigMap", name: "keep", stay: true},
 			{kind: "Job", name: "succeeded", stay: false},
@@ -98,7 +138,7 @@ func TestHookCleanup(t *testing.T) {
 		wantRivalHook(t, ns)
 		env.WaitEvent(t, ns, hookRelease, framework.EventWant{
 			Reason:   hookResourcesDeletedReason,
-			Contains: "Deleted 6 object(s) left by the hooks of release " + hookRelease,
+			Contains: "Deleted 7 object(s) left by the hooks of release " + hookRelease,
 		})
 		left := env.WaitEvent(t, ns, hookRelease, framework.EventWant{
 			Reason:   hookResourcesLeftReason,
@@ -273,6 +313,8 @@ func leftoverObject(kind, ns, name string) client.Object {
 		return &corev1.PersistentVolumeClaim{ObjectMeta: meta}
 	case "Namespace":
 		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	case "Secret":
+		return &corev1.Secret{ObjectMeta: meta}
 	}
 	return &corev1.ConfigMap{ObjectMeta: meta}
 }
