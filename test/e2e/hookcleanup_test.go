@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,21 +51,7 @@ func TestHookCleanup(t *testing.T) {
 	t.Run("helm-default-leaves-hooks", func(t *testing.T) {
 		t.Parallel()
 		ns := uninstallHookLeftovers(t, nil)
-		wantLeftovers(t, ns, []leftover{
-			{kind: "ConfigMap", name: "app", stay: false}, // the release's own object
-			{kind: "Job", name: "post-install", stay: true},
-			{kind: "Job", name: "pre-upgrade", stay: true},
-			{kind: "Job", name: "failed-policy", stay: true},
-			{kind: "Job", name: "pre-delete", stay: true},
-			{kind: "ConfigMap", name: "pre-install", stay: true},
-			{kind: "Secret", name: "password", stay: true},
-			{kind: "ConfigMap", name: "post-delete", stay: true},
-			{kind: "ConfigMap", name: "keep", stay: true},
-			{kind: "Job", name: "succeeded", stay: false},
-			{kind: "ConfigMap", name: "transient", stay: true}, // the test's own, see uninstallHookLeftovers
-			{kind: "PersistentVolumeClaim", name: "data", stay: true},
-			{kind: "Namespace", name: "ns", stay: true},
-		})
+		wantLeftovers(t, ns, hookObjects()) // only the release's own ConfigMap and the hook-succeeded Job go
 		wantRivalHook(t, ns)
 		env.WantNoEvent(t, ns, hookRelease, framework.EventWant{Reason: hookResourcesDeletedReason})
 		env.WantNoEvent(t, ns, hookRelease, framework.EventWant{Reason: hookResourcesLeftReason})
@@ -81,21 +68,7 @@ func TestHookCleanup(t *testing.T) {
 		ns := uninstallHookLeftovers(t, func(hr *v2.HelmRelease) {
 			hr.Spec.Uninstall = &v2.Uninstall{DeleteHookResources: true}
 		})
-		wantLeftovers(t, ns, []leftover{
-			{kind: "ConfigMap", name: "app", stay: false},
-			{kind: "Job", name: "post-install", stay: false},
-			{kind: "Job", name: "pre-upgrade", stay: false},
-			{kind: "Job", name: "failed-policy", stay: false},
-			{kind: "Job", name: "pre-delete", stay: false},
-			{kind: "ConfigMap", name: "pre-install", stay: true},
-			{kind: "Secret", name: "password", stay: true},
-			{kind: "ConfigMap", name: "post-delete", stay: true},
-			{kind: "ConfigMap", name: "keep", stay: true},
-			{kind: "Job", name: "succeeded", stay: false},
-			{kind: "ConfigMap", name: "transient", stay: true},
-			{kind: "PersistentVolumeClaim", name: "data", stay: true},
-			{kind: "Namespace", name: "ns", stay: true},
-		})
+		wantLeftovers(t, ns, hookObjects("Job/post-install", "Job/pre-upgrade", "Job/failed-policy", "Job/pre-delete"))
 		env.WaitEvent(t, ns, hookRelease, framework.EventWant{
 			Reason:   hookResourcesDeletedReason,
 			Contains: "Deleted 4 object(s) left by the hooks of release " + hookRelease,
@@ -120,21 +93,8 @@ func TestHookCleanup(t *testing.T) {
 		ns := uninstallHookLeftovers(t, func(hr *v2.HelmRelease) {
 			hr.Spec.Uninstall = &v2.Uninstall{DeleteHookResources: true, DeleteHookResourceKinds: []string{"ConfigMap", "Secret"}}
 		})
-		wantLeftovers(t, ns, []leftover{
-			{kind: "ConfigMap", name: "app", stay: false},
-			{kind: "Job", name: "post-install", stay: false},
-			{kind: "Job", name: "pre-upgrade", stay: false},
-			{kind: "Job", name: "failed-policy", stay: false},
-			{kind: "Job", name: "pre-delete", stay: false},
-			{kind: "ConfigMap", name: "pre-install", stay: false},
-			{kind: "Secret", name: "password", stay: false},
-			{kind: "ConfigMap", name: "post-delete", stay: false},
-			{kind: "ConfigMap", name: "keep", stay: true},
-			{kind: "Job", name: "succeeded", stay: false},
-			{kind: "ConfigMap", name: "transient", stay: true},
-			{kind: "PersistentVolumeClaim", name: "data", stay: true},
-			{kind: "Namespace", name: "ns", stay: true},
-		})
+		wantLeftovers(t, ns, hookObjects("Job/post-install", "Job/pre-upgrade", "Job/failed-policy", "Job/pre-delete",
+			"ConfigMap/pre-install", "Secret/password", "ConfigMap/post-delete"))
 		wantRivalHook(t, ns)
 		env.WaitEvent(t, ns, hookRelease, framework.EventWant{
 			Reason:   hookResourcesDeletedReason,
@@ -264,6 +224,27 @@ func uninstallHookLeftovers(t *testing.T, configure func(*v2.HelmRelease)) strin
 		}
 	})
 	return ns
+}
+
+// hookObjects lists the objects of the chart (and the test's transient
+// ConfigMap) that wantLeftovers checks: the release's own ConfigMap and the
+// hook-succeeded Job are gone after any uninstall, those named in gone
+// ("Kind/name") too, and every other stays.
+func hookObjects(gone ...string) []leftover {
+	all := []leftover{
+		{kind: "ConfigMap", name: "app"}, {kind: "Job", name: "succeeded"},
+		{kind: "Job", name: "post-install"}, {kind: "Job", name: "pre-upgrade"},
+		{kind: "Job", name: "failed-policy"}, {kind: "Job", name: "pre-delete"},
+		{kind: "ConfigMap", name: "pre-install"}, {kind: "Secret", name: "password"},
+		{kind: "ConfigMap", name: "post-delete"}, {kind: "ConfigMap", name: "keep"},
+		{kind: "ConfigMap", name: "transient"}, // the test's own, see uninstallHookLeftovers
+		{kind: "PersistentVolumeClaim", name: "data"}, {kind: "Namespace", name: "ns"},
+	}
+	for i := range all {
+		id := all[i].kind + "/" + all[i].name
+		all[i].stay = i > 1 && !slices.Contains(gone, id)
+	}
+	return all
 }
 
 // wantLeftovers checks each object after the uninstall: those that stay
