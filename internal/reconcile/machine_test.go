@@ -1484,11 +1484,14 @@ func TestFailedInstallRetriedAfterChangeIsUpgraded(t *testing.T) {
 	cases := []struct {
 		name       string
 		stillFails bool
-		wantReady  metav1.ConditionStatus
-		wantReason string
+		wantReady   metav1.ConditionStatus
+		wantReason  string
+		wantHistory string
 	}{
-		{name: "the upgrade succeeds", wantReady: metav1.ConditionTrue, wantReason: helmv2.UpgradeSucceededReason},
-		{name: "the upgrade fails too", stillFails: true, wantReady: metav1.ConditionFalse, wantReason: helmv2.UpgradeFailedReason},
+		{name: "the upgrade succeeds", wantReady: metav1.ConditionTrue, wantReason: helmv2.UpgradeSucceededReason,
+			wantHistory: "v2 deployed, v1 superseded"},
+		{name: "the upgrade fails too", stillFails: true, wantReady: metav1.ConditionFalse, wantReason: helmv2.UpgradeFailedReason,
+			wantHistory: "v2 failed, v1 failed"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1515,6 +1518,21 @@ func TestFailedInstallRetriedAfterChangeIsUpgraded(t *testing.T) {
 			if latest := h.obj.Status.History.Latest(); latest == nil || latest.Version != 2 || latest.Action != helmv2.ReleaseActionUpgrade {
 				t.Errorf("latest snapshot %+v, want v2 made by an upgrade", latest)
 			}
+			// As Helm does in storage, the upgrade supersedes the failed
+			// revision it was made over; as upstream's, the history keeps
+			// the latest revision and the one before it.
+			if got, want := snapshotStatuses(h.obj.Status.History), tc.wantHistory; got != want {
+				t.Errorf("history %s, want %s", got, want)
+			}
 		})
 	}
+}
+
+// snapshotStatuses is "v<version> <status>" of each snapshot, newest first.
+func snapshotStatuses(history helmv2.Snapshots) string {
+	var out []string
+	for _, s := range history {
+		out = append(out, fmt.Sprintf("v%d %s", s.Version, s.Status))
+	}
+	return strings.Join(out, ", ")
 }
