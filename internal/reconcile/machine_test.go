@@ -1482,8 +1482,8 @@ func TestInvalidOrderStalls(t *testing.T) {
 // hooks, Upgrade* reasons), not a second install that replaces it.
 func TestFailedInstallRetriedAfterChangeIsUpgraded(t *testing.T) {
 	cases := []struct {
-		name       string
-		stillFails bool
+		name        string
+		stillFails  bool
 		wantReady   metav1.ConditionStatus
 		wantReason  string
 		wantHistory string
