@@ -7,7 +7,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/resource"
+
+	"github.com/afterhooks/helm-controller/internal/jobttl"
 )
 
 // Jobs whose manifest sets spec.ttlSecondsAfterFinished are deleted by
@@ -28,9 +30,6 @@ import (
 // A self-deleting Job that still exists is judged as it is: running is
 // waited for, Failed fails the wait. Only waits for readiness get
 // stand-ins; a wait for deletion sees the Job gone, as it is.
-
-// jobKind is the group and kind of a Kubernetes Job.
-var jobKind = schema.GroupKind{Group: batchv1.GroupName, Kind: "Job"}
 
 // Reason and message of the Complete condition of a stand-in.
 const (
@@ -57,36 +56,17 @@ func newSelfDeletingJobs() *selfDeletingJobs {
 	}
 }
 
-// add remembers obj, of kind gvk and of the resource and namespace in
-// key, when it is a Job that deletes itself.
-func (j *selfDeletingJobs) add(key resourceNamespace, gvk schema.GroupVersionKind, obj runtime.Object) {
-	if gvk.GroupKind() != jobKind {
-		return
-	}
-	u, ok := selfDeleting(obj)
+// add remembers info's object, of the resource and namespace in key,
+// when it is a Job that deletes itself.
+func (j *selfDeletingJobs) add(key resourceNamespace, info *resource.Info) {
+	u, ok := jobttl.Manifest(info)
 	if !ok {
 		return
 	}
-	// kstatus tells objects apart by their kind: a stand-in must carry it.
-	u.SetGroupVersionKind(gvk)
 	if j.manifests[key] == nil {
 		j.manifests[key] = map[string]*unstructured.Unstructured{}
 	}
 	j.manifests[key][u.GetName()] = u
-}
-
-// selfDeleting returns the Job manifest obj as unstructured when it sets
-// spec.ttlSecondsAfterFinished (to any value, 0 included).
-func selfDeleting(obj runtime.Object) (*unstructured.Unstructured, bool) {
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, false
-	}
-	ttl, found, err := unstructured.NestedFieldNoCopy(content, "spec", "ttlSecondsAfterFinished")
-	if err != nil || !found || ttl == nil {
-		return nil, false
-	}
-	return &unstructured.Unstructured{Object: content}, true
 }
 
 func (j *selfDeletingJobs) covers(key resourceNamespace, name string) bool {

@@ -10,10 +10,12 @@ import (
 	helmkube "helm.sh/helm/v4/pkg/kube"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/resource"
 )
 
 func jobObject(t *testing.T, conditions ...batchv1.JobConditionType) *unstructured.Unstructured {
@@ -83,11 +85,14 @@ func TestGoneJob(t *testing.T) {
 func TestOnlyJobsWithTTLGetStandIns(t *testing.T) {
 	jobs := newSelfDeletingJobs()
 	key := resourceNamespace{resource: schema.GroupResource{Group: "batch", Resource: "jobs"}, namespace: "app"}
+	info := func(gvk schema.GroupVersionKind, obj runtime.Object) *resource.Info {
+		return &resource.Info{Name: "x", Object: obj, Mapping: &meta.RESTMapping{GroupVersionKind: gvk}}
+	}
 	gvk := batchv1.SchemeGroupVersion.WithKind("Job")
 	zero := int32(0)
-	jobs.add(key, gvk, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "ttl"}, Spec: batchv1.JobSpec{TTLSecondsAfterFinished: &zero}})
-	jobs.add(key, gvk, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "kept"}})
-	jobs.add(key, schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Job"}, jobObject(t))
+	jobs.add(key, info(gvk, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "ttl"}, Spec: batchv1.JobSpec{TTLSecondsAfterFinished: &zero}}))
+	jobs.add(key, info(gvk, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "kept"}}))
+	jobs.add(key, info(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Job"}, jobObject(t)))
 	if !jobs.covers(key, "ttl") {
 		t.Error("a Job with ttlSecondsAfterFinished: 0 gets no stand-in")
 	}

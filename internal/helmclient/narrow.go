@@ -63,7 +63,7 @@ func objectsOf(resources helmkube.ResourceList, standIns bool) *namedObjects {
 			o.names[key] = append(o.names[key], m.GetName())
 		}
 		if o.jobs != nil {
-			o.jobs.add(key, info.Mapping.GroupVersionKind, info.Object)
+			o.jobs.add(key, info)
 		}
 	}
 	return o
