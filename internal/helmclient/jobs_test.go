@@ -199,6 +199,16 @@ func TestSelfDeletingJobsUnderEveryWait(t *testing.T) {
 		{"WaitWithJobs", helmkube.StatusWatcherStrategy, helmkube.Waiter.WaitWithJobs},
 		{"WatchUntilReady (hooks)", helmkube.HookOnlyStrategy, helmkube.Waiter.WatchUntilReady},
 	}
+	running := func(t *testing.T, job string) { c.setJob(t, job, jobRunning) }
+	// finishThenDelete finishes the Job as outcome, then deletes it as its
+	// TTL has it deleted, a moment later.
+	finishThenDelete := func(outcome jobOutcome) func(t *testing.T, job string) {
+		return func(t *testing.T, job string) {
+			c.setJob(t, job, outcome)
+			time.Sleep(500 * time.Millisecond)
+			c.deleteJob(t, job)
+		}
+	}
 	tests := []struct {
 		name string
 		ttl  bool
@@ -211,37 +221,27 @@ func TestSelfDeletingJobsUnderEveryWait(t *testing.T) {
 		jobsOnly bool
 	}{
 		{
-			name: "gone before the wait, never seen",
-			ttl:  true,
-			before: func(t *testing.T, job string) {
-				c.setJob(t, job, jobComplete)
-				c.deleteJob(t, job)
-			},
+			name:   "gone before the wait, never seen",
+			ttl:    true,
+			before: finishThenDelete(jobComplete),
 		},
 		{
 			name:   "seen complete, then gone",
 			ttl:    true,
-			before: func(t *testing.T, job string) { c.setJob(t, job, jobRunning) },
-			during: func(t *testing.T, job string) {
-				c.setJob(t, job, jobComplete)
-				c.deleteJob(t, job)
-			},
+			before: running,
+			during: finishThenDelete(jobComplete),
 		},
 		{
-			name:   "seen failed, then gone",
-			ttl:    true,
-			before: func(t *testing.T, job string) { c.setJob(t, job, jobRunning) },
-			during: func(t *testing.T, job string) {
-				c.setJob(t, job, jobFailed)
-				time.Sleep(500 * time.Millisecond)
-				c.deleteJob(t, job)
-			},
+			name:    "seen failed, then gone",
+			ttl:     true,
+			before:  running,
+			during:  finishThenDelete(jobFailed),
 			wantErr: "status: Failed",
 		},
 		{
 			name:     "still running",
 			ttl:      true,
-			before:   func(t *testing.T, job string) { c.setJob(t, job, jobRunning) },
+			before:   running,
 			wantErr:  "status: InProgress",
 			jobsOnly: true,
 		},
@@ -252,12 +252,9 @@ func TestSelfDeletingJobsUnderEveryWait(t *testing.T) {
 			wantErr: "status: Failed",
 		},
 		{
-			name: "gone without ttlSecondsAfterFinished",
-			ttl:  false,
-			before: func(t *testing.T, job string) {
-				c.setJob(t, job, jobComplete)
-				c.deleteJob(t, job)
-			},
+			name:    "gone without ttlSecondsAfterFinished",
+			ttl:     false,
+			before:  finishThenDelete(jobComplete),
 			wantErr: "not ready",
 		},
 	}
