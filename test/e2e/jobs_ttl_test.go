@@ -65,7 +65,7 @@ func TestJobsWithTTLFailedJobFails(t *testing.T) {
 	chart := env.PublishChart(t, jobsTTLChart, "0.1.0", ns)
 	const timeout = 90 * time.Second
 	hr := framework.WithWaitStrategy(framework.Release(ns, "ttl", repo.Name, chart.Name, chart.Version,
-		`{"setupFail":true,"appDelay":"8s"}`), v2.BeforeHooks, timeout)
+		`{"setupFail":true}`), v2.BeforeHooks, timeout)
 	start := time.Now()
 	env.Create(t, hr)
 	env.WaitNotReady(t, hr, helmv2.InstallFailedReason, "Job/"+ns+"/ttl-setup not ready. status: Failed")
