@@ -10,6 +10,9 @@
 //   - Client: Helm's kube client whose status waits list and watch only the
 //     objects they wait for, by name, where Helm's waiter watches every
 //     object of their kinds in the namespace; Helm's waiter still decides.
+//     A Job with spec.ttlSecondsAfterFinished that is gone reaches those
+//     waits as it finished, or as complete when the wait never saw it
+//     fail (jobs.go), so that waits do not hang on Jobs Kubernetes deleted.
 //
 // Every apply also strips the HIP-0025 annotation the API server refuses
 // (StripUnappliable), ordered or not: the release manifest keeps it for

@@ -27,6 +27,10 @@ type resourceNamespace struct {
 // name, and how far each object's own list or watch has read.
 type namedObjects struct {
 	names map[resourceNamespace][]string
+	// jobs are the Jobs that delete themselves once finished, which the
+	// wait sees in a stand-in when they are gone; nil for a wait that
+	// must see them gone (a wait for deletion).
+	jobs *selfDeletingJobs
 
 	mu sync.Mutex
 	// reached is the resourceVersion up to which the list or watch of one
@@ -34,10 +38,15 @@ type namedObjects struct {
 	reached map[resourceNamespace]map[string]string
 }
 
-func objectsOf(resources helmkube.ResourceList) *namedObjects {
+// objectsOf returns the objects of resources; standIns says whether the
+// wait sees its self-deleting Jobs, once gone, in stand-ins (see jobs.go).
+func objectsOf(resources helmkube.ResourceList, standIns bool) *namedObjects {
 	o := &namedObjects{
 		names:   map[resourceNamespace][]string{},
 		reached: map[resourceNamespace]map[string]string{},
+	}
+	if standIns {
+		o.jobs = newSelfDeletingJobs()
 	}
 	for _, info := range resources {
 		if info == nil || info.Mapping == nil || info.Object == nil {
@@ -52,6 +61,9 @@ func objectsOf(resources helmkube.ResourceList) *namedObjects {
 		key := resourceNamespace{resource: info.Mapping.Resource.GroupResource(), namespace: m.GetNamespace()}
 		if !slices.Contains(o.names[key], m.GetName()) {
 			o.names[key] = append(o.names[key], m.GetName())
+		}
+		if o.jobs != nil {
+			o.jobs.add(key, info)
 		}
 	}
 	return o
@@ -144,6 +156,7 @@ func (b *byName) List(ctx context.Context, opts metav1.ListOptions) (*unstructur
 			return nil, err
 		}
 		b.objects.reach(b.key, name, list.GetResourceVersion())
+		b.standInWhenGone(name, list)
 		if merged == nil {
 			merged = list
 			continue
@@ -151,6 +164,43 @@ func (b *byName) List(ctx context.Context, opts metav1.ListOptions) (*unstructur
 		merged.Items = append(merged.Items, list.Items...)
 	}
 	return merged, nil
+}
+
+// standInWhenGone records the state list holds of the self-deleting Job
+// name, or adds its stand-in when list holds none (see jobs.go).
+func (b *byName) standInWhenGone(name string, list *unstructured.UnstructuredList) {
+	jobs := b.objects.jobs
+	if !jobs.covers(b.key, name) {
+		return
+	}
+	if len(list.Items) == 0 {
+		list.Items = append(list.Items, *jobs.standIn(b.key, name, list.GetResourceVersion()))
+		return
+	}
+	for i := range list.Items {
+		jobs.saw(b.key, &list.Items[i])
+	}
+}
+
+// standInForDeletion turns the deletion of the self-deleting Job name into
+// a change to its stand-in, and records every other state it delivers.
+func (b *byName) standInForDeletion(name string, ev watch.Event) watch.Event {
+	jobs := b.objects.jobs
+	if !jobs.covers(b.key, name) {
+		return ev
+	}
+	switch ev.Type {
+	case watch.Added, watch.Modified:
+		jobs.saw(b.key, ev.Object)
+	case watch.Deleted:
+		jobs.saw(b.key, ev.Object)
+		rv := ""
+		if m, err := meta.Accessor(ev.Object); err == nil {
+			rv = m.GetResourceVersion()
+		}
+		return watch.Event{Type: watch.Modified, Object: jobs.standIn(b.key, name, rv)}
+	}
+	return ev
 }
 
 // Watch watches every named object from where its own list or watch left
@@ -173,7 +223,7 @@ func (b *byName) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Inte
 			merged.Stop()
 			return nil, err
 		}
-		merged.add(w, func(obj runtime.Object) {
+		merged.add(w, func(ev watch.Event) watch.Event { return b.standInForDeletion(name, ev) }, func(obj runtime.Object) {
 			if m, err := meta.Accessor(obj); err == nil {
 				b.objects.reach(b.key, name, m.GetResourceVersion())
 			}
@@ -212,10 +262,11 @@ func (m *mergedWatch) Stop() {
 	})
 }
 
-// add forwards w's events; seen is told the object of every event that
-// advances w, bookmarks included (those are not forwarded: the informer
-// does not need them, and their version is w's alone).
-func (m *mergedWatch) add(w watch.Interface, seen func(runtime.Object)) {
+// add forwards w's events as translate turns them; seen is told the
+// object of every event that advances w, bookmarks included (those are
+// not forwarded: the informer does not need them, and their version is
+// w's alone).
+func (m *mergedWatch) add(w watch.Interface, translate func(watch.Event) watch.Event, seen func(runtime.Object)) {
 	m.mu.Lock()
 	m.watches = append(m.watches, w)
 	m.mu.Unlock()
@@ -234,6 +285,9 @@ func (m *mergedWatch) add(w watch.Interface, seen func(runtime.Object)) {
 				if ev.Type == watch.Bookmark {
 					seen(ev.Object)
 					continue
+				}
+				if ev.Type != watch.Error {
+					ev = translate(ev)
 				}
 				select {
 				case m.result <- ev:

@@ -57,27 +57,37 @@ type narrowWaiter struct {
 	opts     []helmkube.WaitOption
 }
 
+// The waits for readiness (Wait, WaitWithJobs, and WatchUntilReady for
+// hooks) count a Job that deletes itself once finished as done when it is
+// gone, unless they saw it fail (jobs.go); the wait for deletion sees
+// every object as it is.
+const (
+	readiness = true
+	deletion  = false
+)
+
 func (w *narrowWaiter) Wait(resources helmkube.ResourceList, timeout time.Duration) error {
-	return w.narrowed(resources, timeout, helmkube.Waiter.Wait)
+	return w.narrowed(resources, timeout, readiness, helmkube.Waiter.Wait)
 }
 
 func (w *narrowWaiter) WaitWithJobs(resources helmkube.ResourceList, timeout time.Duration) error {
-	return w.narrowed(resources, timeout, helmkube.Waiter.WaitWithJobs)
+	return w.narrowed(resources, timeout, readiness, helmkube.Waiter.WaitWithJobs)
 }
 
 func (w *narrowWaiter) WaitForDelete(resources helmkube.ResourceList, timeout time.Duration) error {
-	return w.narrowed(resources, timeout, helmkube.Waiter.WaitForDelete)
+	return w.narrowed(resources, timeout, deletion, helmkube.Waiter.WaitForDelete)
 }
 
 func (w *narrowWaiter) WatchUntilReady(resources helmkube.ResourceList, timeout time.Duration) error {
-	return w.narrowed(resources, timeout, helmkube.Waiter.WatchUntilReady)
+	return w.narrowed(resources, timeout, readiness, helmkube.Waiter.WatchUntilReady)
 }
 
 // narrowed runs wait, one of Helm's waiter methods, on the waiter whose
-// informers see only resources.
-func (w *narrowWaiter) narrowed(resources helmkube.ResourceList, timeout time.Duration,
+// informers see only resources, with stand-ins for gone self-deleting
+// Jobs when standIns is set.
+func (w *narrowWaiter) narrowed(resources helmkube.ResourceList, timeout time.Duration, standIns bool,
 	wait func(helmkube.Waiter, helmkube.ResourceList, time.Duration) error) error {
-	inner, err := w.over(resources)
+	inner, err := w.over(resources, standIns)
 	if err != nil {
 		return err
 	}
@@ -85,9 +95,9 @@ func (w *narrowWaiter) narrowed(resources helmkube.ResourceList, timeout time.Du
 }
 
 // over returns Helm's waiter whose informers see only resources.
-func (w *narrowWaiter) over(resources helmkube.ResourceList) (helmkube.Waiter, error) {
+func (w *narrowWaiter) over(resources helmkube.ResourceList, standIns bool) (helmkube.Waiter, error) {
 	narrowed := &helmkube.Client{
-		Factory:   &narrowFactory{Factory: w.client.Factory, objects: objectsOf(resources)},
+		Factory:   &narrowFactory{Factory: w.client.Factory, objects: objectsOf(resources, standIns)},
 		Namespace: w.client.Namespace,
 		//nolint:staticcheck // carried over so a caller's wait context still applies.
 		WaitContext: w.client.WaitContext,

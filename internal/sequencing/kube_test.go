@@ -467,6 +467,32 @@ func TestCustomReadinessDecides(t *testing.T) {
 			t.Fatalf("error = %v, want a timeout naming Job/migrate", err)
 		}
 	})
+	t.Run("a Job with ttlSecondsAfterFinished that is gone is done", func(t *testing.T) {
+		migrate := object("shop/templates/job.yaml", "Job", "migrate", AnnotationResourceGroup, "migrate", AnnotationDependsOnGroups, `["db"]`,
+			AnnotationReadinessSuccess, `["{.succeeded} >= 1"]`, AnnotationReadinessFailure, `["{.failed} >= 1"]`)
+		migrate = strings.Replace(migrate, "apiVersion: v1\n", "apiVersion: batch/v1\n", 1) + "spec:\n  ttlSecondsAfterFinished: 0\n"
+		ttlJob := object("shop/templates/db.yaml", "ConfigMap", "db", AnnotationResourceGroup, "db") + migrate +
+			object("shop/templates/app.yaml", "ConfigMap", "app", AnnotationResourceGroup, "app", AnnotationDependsOnGroups, `["migrate"]`)
+		f := &fakeKube{}
+		gone := func(info *resource.Info) (runtime.Object, error) {
+			return nil, apierrors.NewNotFound(schema.GroupResource{Group: "batch", Resource: "jobs"}, info.Name)
+		}
+		c := newClient(f, Options{PollInterval: time.Millisecond, Deadline: time.Now().Add(time.Second), Get: gone})
+		if _, err := c.Create(build(t, c, ttlJob)); err != nil {
+			t.Fatalf("a finished and deleted Job held the batch: %v", err)
+		}
+		wantCalls(t, f, "create db", "wait db", "create migrate", "create app")
+	})
+	t.Run("a Job without ttlSecondsAfterFinished that is gone is waited for", func(t *testing.T) {
+		f := &fakeKube{}
+		gone := func(info *resource.Info) (runtime.Object, error) {
+			return nil, apierrors.NewNotFound(schema.GroupResource{Group: "batch", Resource: "jobs"}, info.Name)
+		}
+		c := newClient(f, Options{PollInterval: time.Millisecond, Deadline: time.Now().Add(200 * time.Millisecond), Get: gone})
+		if _, err := c.Create(build(t, c, judgedBoth)); err == nil || !strings.Contains(err.Error(), "timed out") {
+			t.Fatalf("error = %v, want a timeout", err)
+		}
+	})
 	t.Run("one annotation alone keeps kstatus, with a warning", func(t *testing.T) {
 		f := &fakeKube{}
 		var warnings []string

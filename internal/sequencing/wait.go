@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/resource"
+
+	"github.com/afterhooks/helm-controller/internal/jobttl"
 )
 
 // errDeadline is returned when the action's time is up before a batch is
@@ -106,6 +108,9 @@ func (c *Client) probe(ctx context.Context, i int, batches []batch, list kube.Re
 func (c *Client) firstNotReady(list kube.ResourceList) string {
 	for _, info := range list {
 		obj, err := c.get(info)
+		if apierrors.IsNotFound(err) && jobttl.DeletesItself(info) {
+			continue // done once gone, as the action's waiter counts it
+		}
 		if err != nil {
 			return fmt.Sprintf("%s: %v", idOf(info), err)
 		}
@@ -198,6 +203,9 @@ func (c *Client) waitCustom(ctx context.Context, objects []judged, timedOut erro
 		for _, o := range pending {
 			verdict, why, err := c.judge(o)
 			switch {
+			case apierrors.IsNotFound(err) && jobttl.DeletesItself(o.info):
+				// Gone after it finished: done, as in the action's
+				// waiter; had this wait seen it fail, it had ended.
 			case err != nil:
 				still = append(still, o)
 				reasons = append(reasons, fmt.Sprintf("%s: %v", idOf(o.info), err))

@@ -1,0 +1,54 @@
+// Package jobttl tells which objects of a release are Jobs that delete
+// themselves once finished: those whose manifest sets
+// spec.ttlSecondsAfterFinished (0 included), which Kubernetes' TTL
+// controller deletes, often before a wait sees them finish. Every wait of
+// the controller counts such a Job as complete once it is gone, unless the
+// wait saw it fail, as upstream helm-controller counts it (see
+// internal/helmclient's jobs.go for Helm's waits, internal/sequencing for
+// readiness expressions).
+package jobttl
+
+import (
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/resource"
+)
+
+// Kind is the group and kind of a Kubernetes Job.
+var Kind = schema.GroupKind{Group: batchv1.GroupName, Kind: "Job"}
+
+// Manifest returns info's object as unstructured, with its kind, when it
+// is a Job that deletes itself once finished.
+func Manifest(info *resource.Info) (*unstructured.Unstructured, bool) {
+	if info == nil || info.Object == nil {
+		return nil, false
+	}
+	gvk := info.Object.GetObjectKind().GroupVersionKind()
+	if info.Mapping != nil {
+		gvk = info.Mapping.GroupVersionKind
+	}
+	if gvk.GroupKind() != Kind {
+		return nil, false
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(info.Object)
+	if err != nil {
+		return nil, false
+	}
+	ttl, found, err := unstructured.NestedFieldNoCopy(content, "spec", "ttlSecondsAfterFinished")
+	if err != nil || !found || ttl == nil {
+		return nil, false
+	}
+	u := &unstructured.Unstructured{Object: content}
+	// kstatus tells objects apart by their kind: keep it on the copy.
+	u.SetGroupVersionKind(gvk)
+	return u, true
+}
+
+// DeletesItself reports whether info is a Job that deletes itself once
+// finished.
+func DeletesItself(info *resource.Info) bool {
+	_, ok := Manifest(info)
+	return ok
+}
