@@ -160,6 +160,22 @@ func TestUpstreamParity(t *testing.T) {
 			},
 		},
 		{
+			// RetryOnFailure on the install only: the failed install is
+			// retried with an upgrade over it, as any failed release,
+			// whose own strategy (RemediateOnFailure, no retries) then
+			// counts: upstream stalls after that upgrade failed.
+			name: "install-retry-on-failure",
+			release: func(t *testing.T, ns, repo string) *v2.HelmRelease {
+				hr := parityPodinfo(t, ns, repo, crashloop)
+				hr.Spec.Timeout = short
+				hr.Spec.Install = &v2.Install{Install: helmv2.Install{Strategy: &helmv2.InstallStrategy{
+					Name: string(helmv2.ActionStrategyRetryOnFailure), RetryInterval: short}}}
+				return hr
+			},
+			steps: []parityStep{{name: "stalled", settled: parityStalled, want: []string{
+				"Ready: False/UpgradeFailed", `last action "upgrade"`}}},
+		},
+		{
 			// Drift detection enabled; the Deployment is scaled by hand
 			// and an admission policy refuses the correction. Both the
 			// conditions and the events' types and reasons are compared.
