@@ -122,19 +122,21 @@ func TestInstallFailureUninstallRemediation(t *testing.T) {
 		})
 	})
 
-	framework.Step(t, "new-values-install", func(t *testing.T) {
+	// As upstream, new values retry the failed release with an upgrade
+	// over it (the parity scenario install-fail-then-values-change).
+	framework.Step(t, "new-values-upgrade", func(t *testing.T) {
 		env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = nil })
-		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
+		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason})
 		if hr.Status.InstallFailures != 0 || hr.Status.Failures != 0 {
 			t.Errorf("failure counters not reset by the new values: installFailures %d failures %d",
 				hr.Status.InstallFailures, hr.Status.Failures)
 		}
 		for _, typ := range []string{meta.StalledCondition, helmv2.RemediatedCondition} {
 			if c := conditions.Get(hr, typ); c != nil {
-				t.Errorf("%s condition still present after a successful install: %+v", typ, c)
+				t.Errorf("%s condition still present after a successful upgrade: %+v", typ, c)
 			}
 		}
-		if err := framework.Condition(hr, helmv2.ReleasedCondition, metav1.ConditionTrue, helmv2.InstallSucceededReason); err != nil {
+		if err := framework.Condition(hr, helmv2.ReleasedCondition, metav1.ConditionTrue, helmv2.UpgradeSucceededReason); err != nil {
 			t.Error(err)
 		}
 		if latest := hr.Status.History.Latest(); latest == nil || latest.Status != "deployed" {
@@ -580,14 +582,16 @@ func TestResetAndForceRequests(t *testing.T) {
 
 		reset := strconv.FormatInt(time.Now().UnixNano(), 10)
 		env.Annotate(t, hr, map[string]string{meta.ReconcileRequestAnnotation: reset, helmv2.ResetRequestAnnotation: reset})
-		env.Eventually(t, time.Minute, "reset release installed", func(ctx context.Context) error {
+		// As upstream, the reset failed release is retried with an upgrade
+		// over it.
+		env.Eventually(t, time.Minute, "reset release upgraded", func(ctx context.Context) error {
 			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			if hr.Status.LastHandledResetAt != reset {
 				return fmt.Errorf("lastHandledResetAt %q, want %q", hr.Status.LastHandledResetAt, reset)
 			}
-			if err := framework.Condition(hr, meta.ReadyCondition, metav1.ConditionTrue, helmv2.InstallSucceededReason); err != nil {
+			if err := framework.Condition(hr, meta.ReadyCondition, metav1.ConditionTrue, helmv2.UpgradeSucceededReason); err != nil {
 				return err
 			}
 			// Flux's patch helper writes the conditions and the rest of
@@ -599,7 +603,7 @@ func TestResetAndForceRequests(t *testing.T) {
 			return nil
 		})
 		if hr.Status.InstallFailures != 0 || hr.Status.Failures != 0 {
-			t.Errorf("failure counters after the reset and install: installFailures %d failures %d",
+			t.Errorf("failure counters after the reset and upgrade: installFailures %d failures %d",
 				hr.Status.InstallFailures, hr.Status.Failures)
 		}
 		if c := conditions.Get(hr, meta.StalledCondition); c != nil {
