@@ -40,7 +40,7 @@ func TestDependentsLost(t *testing.T) {
 			owners: Owners{"a": {dep(rsKind, "rs1")}, "rs1": {dep(podKind, "p1")}}},
 		{name: "a custom resource owned by a Deployment's pod", kind: deployKind,
 			owners: Owners{"a": {dep(rsKind, "rs1")}, "rs1": {dep(podKind, "p1")}, "p1": {dep(crKind, "lease")}},
-			want: "it owns Database/shop/lease (through Pod/shop/p1), which a recreate would delete"},
+			want:   "it owns Database/shop/lease (through Pod/shop/p1), which a recreate would delete"},
 		{name: "a pod owned by a Deployment directly is not its own", kind: deployKind, owners: Owners{"a": {dep(podKind, "p1")}},
 			want: "it owns Pod/shop/p1, which a recreate would delete with it (a new Deployment makes again only its ReplicaSets)"},
 		{name: "a claim under a pod: data", kind: jobKind, owners: Owners{"a": {dep(podKind, "p1")}, "p1": {dep(pvcKind, "scratch")}},

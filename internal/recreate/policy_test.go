@@ -59,7 +59,7 @@ func (o *fakeObject) Delete(_ context.Context, uid types.UID, p metav1.DeletionP
 type fakeDependents struct {
 	owners Owners
 	owned  []Dependent
-	err   error
+	err    error
 }
 
 func (d *fakeDependents) Owned(context.Context, *unstructured.Unstructured) (Owners, error) {
@@ -176,7 +176,7 @@ func TestPolicyRecreate(t *testing.T) {
 		{name: "owns a PVC", kind: jobKind, cause: templateRefusal, desired: enabled, live: object(jobKind, "a", nil),
 			owned: []Dependent{dep(pvcKind, "data")}, wantErr: "it owns PersistentVolumeClaim/shop/data, whose data a recreate would delete"},
 		{name: "custom resource owning anything", kind: crKind, cause: sizeRefusal, desired: enabled, live: object(crKind, "a", nil),
-			owned: []Dependent{dep(stsKind, "d"), dep(schema.GroupKind{Kind: "Service"}, "c"), dep(schema.GroupKind{Kind: "ConfigMap"}, "b"), dep(schema.GroupKind{Kind: "Secret"}, "s")},
+			owned:   []Dependent{dep(stsKind, "d"), dep(schema.GroupKind{Kind: "Service"}, "c"), dep(schema.GroupKind{Kind: "ConfigMap"}, "b"), dep(schema.GroupKind{Kind: "Secret"}, "s")},
 			wantErr: "it owns ConfigMap/shop/b, Secret/shop/s, Service/shop/c and 1 more, which a recreate would delete"},
 		{name: "dependents unknown", kind: jobKind, cause: templateRefusal, desired: enabled, live: object(jobKind, "a", nil),
 			ownedErr: errors.New("listing persistentvolumeclaims: forbidden"), wantErr: "not recreated: finding what it owns: listing persistentvolumeclaims: forbidden"},
