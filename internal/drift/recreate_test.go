@@ -64,6 +64,16 @@ func replaceJob(t *testing.T, c client.Client, ns string) *batchv1.Job {
 	if err := c.Create(ctx, job, client.FieldOwner("kubectl")); err != nil {
 		t.Fatal(err)
 	}
+	// Finished, as the Job controller (which envtest lacks) would mark
+	// it: a recreate never stops a Job that has not finished.
+	started, now := metav1.NewTime(time.Now().Add(-time.Second)), metav1.Now()
+	job.Status = batchv1.JobStatus{StartTime: &started, CompletionTime: &now, Succeeded: 1, Conditions: []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+	}}
+	if err := c.Status().Update(ctx, job); err != nil {
+		t.Fatal(err)
+	}
 	return job
 }
 
