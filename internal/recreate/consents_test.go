@@ -112,3 +112,14 @@ func TestRecreateRolledBackFrom(t *testing.T) {
 		})
 	}
 }
+
+func TestConsentsOfNothing(t *testing.T) {
+	for _, manifest := range []string{"", "---\n", "---\n# Source: x\nkind: ConfigMap\nmetadata:\n  annotations:\n    helm.toolkit.fluxcd.io/force: enabled\n"} {
+		if got := ConsentsOf(manifest); len(got) != 0 {
+			t.Errorf("ConsentsOf(%q) = %v, want none (no object named)", manifest, got)
+		}
+	}
+	if (Consents{}).has(Refused{Kind: jobKind}, "shop") {
+		t.Error("a refusal without a manifest has consent")
+	}
+}
