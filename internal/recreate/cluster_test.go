@@ -241,3 +241,99 @@ func TestClientUpdate(t *testing.T) {
 		})
 	}
 }
+
+// restObject reaches one object of a Helm manifest through the REST
+// client Helm built it with: it reads it, dry-runs its creation (refused
+// as existing while it is there) and deletes it only while it has the
+// UID read, namespaced or cluster-scoped.
+func TestRestObject(t *testing.T) {
+	ctx := context.Background()
+	cs, getter := cluster(t, "rest")
+	inner := kube.New(getter)
+	tests := []struct {
+		name, manifest string
+		read           func() (types.UID, error)
+	}{
+		{name: "namespaced", manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: rest-cm\n  namespace: rest\n",
+			read: func() (types.UID, error) {
+				cm, err := cs.CoreV1().ConfigMaps("rest").Get(ctx, "rest-cm", metav1.GetOptions{})
+				if err != nil {
+					return "", err
+				}
+				return cm.UID, nil
+			}},
+		{name: "cluster-scoped", manifest: "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: rest-role\n",
+			read: func() (types.UID, error) {
+				r, err := cs.RbacV1().ClusterRoles().Get(ctx, "rest-role", metav1.GetOptions{})
+				if err != nil {
+					return "", err
+				}
+				return r.UID, nil
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			list, err := inner.Build(bytes.NewBufferString(tt.manifest), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj := &restObject{info: list[0], prepare: func(o runtime.Object) {
+				u := o.(*unstructured.Unstructured)
+				u.SetLabels(map[string]string{"prepared": "yes"})
+			}}
+			if _, err := obj.Live(ctx); !apierrors.IsNotFound(err) {
+				t.Fatalf("Live before the create = %v, want NotFound", err)
+			}
+			if err := obj.DryRunCreate(ctx); err != nil {
+				t.Fatalf("DryRunCreate of a new object: %v", err)
+			}
+			if _, err := tt.read(); !apierrors.IsNotFound(err) {
+				t.Fatalf("the dry run created it: %v", err)
+			}
+			if _, err := inner.Create(list); err != nil {
+				t.Fatal(err)
+			}
+			live, err := obj.Live(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := obj.DryRunCreate(ctx); !apierrors.IsAlreadyExists(err) {
+				t.Fatalf("DryRunCreate of an existing object = %v, want AlreadyExists", err)
+			}
+			if err := obj.Delete(ctx, "another-uid", metav1.DeletePropagationBackground); !apierrors.IsConflict(err) {
+				t.Fatalf("Delete with another UID = %v, want a Conflict", err)
+			}
+			if err := obj.Delete(ctx, live.GetUID(), metav1.DeletePropagationBackground); err != nil {
+				t.Fatalf("Delete: %v", err)
+			}
+			if err := waitGone(ctx, obj, live.GetUID()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// What the inner client does not refuse for an immutable field passes
+// through unchanged.
+func TestClientUpdatePassesThrough(t *testing.T) {
+	_, getter := cluster(t, "pass")
+	inner := kube.New(getter)
+	list, err := inner.Build(bytes.NewBufferString("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: pass\n  namespace: pass\ndata:\n  a: \"1\"\n"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Wrap(inner, Options{})
+	res, err := c.Update(kube.ResourceList{}, list)
+	if err != nil || len(res.Created) != 1 {
+		t.Fatalf("Update of a new object = %+v, %v; want it created", res, err)
+	}
+	// An option Helm refuses is not the API server's refusal of a field.
+	_, err = c.Update(list, list, kube.ClientUpdateOptionServerSideApply(true, false), kube.ClientUpdateOptionForceReplace(true))
+	var ierr *ImmutableError
+	if err == nil || errors.As(err, &ierr) {
+		t.Errorf("Update with options Helm refuses = %v, want Helm's own error", err)
+	}
+	if _, err := c.GetWaiterWithOptions(kube.StatusWatcherStrategy); err != nil {
+		t.Errorf("GetWaiterWithOptions: %v", err)
+	}
+}
