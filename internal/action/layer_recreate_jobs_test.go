@@ -8,6 +8,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/go-logr/logr/testr"
+	helmaction "helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	batchv1 "k8s.io/api/batch/v1"
@@ -20,30 +21,45 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/recreate"
+	"github.com/afterhooks/helm-controller/test/envtestserver"
 )
 
-// finishJob marks the Job ns/name Complete, as the Job controller would
-// once its pod succeeded: envtest runs no Job controller, and a recreate
-// never stops a Job that has not finished.
+// finishJob marks the Job ns/name Complete, as the Job controller would.
 func finishJob(t *testing.T, cs kubernetes.Interface, ns, name string) {
 	t.Helper()
-	ctx := context.Background()
-	job, err := cs.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+	envtestserver.FinishJob(t, cs, ns, name)
+}
+
+// recreateCluster returns a clientset and a Helm configuration factory of
+// the shared API server, with the namespace ns.
+func recreateCluster(t *testing.T, ns string) (kubernetes.Interface, *ConfigFactory) {
+	t.Helper()
+	restCfg := apiServer(t)
+	cs := kubernetes.NewForConfigOrDie(restCfg)
+	createNamespaces(t, cs, ns)
+	factory, err := NewConfigFactoryFromRESTConfig(restCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	started := metav1.NewTime(time.Now().Add(-time.Second))
-	now := metav1.Now()
-	job.Status = batchv1.JobStatus{
-		StartTime: &started, CompletionTime: &now, Succeeded: 1,
-		Conditions: []batchv1.JobCondition{
-			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		},
+	return cs, factory
+}
+
+// noWaitRelease is the HelmRelease ns/name whose install, upgrade
+// (with Helm's force when force) and rollback wait for nothing, and the
+// Helm configuration of its namespace.
+func noWaitRelease(t *testing.T, factory *ConfigFactory, ns, name string, force bool) (*v2.HelmRelease, *helmaction.Configuration) {
+	t.Helper()
+	obj := newHR(func(o *v2.HelmRelease) {
+		o.Name, o.Namespace = name, ns
+		o.Spec.Install = &v2.Install{Install: helmv2.Install{DisableWait: true}}
+		o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{DisableWait: true, Force: force}}
+		o.Spec.Rollback = &v2.Rollback{Rollback: helmv2.Rollback{DisableWait: true}}
+	})
+	cfg, err := factory.Build(ns, ns, WithLogger(testr.New(t)))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := cs.BatchV1().Jobs(ns).UpdateStatus(ctx, job, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("marking Job %s/%s complete: %v", ns, name, err)
-	}
+	return obj, cfg
 }
 
 // startJob marks the Job ns/name running with one active pod, as the Job
@@ -101,15 +117,9 @@ func jobUID(t *testing.T, cs kubernetes.Interface, ns, name string) (types.UID, 
 // the upgrade fails naming it, and the next upgrade after it finished
 // recreates it.
 func TestAgainstAPIServerRecreateRunningJob(t *testing.T) {
-	restCfg := apiServer(t)
 	ctx := context.Background()
-	cs := kubernetes.NewForConfigOrDie(restCfg)
 	const ns = "recreate-running"
-	createNamespaces(t, cs, ns)
-	factory, err := NewConfigFactoryFromRESTConfig(restCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, factory := recreateCluster(t, ns)
 	for _, tt := range []struct {
 		name string
 		gate bool
@@ -119,15 +129,7 @@ func TestAgainstAPIServerRecreateRunningJob(t *testing.T) {
 		{name: "annotated", ann: map[string]any{"helm.toolkit.fluxcd.io/force": "enabled"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			obj := newHR(func(o *v2.HelmRelease) {
-				o.Name, o.Namespace = tt.name, ns
-				o.Spec.Install = &v2.Install{Install: helmv2.Install{DisableWait: true}}
-				o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{DisableWait: true}}
-			})
-			cfg, err := factory.Build(ns, ns, WithLogger(testr.New(t)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			obj, cfg := noWaitRelease(t, factory, ns, tt.name, false)
 			opts := Options{RecreateImmutable: tt.gate}
 			values := func(image string) map[string]any { return map[string]any{"image": image, "annotations": tt.ann} }
 			if _, err := Install(ctx, cfg, obj, guardsChart("1.0.0"), values("migrate:1"), opts); err != nil {
@@ -136,7 +138,7 @@ func TestAgainstAPIServerRecreateRunningJob(t *testing.T) {
 			job := tt.name + "-migrate"
 			uid, _ := jobUID(t, cs, ns, job)
 
-			_, err = Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), values("migrate:2"), opts)
+			_, err := Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), values("migrate:2"), opts)
 			if err == nil || !strings.Contains(err.Error(), "Job/"+ns+"/"+job+": spec.template") ||
 				!strings.Contains(err.Error(), "not recreated: it is a Job that has not finished (neither Complete nor Failed)") {
 				t.Fatalf("upgrade of a Job not started = %v, want it refused as not finished", err)
@@ -168,15 +170,9 @@ func TestAgainstAPIServerRecreateRunningJob(t *testing.T) {
 // that changes a Job's template recreates that Job only. Server-side apply
 // (force: conflicts) does the same.
 func TestAgainstAPIServerRecreateForceKeepsUnchangedJobs(t *testing.T) {
-	restCfg := apiServer(t)
 	ctx := context.Background()
-	cs := kubernetes.NewForConfigOrDie(restCfg)
 	const ns = "recreate-force"
-	createNamespaces(t, cs, ns)
-	factory, err := NewConfigFactoryFromRESTConfig(restCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, factory := recreateCluster(t, ns)
 	for _, tt := range []struct {
 		name       string
 		clientSide bool
@@ -187,15 +183,7 @@ func TestAgainstAPIServerRecreateForceKeepsUnchangedJobs(t *testing.T) {
 		{name: "ssa"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			obj := newHR(func(o *v2.HelmRelease) {
-				o.Name, o.Namespace = tt.name, ns
-				o.Spec.Install = &v2.Install{Install: helmv2.Install{DisableWait: true}}
-				o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{DisableWait: true, Force: true}}
-			})
-			cfg, err := factory.Build(ns, ns, WithLogger(testr.New(t)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			obj, cfg := noWaitRelease(t, factory, ns, tt.name, true)
 			var heard []string
 			opts := Options{UseHelm3Defaults: tt.clientSide, RecreateImmutable: tt.gate,
 				RecreateObserver: func(r recreate.Recreated) { heard = append(heard, r.Object) }}
@@ -243,25 +231,10 @@ func TestAgainstAPIServerRecreateForceKeepsUnchangedJobs(t *testing.T) {
 // to: v2 adds the annotation and changes the Job, the rollback to v1
 // (without it) brings the v1 Job back.
 func TestAgainstAPIServerRecreateRollbackOfAConsentingRevision(t *testing.T) {
-	restCfg := apiServer(t)
 	ctx := context.Background()
-	cs := kubernetes.NewForConfigOrDie(restCfg)
 	const ns = "recreate-rollback"
-	createNamespaces(t, cs, ns)
-	factory, err := NewConfigFactoryFromRESTConfig(restCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj := newHR(func(o *v2.HelmRelease) {
-		o.Name, o.Namespace = "shop", ns
-		o.Spec.Install = &v2.Install{Install: helmv2.Install{DisableWait: true}}
-		o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{DisableWait: true}}
-		o.Spec.Rollback = &v2.Rollback{Rollback: helmv2.Rollback{DisableWait: true}}
-	})
-	cfg, err := factory.Build(ns, ns, WithLogger(testr.New(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, factory := recreateCluster(t, ns)
+	obj, cfg := noWaitRelease(t, factory, ns, "shop", false)
 	if _, err := Install(ctx, cfg, obj, guardsChart("1.0.0"), map[string]any{"image": "migrate:1"}, Options{}); err != nil {
 		t.Fatalf("install: %v", err)
 	}
@@ -284,17 +257,12 @@ func TestAgainstAPIServerRecreateRollbackOfAConsentingRevision(t *testing.T) {
 // again by itself, stops its recreate: a custom resource owned by a Job
 // blocks it and is named; the Job's own pods do not.
 func TestAgainstAPIServerRecreateBuiltInOwner(t *testing.T) {
-	restCfg := apiServer(t)
 	ctx := context.Background()
-	cs := kubernetes.NewForConfigOrDie(restCfg)
-	dyn := dynamic.NewForConfigOrDie(restCfg)
 	const ns = "recreate-owner"
-	createNamespaces(t, cs, ns)
+	cs, factory := recreateCluster(t, ns)
+	restCfg := apiServer(t)
+	dyn := dynamic.NewForConfigOrDie(restCfg)
 	databaseCRD(t, restCfg)
-	factory, err := NewConfigFactoryFromRESTConfig(restCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, tt := range []struct {
 		name    string
 		owned   string // "database" or "pod"
@@ -305,15 +273,7 @@ func TestAgainstAPIServerRecreateBuiltInOwner(t *testing.T) {
 		{name: "owns-pod", owned: "pod"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			obj := newHR(func(o *v2.HelmRelease) {
-				o.Name, o.Namespace = tt.name, ns
-				o.Spec.Install = &v2.Install{Install: helmv2.Install{DisableWait: true}}
-				o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{DisableWait: true}}
-			})
-			cfg, err := factory.Build(ns, ns, WithLogger(testr.New(t)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			obj, cfg := noWaitRelease(t, factory, ns, tt.name, false)
 			values := func(image string) map[string]any {
 				return map[string]any{"image": image, "annotations": map[string]any{"helm.toolkit.fluxcd.io/force": "enabled"}}
 			}
@@ -340,7 +300,7 @@ func TestAgainstAPIServerRecreateBuiltInOwner(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			_, err = Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), values("migrate:2"), Options{})
+			_, err := Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), values("migrate:2"), Options{})
 			now, _ := jobUID(t, cs, ns, job)
 			if tt.wantErr == "" {
 				if err != nil || now == uid {

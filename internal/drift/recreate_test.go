@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/afterhooks/helm-controller/internal/recreate"
+	"github.com/afterhooks/helm-controller/test/envtestserver"
 )
 
 // jobRelease deploys a release of one Job (annotated force: annotation
@@ -66,11 +67,7 @@ func replaceJob(t *testing.T, c client.Client, ns string) *batchv1.Job {
 	}
 	// Finished, as the Job controller (which envtest lacks) would mark
 	// it: a recreate never stops a Job that has not finished.
-	started, now := metav1.NewTime(time.Now().Add(-time.Second)), metav1.Now()
-	job.Status = batchv1.JobStatus{StartTime: &started, CompletionTime: &now, Succeeded: 1, Conditions: []batchv1.JobCondition{
-		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
-	}}
+	job.Status = envtestserver.CompleteJobStatus()
 	if err := c.Status().Update(ctx, job); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"helm.sh/helm/v4/pkg/kube"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -143,26 +142,6 @@ spec:
 `
 }
 
-// finish marks the Job wrap/name Complete, as the Job controller (which
-// envtest lacks) would.
-func finish(t *testing.T, cs kubernetes.Interface, name string) types.UID {
-	t.Helper()
-	ctx := context.Background()
-	job, err := cs.BatchV1().Jobs("wrap").Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	started, now := metav1.NewTime(time.Now().Add(-time.Second)), metav1.Now()
-	job.Status = batchv1.JobStatus{StartTime: &started, CompletionTime: &now, Succeeded: 1, Conditions: []batchv1.JobCondition{
-		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
-	}}
-	if _, err := cs.BatchV1().Jobs("wrap").UpdateStatus(ctx, job, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return job.UID
-}
-
 // The wrapped client through Helm's own: what an update refuses is
 // recreated when the policy allows it, left in place when a patch shows
 // nothing changed, and otherwise fails naming the object.
@@ -208,7 +187,7 @@ func TestClientUpdate(t *testing.T) {
 			// As Helm reads it from the release: the manifest, not what
 			// the create returned.
 			original := build(first)
-			uid := finish(t, cs, tt.name)
+			uid := envtestserver.FinishJob(t, cs, "wrap", tt.name).UID
 			var heard []Recreated
 			c := Wrap(inner, Options{Context: ctx, Deadline: time.Now().Add(time.Minute), Dependents: NewDependents(getter),
 				Observer: func(r Recreated) { heard = append(heard, r) }})
