@@ -50,9 +50,6 @@ func TestImmutableRunningJob(t *testing.T) {
 		`{"migrateVersion":"1","migrateWaitsFor":"go"}`), v2.BeforeHooks, 30*time.Second), ctl)
 	hr.Spec.Install.DisableWaitForJobs = true
 	hr.Spec.Upgrade.DisableWaitForJobs = true
-	// Each failed upgrade is remediated (a rollback that changes nothing)
-	// and tried again on a later reconcile.
-	hr.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 20}
 	env.Create(t, hr)
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 	job := uidOf(t, named(&batchv1.Job{}, ns, "imm-migrate"))
@@ -65,8 +62,9 @@ func TestImmutableRunningJob(t *testing.T) {
 	pods := podUIDs(t, ns, "imm-migrate")
 
 	setValues(t, hr, `{"migrateVersion":"2","migrateWaitsFor":"go"}`)
-	env.WaitEvent(t, ns, hr.Name, framework.EventWant{Reason: "UpgradeFailed",
-		Contains: "Job/" + ns + "/imm-migrate: spec.template: field is immutable; not recreated: it is a Job that is still running (1 active pods)"})
+	waitCondition(t, hr, 2*time.Minute, meta.ReadyCondition, metav1.ConditionFalse, helmv2.UpgradeFailedReason,
+		"Job/"+ns+"/imm-migrate: spec.template: field is immutable; not recreated: it is a Job that is still running (1 active pods): "+
+			"recreating it would stop it halfway; it is recreated on the next attempt after it has finished")
 	env.Consistently(t, 10*time.Second, "the running Job and its pod untouched", func(context.Context) error {
 		if uidOf(t, named(&batchv1.Job{}, ns, "imm-migrate")) != job {
 			return fmt.Errorf("the running Job was recreated")
@@ -77,11 +75,24 @@ func TestImmutableRunningJob(t *testing.T) {
 		return nil
 	})
 
-	// The migration finishes; a later reconcile recreates the Job.
+	// The migration finishes; the next reconcile (of a new generation:
+	// without remediation retries the failed upgrade waits for one)
+	// recreates the Job.
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "go", Namespace: ns}}
 	if err := env.Client.Create(context.Background(), secret); err != nil {
 		t.Fatal(err)
 	}
+	env.Eventually(t, time.Minute, "the running migration finished", func(ctx context.Context) error {
+		running := &batchv1.Job{}
+		if err := env.Get(ctx, running, ns, "imm-migrate"); err != nil {
+			return err
+		}
+		if running.UID != job || running.Status.Succeeded < 1 {
+			return fmt.Errorf("uid %s (was %s), status %+v", running.UID, job, running.Status)
+		}
+		return nil
+	})
+	setValues(t, hr, `{"migrateVersion":"2","migrateWaitsFor":"go","attempt":"2"}`)
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Timeout: 3 * time.Minute})
 	if uidOf(t, named(&batchv1.Job{}, ns, "imm-migrate")) == job {
 		t.Error("the finished Job was not recreated")
@@ -140,14 +151,25 @@ func TestImmutableRollbackOfConsent(t *testing.T) {
 	t.Parallel()
 	ns, hr := immutableRelease(t, `{"migrateVersion":"1"}`, v2.BeforeHooks)
 	hr.Spec.Upgrade.Timeout = &metav1.Duration{Duration: 20 * time.Second}
-	hr.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 1}
+	hr.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 0, RemediateLastFailure: ptr.To(true)}
 	env.Create(t, hr)
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 	wantMigrated(t, ns, "1")
 
 	setValues(t, hr, `{"migrateVersion":"2","force":{"migrate":"enabled"},"appFail":"crashloop"}`)
 	env.WaitEvent(t, ns, hr.Name, framework.EventWant{Reason: framework.ResourceRecreatedReason, Contains: "Job/" + ns + "/imm-migrate recreated"})
-	waitCondition(t, hr, 3*time.Minute, meta.ReadyCondition, metav1.ConditionFalse, helmv2.RollbackSucceededReason)
+	env.Eventually(t, 3*time.Minute, "the failed upgrade rolled back", func(ctx context.Context) error {
+		if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
+			return err
+		}
+		if err := framework.Condition(hr, helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.RollbackSucceededReason); err != nil {
+			return err
+		}
+		if latest := hr.Status.History.Latest(); latest == nil || latest.Version < 3 {
+			return fmt.Errorf("history %s, waiting for the rollback's snapshot", framework.Snapshots(hr.Status.History))
+		}
+		return nil
+	})
 	wantMigrated(t, ns, "1")
 }
 
