@@ -50,6 +50,13 @@ func TestDependentsLost(t *testing.T) {
 		{name: "an ownership cycle ends", kind: deployKind, owners: Owners{"a": {dep(rsKind, "rs1")}, "rs1": {dep(rsKind, "rs2")}, "rs2": {dep(rsKind, "rs1")}},
 			want: "it owns ReplicaSet/shop/rs2 (through ReplicaSet/shop/rs1)"},
 		{name: "objects of other owners do not count", kind: cmKind, owners: Owners{"b": {dep(crKind, "db")}}},
+		{name: "a StatefulSet's pods and revisions", kind: stsKind, owners: Owners{"a": {dep(podKind, "db-0"), dep(controllerRevisionKind, "db-1a2b")}}},
+		{name: "a StatefulSet's claim kept on delete: data", kind: stsKind, owners: Owners{"a": {dep(podKind, "db-0"), dep(pvcKind, "data-db-0")}},
+			want: "it owns PersistentVolumeClaim/shop/data-db-0, whose data a recreate would delete"},
+		{name: "a CronJob's Jobs and their pods", kind: schema.GroupKind{Group: "batch", Kind: "CronJob"},
+			owners: Owners{"a": {dep(jobKind, "nightly-1")}, "nightly-1": {dep(podKind, "nightly-1-x")}}},
+		{name: "a custom resource owning a Pod: every dependent counts", kind: crKind, owners: Owners{"a": {dep(podKind, "p1")}},
+			want: "it owns Pod/shop/p1, which a recreate would delete with it (a custom resource's dependents may hold data)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -68,5 +75,19 @@ func TestDependentsLost(t *testing.T) {
 func TestDependentsLostWithoutALister(t *testing.T) {
 	if _, err := dependentsLost(context.Background(), Refused{Kind: jobKind}, object(jobKind, "a", nil)); err == nil {
 		t.Error("no Dependents: want an error, nothing may be shown safe")
+	}
+}
+
+// The refusal says what a new object of the kind makes again.
+func TestRemadeNote(t *testing.T) {
+	for kind, want := range map[schema.GroupKind]string{
+		jobKind:    "a new Job makes again only its Pods",
+		stsKind:    "a new StatefulSet makes again only its Pods and ControllerRevisions",
+		deployKind: "a new Deployment makes again only its ReplicaSets",
+		cmKind:     "a new ConfigMap makes none of them again",
+	} {
+		if got := remadeNote(kind); got != want {
+			t.Errorf("remadeNote(%s) = %q, want %q", kind, got, want)
+		}
 	}
 }
