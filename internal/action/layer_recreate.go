@@ -21,8 +21,9 @@ import (
 func withRecreate(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, timeout time.Duration, o Options) *helmaction.Configuration {
 	kc := recreate.Wrap(cfg.KubeClient, recreate.Options{
 		Policy: recreate.Policy{
-			Gate:    o.RecreateImmutable,
-			Release: recreate.Release{Name: ReleaseName(obj), Namespace: obj.GetReleaseNamespace()},
+			Gate:           o.RecreateImmutable,
+			Release:        recreate.Release{Name: ReleaseName(obj), Namespace: obj.GetReleaseNamespace()},
+			RolledBackFrom: o.RecreateRolledBackFrom,
 		},
 		Context:    ctx,
 		Deadline:   time.Now().Add(timeout),

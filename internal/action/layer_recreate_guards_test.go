@@ -157,7 +157,7 @@ func TestAgainstAPIServerRecreateGuards(t *testing.T) {
 			wantErr: []string{"Database/recreate-guards/db-owns-claim-gate-db: spec.size", "not recreated: it owns PersistentVolumeClaim/"}},
 		{name: "db-owns-claim-annotated", db: true, annotations: enabled, claim: "db",
 			wantErr: []string{"Database/recreate-guards/db-owns-claim-annotated-db: spec.size", "size is immutable",
-				"not recreated: it owns PersistentVolumeClaim/recreate-guards/db-owns-claim-annotated-data, which a recreate would delete with it"}},
+				"not recreated: it owns PersistentVolumeClaim/recreate-guards/db-owns-claim-annotated-data, whose data a recreate would delete"}},
 		{name: "db-gate-no-dependents", db: true, gate: true,
 			wantErr: []string{"Database/recreate-guards/db-gate-no-dependents-db: spec.size", "annotate it helm.toolkit.fluxcd.io/force: enabled to let"}, wantNot: "feature gate"},
 		{name: "db-annotated", db: true, annotations: enabled},
@@ -180,6 +180,7 @@ func TestAgainstAPIServerRecreateGuards(t *testing.T) {
 			if _, err := Install(ctx, cfg, obj, guardsChart("1.0.0"), values("migrate:1", "1Gi"), opts); err != nil {
 				t.Fatalf("install: %v", err)
 			}
+			finishJob(t, cs, ns, tt.name+"-migrate")
 			job, err := dyn.Resource(jobs).Namespace(ns).Get(ctx, tt.name+"-migrate", metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)

@@ -164,6 +164,7 @@ func TestAgainstAPIServerRecreate(t *testing.T) {
 				t.Fatalf("install: %v", err)
 			}
 			job, svc, cm := uids(t, cs, "recreate", name)
+			finishJob(t, cs, "recreate", name+"-migrate")
 
 			_, err = Upgrade(ctx, cfg, obj, immutableChart("1.1.0"), values("migrate:2", false), opts)
 			job2, svc2, cm2 := uids(t, cs, "recreate", name)
@@ -209,6 +210,7 @@ func TestAgainstAPIServerRecreate(t *testing.T) {
 			}
 			if tt.force == "enabled" || tt.gate {
 				// The rollback meets the same refusals the other way.
+				finishJob(t, cs, "recreate", name+"-migrate")
 				if err := Rollback(ctx, cfg, obj, 1, opts); err != nil {
 					t.Fatalf("rollback: %v", err)
 				}
@@ -267,6 +269,7 @@ func TestAgainstAPIServerInstallAdoptionRecreates(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			finishJob(t, cs, "adopt", left.Name)
 			obj := newHR(func(o *v2.HelmRelease) {
 				o.Name, o.Namespace = tt.name, "adopt"
 				o.Spec.Install = &v2.Install{Install: helmv2.Install{DisableWait: true}}

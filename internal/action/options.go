@@ -94,6 +94,10 @@ type Options struct {
 	// in a loop; shared by every reconcile. Nil remembers nothing.
 	RecreateMemory *recreate.Memory
 
+	// RecreateRolledBackFrom is set by Rollback: the consents of the
+	// revision it rolls back from (recreate.Policy.RolledBackFrom).
+	RecreateRolledBackFrom recreate.Consents
+
 	// RecreateObserver hears each object an upgrade or rollback
 	// recreated; may be nil.
 	RecreateObserver func(recreate.Recreated)

@@ -9,6 +9,7 @@ import (
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/recreate"
 )
 
 // Rollback rolls the release of obj back to revision toVersion; 0 means the
@@ -27,6 +28,11 @@ func Rollback(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRe
 	}
 	name := ReleaseName(obj)
 	wait := RollbackWait(obj, o)
+	// What the revision rolled back from consented to recreate, the
+	// rollback may recreate back (docs/immutable.md).
+	if from, err := LastRelease(cfg, name); err == nil {
+		o.RecreateRolledBackFrom = recreate.ConsentsOf(from.Manifest)
+	}
 	// Helm decides "auto" from the revision rolled back to, and so does
 	// the order: the revision's own (see layer_ordering.go).
 	var target *releasev1.Release
