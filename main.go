@@ -534,14 +534,14 @@ func newReconciler(opts *options) *controller.HelmReleaseReconciler {
 		SnapshotDigestAlgorithm: digest.Algorithm(opts.snapshotDigestAlgo),
 		// newManager has already rejected a bad selector.
 		ConfigWatch: controller.MustConfigWatchOptions(opts.watch.ConfigsLabelSelector, features.Enabled(helper.FeatureGateDisableConfigWatchers)),
-		ActionOptions: action.Options{
+		ActionConfig: action.Config{
 			UseHelm3Defaults: features.Enabled(features.UseHelm3Defaults),
 			AllowDNSLookups:  features.Enabled(features.AllowDNSLookups),
 			// The gate lets the built-in kinds it covers be recreated on
 			// immutable-field refusals (see internal/recreate).
 			RecreateImmutable: features.Enabled(features.RecreateImmutableResources),
-			RecreateMemory:    recreate.NewMemory(),
 		},
+		RecreateMemory:   recreate.NewMemory(),
 		OverrideManagers: opts.overrideManagers,
 	}
 }

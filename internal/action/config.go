@@ -130,16 +130,23 @@ type configOptions struct {
 	hookOrigin string
 }
 
-// WithHookMarks makes the kube client mark the hook objects it creates as
-// created by the hooks of obj's release, when obj asks for them to be
-// deleted on uninstall (spec.uninstall.deleteHookResources): that cleanup
-// deletes only objects with the mark (see internal/hookcleanup). Without
-// the option, hook objects are created exactly as Helm creates them.
-func WithHookMarks(obj *v2.HelmRelease) ConfigOption {
+// HookMarks is the mark the kube client puts on the hook objects of obj's
+// release when obj asks for them to be deleted on uninstall
+// (spec.uninstall.deleteHookResources): that cleanup deletes only objects
+// with the mark (see internal/hookcleanup). Empty otherwise: hook objects
+// are then created exactly as Helm creates them.
+func HookMarks(obj *v2.HelmRelease) string {
+	if obj == nil || !obj.GetUninstall().DeleteHookResources {
+		return ""
+	}
+	return hookOrigin(obj)
+}
+
+// WithHookMarks makes the kube client mark the hook objects it creates
+// with origin (see HookMarks); empty marks nothing.
+func WithHookMarks(origin string) ConfigOption {
 	return func(o *configOptions) {
-		if obj != nil && obj.GetUninstall().DeleteHookResources {
-			o.hookOrigin = hookOrigin(obj)
-		}
+		o.hookOrigin = origin
 	}
 }
 

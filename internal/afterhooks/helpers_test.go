@@ -1,6 +1,7 @@
 package afterhooks
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,15 @@ import (
 	"helm.sh/helm/v4/pkg/storage/driver"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 )
+
+// run runs act through Start and its finish, as the action layer does.
+func run(ctx context.Context, cfg *helmaction.Configuration, a Action, act func(*helmaction.Configuration) (*releasev1.Release, error)) (*releasev1.Release, error) {
+	c, finish, err := Start(ctx, cfg, a)
+	if err != nil {
+		return nil, err
+	}
+	return finish(act(c))
+}
 
 const (
 	relName   = "app"

@@ -36,6 +36,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/chartsource"
 	"github.com/afterhooks/helm-controller/internal/connect"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
+	"github.com/afterhooks/helm-controller/internal/recreate"
 	"github.com/afterhooks/helm-controller/internal/redact"
 )
 
@@ -95,8 +96,11 @@ type HelmReleaseReconciler struct {
 	// Targets builds each release's cluster connection (spec.kubeConfig,
 	// impersonation); Helm derives per-release factories from it.
 	Targets *connect.Builder
-	// ActionOptions carry feature-gate effects on Helm actions.
-	ActionOptions action.Options
+	// ActionConfig carries feature-gate effects on Helm actions.
+	ActionConfig action.Config
+	// RecreateMemory keeps what recreates did, shared by every reconcile
+	// of every release (see recreate.Memory).
+	RecreateMemory *recreate.Memory
 	// OverrideManagers are field managers (--override-manager) whose
 	// fields drift correction takes over, so their changes count as drift.
 	OverrideManagers []string

@@ -11,8 +11,8 @@ import (
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/drift"
+	"github.com/afterhooks/helm-controller/internal/plan"
 	"github.com/afterhooks/helm-controller/internal/recreate"
 )
 
@@ -51,32 +51,32 @@ func (h *Runner) driftChecker() (*drift.Checker, error) {
 	if h.drift != nil {
 		return h.drift, nil
 	}
-	dd := h.obj.GetDriftDetection()
 	if h.cfg.RESTClientGetter == nil {
 		return nil, fmt.Errorf("the Helm configuration has no REST client getter")
 	}
-	opts := drift.Options{FieldManager: h.fieldManager, Ignore: h.driftIgnore,
-		// A correction recreates what an upgrade would: annotated objects,
-		// or the kinds the RecreateImmutableResources gate covers; it
-		// remembers them, so an object refused again is not recreated
-		// again and again.
-		Recreate: recreate.Policy{
-			Gate:    h.opts.RecreateImmutable,
-			Release: recreate.Release{Name: h.releaseName(), Namespace: h.obj.GetReleaseNamespace()},
-			Memory:  h.opts.RecreateMemory,
-		},
-		RecreateTimeout: action.UpgradeWait(h.obj, h.opts).Timeout,
-		Dependents:      recreate.NewDependents(h.cfg.RESTClientGetter),
-		OnRecreate:      func(r recreate.Recreated) { h.recreated(helmv2.ActionDriftDetection, r) },
-	}
-	// Taking fields over writes managedFields; warn mode must only report.
-	if dd.GetMode() == helmv2.DriftDetectionEnabled {
-		opts.OverrideManagers = h.overrideManagers
-	}
-	checker, err := drift.NewChecker(h.cfg.RESTClientGetter, opts)
+	checker, err := drift.NewChecker(h.cfg.RESTClientGetter, h.driftOptions())
 	if err != nil {
 		return nil, err
 	}
 	h.drift = checker
 	return checker, nil
+}
+
+// driftOptions are the drift checker's options. A correction recreates
+// what an upgrade would, with the release's one recreate policy: annotated
+// objects, or the kinds the RecreateImmutableResources gate covers; its
+// memory keeps them, so an object refused again is not recreated again
+// and again.
+func (h *Runner) driftOptions() drift.Options {
+	opts := drift.Options{FieldManager: h.fieldManager, Ignore: h.driftIgnore,
+		Recreate:        *h.settings.Recreate,
+		RecreateTimeout: h.planFor(plan.Upgrade).Wait.Timeout,
+		Dependents:      recreate.NewDependents(h.cfg.RESTClientGetter),
+		OnRecreate:      func(r recreate.Recreated) { h.recreated(helmv2.ActionDriftDetection, r) },
+	}
+	// Taking fields over writes managedFields; warn mode must only report.
+	if h.obj.GetDriftDetection().GetMode() == helmv2.DriftDetectionEnabled {
+		opts.OverrideManagers = h.overrideManagers
+	}
+	return opts
 }

@@ -6,6 +6,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/plan"
 )
 
 func TestAfterHooksApplies(t *testing.T) {
@@ -37,13 +38,14 @@ func TestAfterHooksApplies(t *testing.T) {
 			if tt.spec != nil {
 				tt.spec(obj)
 			}
-			afterHooks := func(verb string) bool {
-				return planFor(obj, verb, tt.defaultWait).waitStrategy == v2.AfterHooks
+			r := newRunner(nil, obj, Settings{DefaultHookOrder: tt.defaultWait})
+			afterHooks := func(v plan.Verb) bool {
+				return r.planFor(v).HookOrder == v2.AfterHooks
 			}
 			got := want{
-				install:  afterHooks(verbInstall),
-				upgrade:  afterHooks(verbUpgrade),
-				rollback: afterHooks(verbRollback),
+				install:  afterHooks(plan.Install),
+				upgrade:  afterHooks(plan.Upgrade),
+				rollback: afterHooks(plan.Rollback),
 			}
 			if got != tt.want {
 				t.Errorf("afterHooks applies %+v, want %+v", got, tt.want)
