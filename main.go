@@ -280,10 +280,10 @@ func validate(opts *options) error {
 	return nil
 }
 
-// defaultWaitStrategy is the waitStrategy of install, upgrade and rollback
-// for HelmReleases that leave it unset: afterHooks with the
+// defaultHookOrder is the hook order (waitStrategy) of install, upgrade
+// and rollback for HelmReleases that leave it unset: afterHooks with the
 // DefaultToAfterHooks feature gate, else Helm's order.
-func defaultWaitStrategy(defaultToAfterHooks bool) v2.HookWaitStrategy {
+func defaultHookOrder(defaultToAfterHooks bool) v2.HookWaitStrategy {
 	if defaultToAfterHooks {
 		return v2.AfterHooks
 	}
@@ -522,7 +522,7 @@ func newReconciler(opts *options) *controller.HelmReleaseReconciler {
 		FieldManager:               controller.ControllerName,
 		DisableChartDigestTracking: features.Enabled(features.DisableChartDigestTracking),
 		DefaultToRetryOnFailure:    features.Enabled(features.DefaultToRetryOnFailure),
-		DefaultWaitStrategy:        defaultWaitStrategy(features.Enabled(features.DefaultToAfterHooks)),
+		DefaultHookOrder:           defaultHookOrder(features.Enabled(features.DefaultToAfterHooks)),
 		NoCrossNamespaceRef:        opts.acl.NoCrossNamespaceRefs,
 		WatchExternalArtifacts:     features.Enabled(helper.FeatureGateExternalArtifact),
 		RequeueDependency:          opts.requeueDependency,
@@ -541,7 +541,7 @@ func newReconciler(opts *options) *controller.HelmReleaseReconciler {
 			// immutable-field refusals (see internal/recreate).
 			RecreateImmutable: features.Enabled(features.RecreateImmutableResources),
 		},
-		RecreateMemory:   recreate.NewMemory(),
+		Recreations:      recreate.NewMemory(),
 		OverrideManagers: opts.overrideManagers,
 	}
 }

@@ -105,7 +105,7 @@ func TestFeatureGateEffects(t *testing.T) {
 		check func(t *testing.T, off, on builtConfig)
 	}{
 		{features.DefaultToAfterHooks, "true", func(t *testing.T, off, on builtConfig) {
-			want(t, "DefaultWaitStrategy", off.reconciler.DefaultWaitStrategy, v2.BeforeHooks, on.reconciler.DefaultWaitStrategy, v2.AfterHooks)
+			want(t, "DefaultHookOrder", off.reconciler.DefaultHookOrder, v2.BeforeHooks, on.reconciler.DefaultHookOrder, v2.AfterHooks)
 		}},
 		{"CacheSecretsAndConfigMaps", "true", func(t *testing.T, off, on builtConfig) {
 			want(t, "kinds read past the cache", cachedDirectly(off.manager), []string{"Secret", "ConfigMap"}, cachedDirectly(on.manager), []string(nil))

@@ -130,7 +130,7 @@ func TestAgainstAPIServerReleaseLifecycle(t *testing.T) {
 			name := ReleaseName(obj)
 			counter := &countingDriver{}
 			cfg, err := factory.Build(up.GetStorageNamespace(), up.GetReleaseNamespace(),
-				WithLogger(testr.New(t)),
+				withLogger(testr.New(t)),
 				WithStorageDriver(func(d driver.Driver) driver.Driver { counter.Driver = d; return counter }))
 			if err != nil {
 				t.Fatal(err)
@@ -224,7 +224,7 @@ func TestAgainstAPIServerCRDPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	build := func() *helmaction.Configuration {
-		cfg, err := factory.Build("crd-apps", "crd-apps", WithLogger(testr.New(t)))
+		cfg, err := factory.Build("crd-apps", "crd-apps", withLogger(testr.New(t)))
 		if err != nil {
 			t.Fatal(err)
 		}

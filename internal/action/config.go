@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/go-logr/logr"
 	helmaction "helm.sh/helm/v4/pkg/action"
 	helmkube "helm.sh/helm/v4/pkg/kube"
 	"helm.sh/helm/v4/pkg/storage"
@@ -42,7 +41,7 @@ type FactoryOption func(*ConfigFactory)
 
 // WithFieldManager sets the field manager Helm writes objects with; the
 // default is DefaultFieldManager. Helm only has a process-wide setting for
-// it (connect.ManagedFieldsManager), so the last factory created wins.
+// it (helm's kube.ManagedFieldsManager), so the last factory created wins.
 func WithFieldManager(name string) FactoryOption {
 	return func(f *ConfigFactory) {
 		f.fieldManager = name
@@ -147,14 +146,6 @@ func HookMarks(obj *v2.HelmRelease) string {
 func WithHookMarks(origin string) ConfigOption {
 	return func(o *configOptions) {
 		o.hookOrigin = origin
-	}
-}
-
-// WithLogger sends Helm's logs (actions, kube client, storage) to logger.
-// Without it they are discarded.
-func WithLogger(logger logr.Logger) ConfigOption {
-	return func(o *configOptions) {
-		o.handler = logr.ToSlogHandler(logger)
 	}
 }
 

@@ -58,7 +58,10 @@ func newInstall(cfg *helmaction.Configuration, obj *v2.HelmRelease, c Call) (*he
 	install.ReleaseName = p.Release
 	install.Namespace = obj.GetReleaseNamespace()
 	install.Timeout = p.Wait.Timeout
-	install.CreateNamespace = spec.CreateNamespace
+	// Only a targetNamespace is created, as upstream does: the HelmRelease's
+	// own namespace exists, and Helm's server-side apply of it would only
+	// add a label that upstream never writes.
+	install.CreateNamespace = spec.CreateNamespace && obj.Spec.TargetNamespace != ""
 	install.Replace = spec.Replace
 	install.DisableHooks = spec.DisableHooks
 	install.DisableOpenAPIValidation = spec.DisableOpenAPIValidation

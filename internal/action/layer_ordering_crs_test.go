@@ -83,7 +83,7 @@ func TestAgainstAPIServerOrderedCustomResources(t *testing.T) {
 					o.Spec.WaitStrategy = &v2.WaitStrategy{Name: v2.WaitStrategyOrdered}
 				}
 			})
-			cfg, err := factory.Build("workflows", "workflows", WithLogger(testr.New(t)))
+			cfg, err := factory.Build("workflows", "workflows", withLogger(testr.New(t)))
 			if err != nil {
 				t.Fatal(err)
 			}

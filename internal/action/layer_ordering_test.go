@@ -114,7 +114,7 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 		t.Fatal(err)
 	}
 	build := func() *helmaction.Configuration {
-		cfg, err := factory.Build("ordered", "ordered", WithLogger(testr.New(t)))
+		cfg, err := factory.Build("ordered", "ordered", withLogger(testr.New(t)))
 		if err != nil {
 			t.Fatal(err)
 		}

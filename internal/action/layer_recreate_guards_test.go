@@ -170,7 +170,7 @@ func TestAgainstAPIServerRecreateGuards(t *testing.T) {
 				o.Spec.Install = &v2.Install{Install: helmv2.Install{DisableWait: true}}
 				o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{DisableWait: true, Force: tt.force}}
 			})
-			cfg, err := factory.Build(ns, ns, WithLogger(testr.New(t)))
+			cfg, err := factory.Build(ns, ns, withLogger(testr.New(t)))
 			if err != nil {
 				t.Fatal(err)
 			}

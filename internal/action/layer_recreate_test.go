@@ -143,7 +143,7 @@ func TestAgainstAPIServerRecreate(t *testing.T) {
 				o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{DisableWait: true, Force: tt.specForce}}
 				o.Spec.Rollback = &v2.Rollback{Rollback: helmv2.Rollback{DisableWait: true}}
 			})
-			cfg, err := factory.Build("recreate", "recreate", WithLogger(testr.New(t)))
+			cfg, err := factory.Build("recreate", "recreate", withLogger(testr.New(t)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -273,7 +273,7 @@ func TestAgainstAPIServerInstallAdoptionRecreates(t *testing.T) {
 				o.Name, o.Namespace = tt.name, "adopt"
 				o.Spec.Install = &v2.Install{Install: helmv2.Install{DisableWait: true}}
 			})
-			cfg, err := factory.Build("adopt", "adopt", WithLogger(testr.New(t)))
+			cfg, err := factory.Build("adopt", "adopt", withLogger(testr.New(t)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -127,8 +127,10 @@ func TestNewInstall(t *testing.T) {
 				DisableOpenAPIValidation: true, DisableSchemaValidation: true,
 				DisableTakeOwnership: true, DisableWaitForJobs: true,
 			})),
+			// createNamespace needs a targetNamespace: see
+			// TestNewInstallCreateNamespaceNeedsTargetNamespace.
 			want: func(f *installFields) {
-				f.CreateNamespace, f.Replace, f.DisableHooks = true, true, true
+				f.Replace, f.DisableHooks = true, true
 				f.DisableOpenAPIValidation, f.SkipSchemaValidation = true, true
 				f.TakeOwnership, f.WaitForJobs = false, false
 			}},
@@ -580,6 +582,32 @@ func TestNewTest(t *testing.T) {
 			}
 			if !reflect.DeepEqual(rt.Filters, tt.wantFilters) {
 				t.Errorf("filters = %v, want %v", rt.Filters, tt.wantFilters)
+			}
+		})
+	}
+}
+
+// createNamespace only creates the targetNamespace, as upstream: without
+// one the release goes to the HelmRelease's own namespace, which exists,
+// and Helm's server-side apply of the Namespace would only label it.
+func TestNewInstallCreateNamespaceNeedsTargetNamespace(t *testing.T) {
+	tests := []struct {
+		name   string
+		target string
+		want   bool
+	}{
+		{name: "with a target namespace", target: "apps", want: true},
+		{name: "in the HelmRelease's namespace", want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			obj := newHR(withInstall(helmv2.Install{CreateNamespace: true}), func(o *v2.HelmRelease) { o.Spec.TargetNamespace = tt.target })
+			in, err := newInstall(newFakeConfig(t, "flux", nil), obj, planned(t, nil, obj, plan.Install, asked{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if in.CreateNamespace != tt.want {
+				t.Errorf("CreateNamespace %t, want %t", in.CreateNamespace, tt.want)
 			}
 		})
 	}

@@ -131,7 +131,7 @@ func installRival(t *testing.T, factory *ConfigFactory, target, storage string) 
 		o.Spec.ReleaseName, o.Spec.TargetNamespace, o.Spec.StorageNamespace = "hooks", target, storage
 		o.Spec.Uninstall = &v2.Uninstall{DeleteHookResources: true}
 	})
-	cfg, err := factory.Build(storage, target, WithLogger(testr.New(t)), WithHookMarks(HookMarks(rival)))
+	cfg, err := factory.Build(storage, target, withLogger(testr.New(t)), WithHookMarks(HookMarks(rival)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestAgainstAPIServerUninstallDeleteHookResources(t *testing.T) {
 				o.Name, o.Namespace = "hooks", ns
 				o.Spec.Uninstall = &v2.Uninstall{Uninstall: helmv2.Uninstall{KeepHistory: tt.keepHistory}, DeleteHookResources: tt.deleteHooks}
 			})
-			cfg, err := factory.Build(ns, ns, WithLogger(testr.New(t)), WithHookMarks(HookMarks(obj)))
+			cfg, err := factory.Build(ns, ns, withLogger(testr.New(t)), WithHookMarks(HookMarks(obj)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -459,7 +459,7 @@ func TestAgainstAPIServerHookCleanupObjects(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ns := fmt.Sprintf("cleanup-%d", i)
 			createNamespaces(t, cs, ns)
-			cfg, err := factory.Build(ns, ns, WithLogger(testr.New(t)))
+			cfg, err := factory.Build(ns, ns, withLogger(testr.New(t)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -567,14 +567,14 @@ func TestAgainstAPIServerHookCleanupIdentity(t *testing.T) {
 	}
 	// Helm's install deletes a hook object before creating it
 	// (before-hook-creation), which the identity may not do either.
-	adminCfg, err := admin.Build(ns, ns, WithLogger(testr.New(t)), WithHookMarks(HookMarks(obj)))
+	adminCfg, err := admin.Build(ns, ns, withLogger(testr.New(t)), WithHookMarks(HookMarks(obj)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Install(ctx, adminCfg, obj, chart, nil, planned(t, nil, obj, plan.Install, asked{})); err != nil {
 		t.Fatalf("install: %v", err)
 	}
-	cfg, err := restricted.Build(ns, ns, WithLogger(testr.New(t)))
+	cfg, err := restricted.Build(ns, ns, withLogger(testr.New(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -631,7 +631,7 @@ func installHooks(t *testing.T, restCfg *rest.Config, ns string, hooks []string,
 	for _, m := range mutators {
 		m(obj)
 	}
-	cfg, err := factory.Build(ns, ns, WithLogger(testr.New(t)), WithHookMarks(HookMarks(obj)))
+	cfg, err := factory.Build(ns, ns, withLogger(testr.New(t)), WithHookMarks(HookMarks(obj)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,7 +93,7 @@ func TestAgainstAPIServerManifestValidation(t *testing.T) {
 	}
 	install := func(t *testing.T, name string, chart *chartv2.Chart) error {
 		t.Helper()
-		cfg, err := factory.Build("validation", "validation", WithLogger(testr.New(t)))
+		cfg, err := factory.Build("validation", "validation", withLogger(testr.New(t)))
 		if err != nil {
 			t.Fatal(err)
 		}

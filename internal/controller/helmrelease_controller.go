@@ -62,10 +62,10 @@ type HelmReleaseReconciler struct {
 
 	DisableChartDigestTracking bool
 	DefaultToRetryOnFailure    bool
-	// DefaultWaitStrategy is the waitStrategy of install, upgrade and
+	// DefaultHookOrder is the hook order (waitStrategy) of install, upgrade and
 	// rollback for HelmReleases that leave it unset (afterHooks with the
 	// DefaultToAfterHooks feature gate); empty means beforeHooks.
-	DefaultWaitStrategy    v2.HookWaitStrategy
+	DefaultHookOrder       v2.HookWaitStrategy
 	NoCrossNamespaceRef    bool
 	WatchExternalArtifacts bool
 	// DirectSourceFetch reads source objects from the API server instead of
@@ -98,9 +98,9 @@ type HelmReleaseReconciler struct {
 	Targets *connect.Builder
 	// ActionConfig carries feature-gate effects on Helm actions.
 	ActionConfig action.Config
-	// RecreateMemory keeps what recreates did, shared by every reconcile
+	// Recreations keeps what recreates did, shared by every reconcile
 	// of every release (see recreate.Memory).
-	RecreateMemory *recreate.Memory
+	Recreations *recreate.Memory
 	// OverrideManagers are field managers (--override-manager) whose
 	// fields drift correction takes over, so their changes count as drift.
 	OverrideManagers []string

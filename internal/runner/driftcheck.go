@@ -18,8 +18,8 @@ import (
 
 // DetectDrift compares the release's objects with the cluster the Helm
 // configuration deploys to.
-func (h *Runner) DetectDrift(ctx context.Context, rel *releasev1.Release) (jsondiff.DiffSet, error) {
-	checker, err := h.driftChecker()
+func (r *Runner) DetectDrift(ctx context.Context, rel *releasev1.Release) (jsondiff.DiffSet, error) {
+	checker, err := r.driftChecker()
 	if err != nil {
 		return nil, err
 	}
@@ -35,8 +35,8 @@ func (h *Runner) DetectDrift(ctx context.Context, rel *releasev1.Release) (jsond
 }
 
 // CorrectDrift applies the drifted objects of set again.
-func (h *Runner) CorrectDrift(ctx context.Context, set jsondiff.DiffSet) (*ssa.ChangeSet, error) {
-	checker, err := h.driftChecker()
+func (r *Runner) CorrectDrift(ctx context.Context, set jsondiff.DiffSet) (*ssa.ChangeSet, error) {
+	checker, err := r.driftChecker()
 	if err != nil {
 		return nil, err
 	}
@@ -47,18 +47,18 @@ func (h *Runner) CorrectDrift(ctx context.Context, set jsondiff.DiffSet) (*ssa.C
 // configuration's REST client getter: whatever cluster and identity Helm
 // deploys with (a remote kubeconfig, an impersonated ServiceAccount) is the
 // one drift is detected and corrected with.
-func (h *Runner) driftChecker() (*drift.Checker, error) {
-	if h.drift != nil {
-		return h.drift, nil
+func (r *Runner) driftChecker() (*drift.Checker, error) {
+	if r.drift != nil {
+		return r.drift, nil
 	}
-	if h.cfg.RESTClientGetter == nil {
+	if r.cfg.RESTClientGetter == nil {
 		return nil, fmt.Errorf("the Helm configuration has no REST client getter")
 	}
-	checker, err := drift.NewChecker(h.cfg.RESTClientGetter, h.driftOptions())
+	checker, err := drift.NewChecker(r.cfg.RESTClientGetter, r.driftOptions())
 	if err != nil {
 		return nil, err
 	}
-	h.drift = checker
+	r.drift = checker
 	return checker, nil
 }
 
@@ -67,16 +67,16 @@ func (h *Runner) driftChecker() (*drift.Checker, error) {
 // objects, or the kinds the RecreateImmutableResources gate covers; its
 // memory keeps them, so an object refused again is not recreated again
 // and again.
-func (h *Runner) driftOptions() drift.Options {
-	opts := drift.Options{FieldManager: h.fieldManager, Ignore: h.driftIgnore,
-		Recreate:        *h.settings.Recreate,
-		RecreateTimeout: h.planFor(plan.Upgrade).Wait.Timeout,
-		Dependents:      recreate.NewDependents(h.cfg.RESTClientGetter),
-		OnRecreate:      func(r recreate.Recreated) { h.recreated(helmv2.ActionDriftDetection, r) },
+func (r *Runner) driftOptions() drift.Options {
+	opts := drift.Options{FieldManager: r.fieldManager, Ignore: r.driftIgnore,
+		Recreate:        *r.settings.Recreate,
+		RecreateTimeout: r.planFor(plan.Upgrade).Wait.Timeout,
+		Dependents:      recreate.NewDependents(r.cfg.RESTClientGetter),
+		OnRecreate:      func(rc recreate.Recreated) { r.recreated(helmv2.ActionDriftDetection, rc) },
 	}
 	// Taking fields over writes managedFields; warn mode must only report.
-	if h.obj.GetDriftDetection().GetMode() == helmv2.DriftDetectionEnabled {
-		opts.OverrideManagers = h.overrideManagers
+	if r.obj.GetDriftDetection().GetMode() == helmv2.DriftDetectionEnabled {
+		opts.OverrideManagers = r.overrideManagers
 	}
 	return opts
 }

@@ -12,22 +12,22 @@ import (
 func TestAfterHooksApplies(t *testing.T) {
 	type want struct{ install, upgrade, rollback bool }
 	tests := []struct {
-		name        string
-		spec        func(*v2.HelmRelease)
-		defaultWait v2.HookWaitStrategy
-		want        want
+		name             string
+		spec             func(*v2.HelmRelease)
+		defaultHookOrder v2.HookWaitStrategy
+		want             want
 	}{
 		{name: "unset, no default"},
-		{name: "unset, default beforeHooks", defaultWait: v2.BeforeHooks},
-		{name: "unset, default afterHooks", defaultWait: v2.AfterHooks, want: want{true, true, true}},
+		{name: "unset, default beforeHooks", defaultHookOrder: v2.BeforeHooks},
+		{name: "unset, default afterHooks", defaultHookOrder: v2.AfterHooks, want: want{true, true, true}},
 		{name: "explicit afterHooks per action", spec: func(o *v2.HelmRelease) {
 			o.Spec.Install = &v2.Install{WaitStrategy: v2.AfterHooks}
 			o.Spec.Rollback = &v2.Rollback{WaitStrategy: v2.AfterHooks}
 		}, want: want{install: true, rollback: true}},
-		{name: "explicit beforeHooks wins over the default", defaultWait: v2.AfterHooks, spec: func(o *v2.HelmRelease) {
+		{name: "explicit beforeHooks wins over the default", defaultHookOrder: v2.AfterHooks, spec: func(o *v2.HelmRelease) {
 			o.Spec.Upgrade = &v2.Upgrade{WaitStrategy: v2.BeforeHooks}
 		}, want: want{install: true, rollback: true}},
-		{name: "disableWait wins over the default", defaultWait: v2.AfterHooks, spec: func(o *v2.HelmRelease) {
+		{name: "disableWait wins over the default", defaultHookOrder: v2.AfterHooks, spec: func(o *v2.HelmRelease) {
 			o.Spec.Install = &v2.Install{Install: helmv2.Install{DisableWait: true}}
 			o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{DisableWait: true}}
 		}, want: want{rollback: true}},
@@ -38,7 +38,7 @@ func TestAfterHooksApplies(t *testing.T) {
 			if tt.spec != nil {
 				tt.spec(obj)
 			}
-			r := newRunner(nil, obj, Settings{DefaultHookOrder: tt.defaultWait})
+			r := newRunner(nil, obj, Settings{DefaultHookOrder: tt.defaultHookOrder})
 			afterHooks := func(v plan.Verb) bool {
 				return r.planFor(v).HookOrder == v2.AfterHooks
 			}

@@ -20,7 +20,7 @@ import (
 // release.
 func TestOneRecreatePolicyPerRelease(t *testing.T) {
 	memory := recreate.NewMemory()
-	settings := Settings{Config: action.Config{RecreateImmutable: true}, RecreateMemory: memory}
+	settings := Settings{Config: action.Config{RecreateImmutable: true}, Recreations: memory}
 	obj := testRelease(func(o *v2.HelmRelease) {
 		o.Spec.TargetNamespace = "shop"
 		o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{Timeout: &metav1.Duration{Duration: 42 * time.Second}}}

@@ -84,63 +84,63 @@ type Runner struct {
 // The state machine drives a Runner.
 var _ reconcile.Helm = (*Runner)(nil)
 
-func (h *Runner) releaseName() string { return h.settings.Release }
+func (r *Runner) releaseName() string { return r.settings.Release }
 
 // RecorderWithLogs is rec with Helm's last log lines added to the failure
 // events of the state machine.
-func (h *Runner) RecorderWithLogs(rec reconcile.EventRecorder) reconcile.EventRecorder {
-	if h.logs == nil {
+func (r *Runner) RecorderWithLogs(rec reconcile.EventRecorder) reconcile.EventRecorder {
+	if r.logs == nil {
 		return rec
 	}
-	return logTailRecorder{EventRecorder: rec, tail: h.logs}
+	return logTailRecorder{EventRecorder: rec, tail: r.logs}
 }
 
 // RESTClientGetter is the release's target cluster and identity, for code
 // beside the Helm actions (inventory, drift detection) that must look at
 // the same objects the release applied.
-func (h *Runner) RESTClientGetter() genericclioptions.RESTClientGetter { return h.getter }
+func (r *Runner) RESTClientGetter() genericclioptions.RESTClientGetter { return r.getter }
 
 // RESTConfig is the REST config of the target, impersonation included.
-func (h *Runner) RESTConfig() (*rest.Config, error) { return h.getter.ToRESTConfig() }
+func (r *Runner) RESTConfig() (*rest.Config, error) { return r.getter.ToRESTConfig() }
 
 // RESTMapper is the target cluster's REST mapper.
-func (h *Runner) RESTMapper() (apimeta.RESTMapper, error) { return h.getter.ToRESTMapper() }
+func (r *Runner) RESTMapper() (apimeta.RESTMapper, error) { return r.getter.ToRESTMapper() }
 
-func (h *Runner) LastRelease(context.Context) (*releasev1.Release, error) {
-	h.latestMu.Lock()
-	defer h.latestMu.Unlock()
-	seq := h.writes.Seq()
-	if h.latest == nil || seq != h.latestSeq {
-		rel, err := action.LastRelease(h.cfg, h.releaseName())
+func (r *Runner) LastRelease(context.Context) (*releasev1.Release, error) {
+	r.latestMu.Lock()
+	defer r.latestMu.Unlock()
+	seq := r.writes.Seq()
+	if r.latest == nil || seq != r.latestSeq {
+		rel, err := action.LastRelease(r.cfg, r.releaseName())
 		if err != nil {
 			return nil, err
 		}
-		h.latest, h.latestSeq = rel, seq
+		r.latest, r.latestSeq = rel, seq
 	}
-	return action.CopyRelease(h.latest), nil
+	return action.CopyRelease(r.latest), nil
 }
 
-func (h *Runner) LastWritten() *releasev1.Release { return h.writes.Last() }
+func (r *Runner) LastWritten() *releasev1.Release { return r.writes.Last() }
 
-func (h *Runner) Install(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
-	obj := h.obj
+func (r *Runner) Install(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
+	obj := r.obj
 	// Helm refuses to install over a failed or uninstalled release unless
 	// told to replace it; for us both mean "install again".
-	if last, err := h.LastRelease(ctx); err == nil && last.Info != nil &&
+	if last, err := r.LastRelease(ctx); err == nil && last.Info != nil &&
 		(last.Info.Status == common.StatusFailed || last.Info.Status == common.StatusUninstalled) {
 		obj = obj.DeepCopy()
 		install := obj.GetInstall()
 		install.Replace = true
 		obj.Spec.Install = &install
 	}
-	return h.render(h.planFor(plan.Install), func(c action.Call) (*releasev1.Release, error) {
-		return action.Install(ctx, h.cfg, obj, chart, values, c)
+	return r.render(r.planFor(plan.Install), func(c action.Call) (*releasev1.Release, error) {
+		return action.Install(ctx, r.cfg, obj, chart, values, c)
 	})
 }
 
-func (h *Runner) Upgrade(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
-	return h.render(h.planFor(plan.Upgrade), func(c action.Call) (*releasev1.Release, error) {
-		return action.Upgrade(ctx, h.cfg, h.obj, chart, values, c)
+func (r *Runner) Upgrade(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
+	return r.render(r.planFor(plan.Upgrade), func(c action.Call) (*releasev1.Release, error) {
+		return action.Upgrade(ctx, r.cfg, r.obj, chart, values, c)
 	})
 }
 
@@ -148,77 +148,77 @@ func (h *Runner) Upgrade(ctx context.Context, chart *chartv2.Chart, values map[s
 // (spec.postRenderers, spec.commonMetadata and the origin labels); invalid
 // post renderers fail the action before Helm renders anything. Rollback
 // needs none: it re-applies a stored, already post-rendered manifest.
-func (h *Runner) render(p plan.Plan, run func(action.Call) (*releasev1.Release, error)) (*releasev1.Release, error) {
+func (r *Runner) render(p plan.Plan, run func(action.Call) (*releasev1.Release, error)) (*releasev1.Release, error) {
 	if !p.Ordering.Ordered() {
 		// The plan shown is the last ordered action's; this one is not.
-		h.obj.Status.Sequence = nil
+		r.obj.Status.Sequence = nil
 	}
-	pr, err := postrender.Build(&h.obj.Spec.HelmReleaseSpec, h.obj.Name, h.obj.Namespace)
+	pr, err := postrender.Build(&r.obj.Spec.HelmReleaseSpec, r.obj.Name, r.obj.Namespace)
 	if err != nil {
 		return nil, err
 	}
 	p.PostRenderer = pr
-	defer h.observeHelm(p, time.Now())
-	rel, err := run(h.call(p))
-	return rel, h.canceled(err)
+	defer r.observeHelm(p, time.Now())
+	rel, err := run(r.call(p))
+	return rel, r.canceled(err)
 }
 
 // observeHelm records the duration of a beforeHooks Helm action (hooks,
 // apply and readiness wait); afterHooks actions report their phases
 // through the observer.
-func (h *Runner) observeHelm(p plan.Plan, started time.Time) {
+func (r *Runner) observeHelm(p plan.Plan, started time.Time) {
 	if !p.AfterHooks() {
 		observePhase(p.Verb, v2.BeforeHooks, "helm", started)
 	}
 }
 
-func (h *Runner) Test(ctx context.Context) (*releasev1.Release, error) {
-	return action.Test(ctx, h.cfg, h.obj, h.call(h.planFor(plan.Test)))
+func (r *Runner) Test(ctx context.Context) (*releasev1.Release, error) {
+	return action.Test(ctx, r.cfg, r.obj, r.call(r.planFor(plan.Test)))
 }
 
-func (h *Runner) Rollback(ctx context.Context, toVersion int) error {
-	p, err := h.rollbackPlan(toVersion)
+func (r *Runner) Rollback(ctx context.Context, toVersion int) error {
+	p, err := r.rollbackPlan(toVersion)
 	if err != nil {
 		return err
 	}
-	defer h.observeHelm(p, time.Now())
-	return h.canceled(action.Rollback(ctx, h.cfg, h.obj, toVersion, h.call(p)))
+	defer r.observeHelm(p, time.Now())
+	return r.canceled(action.Rollback(ctx, r.cfg, r.obj, toVersion, r.call(p)))
 }
 
 // ResumeWait finishes the afterHooks readiness wait of rel, which an
 // earlier run of the controller left pending; see afterhooks.Resume.
-func (h *Runner) ResumeWait(ctx context.Context, rel *releasev1.Release) (*releasev1.Release, error) {
-	resumed, err := action.ResumeWait(ctx, h.cfg, h.call(h.resumePlan(rel)))
-	return resumed, h.canceled(err)
+func (r *Runner) ResumeWait(ctx context.Context, rel *releasev1.Release) (*releasev1.Release, error) {
+	resumed, err := action.ResumeWait(ctx, r.cfg, r.call(r.resumePlan(rel)))
+	return resumed, r.canceled(err)
 }
 
-func (h *Runner) Uninstall(ctx context.Context) error {
-	p, err := h.uninstallPlan()
+func (r *Runner) Uninstall(ctx context.Context) error {
+	p, err := r.uninstallPlan()
 	if err != nil {
 		return err
 	}
-	_, err = action.Uninstall(ctx, h.cfg, h.obj, h.call(p))
+	_, err = action.Uninstall(ctx, r.cfg, r.obj, r.call(p))
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil
 	}
-	return h.hookCleanupFailed(err)
+	return r.hookCleanupFailed(err)
 }
 
 // event emits an event on the HelmRelease about what action did, when the
 // runner has a recorder: recreated objects, hook cleanup. It carries the
 // metadata of the attempt, as upstream's events about a release do.
-func (h *Runner) event(action helmv2.Action, eventType, reason, msg string) {
-	if h.recorder == nil {
+func (r *Runner) event(action helmv2.Action, eventType, reason, msg string) {
+	if r.recorder == nil {
 		return
 	}
-	h.recorder.AnnotatedEventf(h.obj, nil, attemptEventMeta(h.obj), eventType, reason, action.String(), "%s", msg)
+	r.recorder.AnnotatedEventf(r.obj, nil, attemptEventMeta(r.obj), eventType, reason, action.String(), "%s", msg)
 }
 
 // Unlock marks a pending release failed in storage.
-func (h *Runner) Unlock(_ context.Context, rel *releasev1.Release) error {
+func (r *Runner) Unlock(_ context.Context, rel *releasev1.Release) error {
 	// Upstream's wording, which `helm history` shows either way.
 	rel.SetStatus(common.StatusFailed, fmt.Sprintf("Release unlocked from stale '%s' state", rel.Info.Status))
-	if err := h.cfg.Releases.Update(rel); err != nil {
+	if err := r.cfg.Releases.Update(rel); err != nil {
 		return fmt.Errorf("updating release in storage: %w", err)
 	}
 	return nil
@@ -249,9 +249,9 @@ type NewRevision interface {
 type Settings struct {
 	// Config is the controller's action settings (feature gates).
 	Config action.Config
-	// RecreateMemory keeps what recreates did, shared by every reconcile
+	// Recreations keeps what recreates did, shared by every reconcile
 	// (see recreate.Memory); nil remembers nothing.
-	RecreateMemory *recreate.Memory
+	Recreations *recreate.Memory
 	// DefaultHookOrder is the hook order of actions that leave their
 	// waitStrategy unset (--default-wait-strategy, DefaultToAfterHooks).
 	DefaultHookOrder v2.HookWaitStrategy
@@ -291,12 +291,12 @@ func New(factory *action.ConfigFactory, target *connect.Target, obj *v2.HelmRele
 	if err != nil {
 		return nil, fmt.Errorf("could not build the Helm configuration: %w", err)
 	}
-	h := newRunner(cfg, obj, s)
-	h.logs, h.writes, h.getter, h.target, h.fieldManager = logs, writes, factory.RESTClientGetter(), target, factory.FieldManager()
-	if h.statusReaders, err = h.healthCheckReaders(s.HealthChecks); err != nil {
+	r := newRunner(cfg, obj, s)
+	r.logs, r.writes, r.getter, r.target, r.fieldManager = logs, writes, factory.RESTClientGetter(), target, factory.FieldManager()
+	if r.statusReaders, err = r.healthCheckReaders(s.HealthChecks); err != nil {
 		return nil, err
 	}
-	return h, nil
+	return r, nil
 }
 
 // newRunner is the runner of obj over cfg with the per-release settings
@@ -310,32 +310,32 @@ func newRunner(cfg *helmaction.Configuration, obj *v2.HelmRelease, s Settings) *
 			HookMarks: action.HookMarks(obj), Recreate: &recreate.Policy{
 				Gate:    s.Config.RecreateImmutable,
 				Release: recreate.Release{Name: release, Namespace: obj.GetReleaseNamespace()},
-				Memory:  s.RecreateMemory,
+				Memory:  s.Recreations,
 			}}}
 }
 
 // Target is the cluster and identity the runner's actions reach.
-func (h *Runner) Target() *connect.Target { return h.target }
+func (r *Runner) Target() *connect.Target { return r.target }
 
 // newRevisionContext is the context that abandons waits, nil without a
 // watch.
-func (h *Runner) newRevisionContext() context.Context {
-	if h.newRevision == nil {
+func (r *Runner) newRevisionContext() context.Context {
+	if r.newRevision == nil {
 		return nil
 	}
-	return h.newRevision.Context()
+	return r.newRevision.Context()
 }
 
 // newRevisionTrigger names what asked for a new reconcile, or is empty.
-func (h *Runner) newRevisionTrigger() string {
-	if h.newRevision == nil {
+func (r *Runner) newRevisionTrigger() string {
+	if r.newRevision == nil {
 		return ""
 	}
-	return h.newRevision.Trigger()
+	return r.newRevision.Trigger()
 }
 
 // canceled turns an action error caused by a new revision into a
 // *reconcile.HealthCheckCanceledError; other errors pass unchanged.
-func (h *Runner) canceled(err error) error {
-	return reconcile.CanceledBy(h.newRevisionTrigger(), err)
+func (r *Runner) canceled(err error) error {
+	return reconcile.CanceledBy(r.newRevisionTrigger(), err)
 }

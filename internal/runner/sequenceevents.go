@@ -48,9 +48,9 @@ const shownResources = 5
 // Reconciling condition naming the group being applied or waited for,
 // and the "group" phase of the phase duration metric.
 type sequenceObserver struct {
-	obj      *v2.HelmRelease
-	verb     plan.Verb
-	strategy string
+	obj       *v2.HelmRelease
+	verb      plan.Verb
+	hookOrder string
 	// recorder and progress may be nil.
 	recorder reconcile.EventRecorder
 	progress Progress
@@ -74,7 +74,7 @@ func (o *sequenceObserver) observe(p sequencing.Progress) {
 		}
 	case sequencing.PhaseReady:
 		if began, ok := o.took(p.Index); ok {
-			phaseDuration.WithLabelValues(string(o.verb), o.strategy, "group").Observe(time.Since(began).Seconds())
+			phaseDuration.WithLabelValues(string(o.verb), o.hookOrder, "group").Observe(time.Since(began).Seconds())
 		}
 		o.event(eventv1.EventTypeTrace, ResourceGroupReadyReason, fmt.Sprintf("Resource group %s (%d/%d) is ready", p.Batch, p.Index, p.Total))
 	case sequencing.PhaseDeleting:
@@ -205,12 +205,12 @@ func (o *sequenceObserver) event(eventType, reason, msg string) {
 }
 
 // newSequenceObserver returns the observer of one action (verb: install,
-// upgrade, rollback or uninstall) of obj under the hook wait strategy.
-func newSequenceObserver(obj *v2.HelmRelease, verb plan.Verb, strategy v2.HookWaitStrategy, recorder reconcile.EventRecorder, progress Progress) *sequenceObserver {
-	if strategy == "" {
-		strategy = v2.BeforeHooks
+// upgrade, rollback or uninstall) of obj under the hook order.
+func newSequenceObserver(obj *v2.HelmRelease, verb plan.Verb, hookOrder v2.HookWaitStrategy, recorder reconcile.EventRecorder, progress Progress) *sequenceObserver {
+	if hookOrder == "" {
+		hookOrder = v2.BeforeHooks
 	}
-	return &sequenceObserver{obj: obj, verb: verb, strategy: string(strategy), recorder: recorder, progress: progress, started: map[int]time.Time{}}
+	return &sequenceObserver{obj: obj, verb: verb, hookOrder: string(hookOrder), recorder: recorder, progress: progress, started: map[int]time.Time{}}
 }
 
 // listed names up to shownResources objects, then how many more.
