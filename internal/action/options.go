@@ -9,67 +9,11 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	helmaction "helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/kube"
-	"helm.sh/helm/v4/pkg/postrenderer"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
-	"github.com/afterhooks/helm-controller/internal/afterhooks"
 	"github.com/afterhooks/helm-controller/internal/plan"
-	"github.com/afterhooks/helm-controller/internal/recreate"
-	"github.com/afterhooks/helm-controller/internal/sequencing"
 )
-
-// Config is what the controller decides once for every action: feature
-// gate effects, built in main.go.
-type Config struct {
-	// UseHelm3Defaults applies Helm 3's defaults where the spec leaves the
-	// choice open (the UseHelm3Defaults feature gate); see the package doc.
-	UseHelm3Defaults bool
-
-	// AllowDNSLookups lets templates resolve host names (the
-	// AllowDNSLookups feature gate).
-	AllowDNSLookups bool
-
-	// RecreateImmutable is the RecreateImmutableResources feature gate:
-	// objects of the built-in kinds it covers may be recreated when the
-	// API server refuses to update them in place, without the
-	// helm.toolkit.fluxcd.io/force: enabled annotation (see
-	// internal/recreate). The runner puts it in each release's recreate
-	// policy.
-	RecreateImmutable bool
-}
-
-// Call is one action as the runner hands it over: the controller's
-// settings, what the runner decided for this action, and who hears what
-// the action does.
-type Call struct {
-	Config Config
-	Plan   plan.Plan
-	// Observer may be nil.
-	Observer Observer
-}
-
-// Observer hears what an action does, for events, progress conditions and
-// metrics. Its methods may be called from Helm's goroutines.
-type Observer interface {
-	// The phases of an afterHooks action.
-	afterhooks.Observer
-	// Sequence hears each batch of an ordered action start, wait and end;
-	// SequenceWarning each misconfiguration of the chart's ordering
-	// annotations; SequencePlanned the plan of each ordered apply or
-	// deletion before it starts.
-	Sequence(sequencing.Progress)
-	SequenceWarning(string)
-	SequencePlanned(sequencing.Planned)
-	// Recreated hears each object an action recreated.
-	Recreated(recreate.Recreated)
-	// HookResources hears what an uninstall with
-	// spec.uninstall.deleteHookResources deleted ("Kind/namespace/name")
-	// and what it found under the names of the release's hooks and left,
-	// each followed by the reason in parentheses; called when either is
-	// not empty, even if some deletions failed.
-	HookResources(deleted, left []string)
-}
 
 // maxReleaseNameLength is Helm's limit for release names.
 const maxReleaseNameLength = 53
@@ -163,9 +107,3 @@ func forceFlags(serverSide, force bool) (forceConflicts, forceReplace bool) {
 
 // errNilObject guards the exported functions.
 var errNilObject = errors.New("action: nil HelmRelease")
-
-// withPostRenderer is c with the post renderer pr.
-func withPostRenderer(c Call, pr postrenderer.PostRenderer) Call {
-	c.Plan.PostRenderer = pr
-	return c
-}
