@@ -284,15 +284,15 @@ func New(factory *action.ConfigFactory, target *connect.Target, obj *v2.HelmRele
 	if handler == nil {
 		handler = slog.DiscardHandler
 	}
+	r := newRunner(nil, obj, s)
 	cfg, err := factory.Build(obj.GetStorageNamespace(), obj.GetReleaseNamespace(),
 		action.WithSlogHandler(logs.handler(handler)),
 		action.WithStorageDriver(writes.Wrap),
-		action.WithHookMarks(action.HookMarks(obj)))
+		action.WithHookMarks(r.settings.HookMarks))
 	if err != nil {
 		return nil, fmt.Errorf("could not build the Helm configuration: %w", err)
 	}
-	r := newRunner(cfg, obj, s)
-	r.logs, r.writes, r.getter, r.target, r.fieldManager = logs, writes, factory.RESTClientGetter(), target, factory.FieldManager()
+	r.cfg, r.logs, r.writes, r.getter, r.target, r.fieldManager = cfg, logs, writes, factory.RESTClientGetter(), target, factory.FieldManager()
 	if r.statusReaders, err = r.healthCheckReaders(s.HealthChecks); err != nil {
 		return nil, err
 	}
