@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/plan"
 	"github.com/afterhooks/helm-controller/internal/recreate"
 	"github.com/afterhooks/helm-controller/test/envtestserver"
 )
@@ -55,7 +56,7 @@ func noWaitRelease(t *testing.T, factory *ConfigFactory, ns, name string, force 
 		o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{DisableWait: true, Force: force}}
 		o.Spec.Rollback = &v2.Rollback{Rollback: helmv2.Rollback{DisableWait: true}}
 	})
-	cfg, err := factory.Build(ns, ns, WithLogger(testr.New(t)))
+	cfg, err := factory.Build(ns, ns, withLogger(testr.New(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,21 +131,21 @@ func TestAgainstAPIServerRecreateRunningJob(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			obj, cfg := noWaitRelease(t, factory, ns, tt.name, false)
-			opts := Options{RecreateImmutable: tt.gate}
+			opts := asked{config: Config{RecreateImmutable: tt.gate}}
 			values := func(image string) map[string]any { return map[string]any{"image": image, "annotations": tt.ann} }
-			if _, err := Install(ctx, cfg, obj, guardsChart("1.0.0"), values("migrate:1"), opts); err != nil {
+			if _, err := Install(ctx, cfg, obj, guardsChart("1.0.0"), values("migrate:1"), planned(t, nil, obj, plan.Install, opts)); err != nil {
 				t.Fatalf("install: %v", err)
 			}
 			job := tt.name + "-migrate"
 			uid, _ := jobUID(t, cs, ns, job)
 
-			_, err := Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), values("migrate:2"), opts)
+			_, err := Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), values("migrate:2"), planned(t, nil, obj, plan.Upgrade, opts))
 			if err == nil || !strings.Contains(err.Error(), "Job/"+ns+"/"+job+": spec.template") ||
 				!strings.Contains(err.Error(), "not recreated: it is a Job that has not finished (neither Complete nor Failed)") {
 				t.Fatalf("upgrade of a Job not started = %v, want it refused as not finished", err)
 			}
 			startJob(t, cs, ns, job)
-			_, err = Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), values("migrate:2"), opts)
+			_, err = Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), values("migrate:2"), planned(t, nil, obj, plan.Upgrade, opts))
 			if err == nil || !strings.Contains(err.Error(), "not recreated: it is a Job that is still running (1 active pods): recreating it would stop it halfway; it is recreated on the next attempt after it has finished") {
 				t.Fatalf("upgrade of a running Job = %v, want it refused as running", err)
 			}
@@ -153,7 +154,7 @@ func TestAgainstAPIServerRecreateRunningJob(t *testing.T) {
 			}
 
 			finishJob(t, cs, ns, job)
-			if _, err := Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), values("migrate:2"), opts); err != nil {
+			if _, err := Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), values("migrate:2"), planned(t, nil, obj, plan.Upgrade, opts)); err != nil {
 				t.Fatalf("upgrade after the Job finished: %v", err)
 			}
 			if now, image := jobUID(t, cs, ns, job); now == uid || image != "migrate:2" {
@@ -185,8 +186,8 @@ func TestAgainstAPIServerRecreateForceKeepsUnchangedJobs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			obj, cfg := noWaitRelease(t, factory, ns, tt.name, true)
 			var heard []string
-			opts := Options{UseHelm3Defaults: tt.clientSide, RecreateImmutable: tt.gate,
-				RecreateObserver: func(r recreate.Recreated) { heard = append(heard, r.Object) }}
+			opts := asked{config: Config{UseHelm3Defaults: tt.clientSide, RecreateImmutable: tt.gate},
+				observer: hearing{recreated: func(r recreate.Recreated) { heard = append(heard, r.Object) }}}
 			values := func(a, b string) map[string]any {
 				v := map[string]any{"a": a, "b": b}
 				if !tt.gate {
@@ -194,7 +195,7 @@ func TestAgainstAPIServerRecreateForceKeepsUnchangedJobs(t *testing.T) {
 				}
 				return v
 			}
-			if _, err := Install(ctx, cfg, obj, jobsChart("1.0.0"), values("a:1", "b:1"), opts); err != nil {
+			if _, err := Install(ctx, cfg, obj, jobsChart("1.0.0"), values("a:1", "b:1"), planned(t, nil, obj, plan.Install, opts)); err != nil {
 				t.Fatalf("install: %v", err)
 			}
 			a, b := tt.name+"-a", tt.name+"-b"
@@ -203,7 +204,7 @@ func TestAgainstAPIServerRecreateForceKeepsUnchangedJobs(t *testing.T) {
 			uidA, _ := jobUID(t, cs, ns, a)
 			uidB, _ := jobUID(t, cs, ns, b)
 			for i, version := range []string{"1.0.1", "1.0.2"} {
-				if _, err := Upgrade(ctx, cfg, obj, jobsChart(version), values("a:1", "b:1"), opts); err != nil {
+				if _, err := Upgrade(ctx, cfg, obj, jobsChart(version), values("a:1", "b:1"), planned(t, nil, obj, plan.Upgrade, opts)); err != nil {
 					t.Fatalf("upgrade %d that changes no Job: %v", i+1, err)
 				}
 				nowA, _ := jobUID(t, cs, ns, a)
@@ -212,7 +213,7 @@ func TestAgainstAPIServerRecreateForceKeepsUnchangedJobs(t *testing.T) {
 					t.Fatalf("upgrade %d that changes no Job: a recreated %v, b recreated %v, heard %v", i+1, nowA != uidA, nowB != uidB, heard)
 				}
 			}
-			if _, err := Upgrade(ctx, cfg, obj, jobsChart("1.1.0"), values("a:1", "b:2"), opts); err != nil {
+			if _, err := Upgrade(ctx, cfg, obj, jobsChart("1.1.0"), values("a:1", "b:2"), planned(t, nil, obj, plan.Upgrade, opts)); err != nil {
 				t.Fatalf("upgrade that changes b: %v", err)
 			}
 			nowA, _ := jobUID(t, cs, ns, a)
@@ -235,17 +236,17 @@ func TestAgainstAPIServerRecreateRollbackOfAConsentingRevision(t *testing.T) {
 	const ns = "recreate-rollback"
 	cs, factory := recreateCluster(t, ns)
 	obj, cfg := noWaitRelease(t, factory, ns, "shop", false)
-	if _, err := Install(ctx, cfg, obj, guardsChart("1.0.0"), map[string]any{"image": "migrate:1"}, Options{}); err != nil {
+	if _, err := Install(ctx, cfg, obj, guardsChart("1.0.0"), map[string]any{"image": "migrate:1"}, planned(t, nil, obj, plan.Install, asked{})); err != nil {
 		t.Fatalf("install: %v", err)
 	}
 	finishJob(t, cs, ns, "shop-migrate")
 	v2Values := map[string]any{"image": "migrate:2", "annotations": map[string]any{"helm.toolkit.fluxcd.io/force": "enabled"}}
-	if _, err := Upgrade(ctx, cfg, obj, guardsChart("2.0.0"), v2Values, Options{}); err != nil {
+	if _, err := Upgrade(ctx, cfg, obj, guardsChart("2.0.0"), v2Values, planned(t, nil, obj, plan.Upgrade, asked{})); err != nil {
 		t.Fatalf("upgrade to v2: %v", err)
 	}
 	finishJob(t, cs, ns, "shop-migrate")
 	uid2, _ := jobUID(t, cs, ns, "shop-migrate")
-	if err := Rollback(ctx, cfg, obj, 1, Options{}); err != nil {
+	if err := Rollback(ctx, cfg, obj, 1, planned(t, cfg, obj, plan.Rollback, asked{})); err != nil {
 		t.Fatalf("rollback to v1: %v", err)
 	}
 	if uid, image := jobUID(t, cs, ns, "shop-migrate"); uid == uid2 || image != "migrate:1" {
@@ -277,7 +278,7 @@ func TestAgainstAPIServerRecreateBuiltInOwner(t *testing.T) {
 			values := func(image string) map[string]any {
 				return map[string]any{"image": image, "annotations": map[string]any{"helm.toolkit.fluxcd.io/force": "enabled"}}
 			}
-			if _, err := Install(ctx, cfg, obj, guardsChart("1.0.0"), values("migrate:1"), Options{}); err != nil {
+			if _, err := Install(ctx, cfg, obj, guardsChart("1.0.0"), values("migrate:1"), planned(t, nil, obj, plan.Install, asked{})); err != nil {
 				t.Fatalf("install: %v", err)
 			}
 			job := tt.name + "-migrate"
@@ -300,7 +301,7 @@ func TestAgainstAPIServerRecreateBuiltInOwner(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			_, err := Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), values("migrate:2"), Options{})
+			_, err := Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), values("migrate:2"), planned(t, nil, obj, plan.Upgrade, asked{}))
 			now, _ := jobUID(t, cs, ns, job)
 			if tt.wantErr == "" {
 				if err != nil || now == uid {

@@ -1,6 +1,9 @@
 package recreate
 
 import (
+	"encoding/json"
+	"sort"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
@@ -57,4 +60,26 @@ func (c Consents) has(r Refused, releaseNamespace string) bool {
 	}
 	key.namespace = ""
 	return c[key]
+}
+
+// MarshalJSON prints the consents as a sorted list of Kind[.group]/[namespace/]name,
+// so a plan that carries them can be shown.
+func (c Consents) MarshalJSON() ([]byte, error) {
+	names := make([]string, 0, len(c))
+	for key, ok := range c {
+		if ok {
+			names = append(names, key.String())
+		}
+	}
+	sort.Strings(names)
+	return json.Marshal(names)
+}
+
+// String names the object as kubectl does: Kind[.group]/[namespace/]name.
+func (k consentKey) String() string {
+	name := k.name
+	if k.namespace != "" {
+		name = k.namespace + "/" + name
+	}
+	return k.kind.String() + "/" + name
 }

@@ -34,6 +34,7 @@
 // orphaned for the new one to adopt.
 //
 // Helm actions get it through Wrap (a kube client), drift correction
-// through Policy.Recreate with Memory, so an object refused again after
-// its recreate is not recreated in a loop.
+// through Policy.Recreate, both with the release's one Policy and its
+// Memory, so an object refused again after its recreate is not recreated
+// in a loop.
 package recreate

@@ -45,7 +45,7 @@ type Policy struct {
 	// rolls back from (the release's latest): an object that revision's
 	// manifest annotated enabled may be recreated back, unless the
 	// manifest applied now opts it out. The guards apply as ever.
-	RolledBackFrom Consents
+	RolledBackFrom Consents `json:",omitempty"`
 }
 
 // never are the kinds a recreate never deletes: each holds data (or, for a
