@@ -280,10 +280,10 @@ func validate(opts *options) error {
 	return nil
 }
 
-// defaultWaitStrategy is the waitStrategy of install, upgrade and rollback
-// for HelmReleases that leave it unset: afterHooks with the
+// defaultHookOrder is the hook order (waitStrategy) of install, upgrade
+// and rollback for HelmReleases that leave it unset: afterHooks with the
 // DefaultToAfterHooks feature gate, else Helm's order.
-func defaultWaitStrategy(defaultToAfterHooks bool) v2.HookWaitStrategy {
+func defaultHookOrder(defaultToAfterHooks bool) v2.HookWaitStrategy {
 	if defaultToAfterHooks {
 		return v2.AfterHooks
 	}
@@ -522,7 +522,7 @@ func newReconciler(opts *options) *controller.HelmReleaseReconciler {
 		FieldManager:               controller.ControllerName,
 		DisableChartDigestTracking: features.Enabled(features.DisableChartDigestTracking),
 		DefaultToRetryOnFailure:    features.Enabled(features.DefaultToRetryOnFailure),
-		DefaultWaitStrategy:        defaultWaitStrategy(features.Enabled(features.DefaultToAfterHooks)),
+		DefaultHookOrder:           defaultHookOrder(features.Enabled(features.DefaultToAfterHooks)),
 		NoCrossNamespaceRef:        opts.acl.NoCrossNamespaceRefs,
 		WatchExternalArtifacts:     features.Enabled(helper.FeatureGateExternalArtifact),
 		RequeueDependency:          opts.requeueDependency,
@@ -534,14 +534,14 @@ func newReconciler(opts *options) *controller.HelmReleaseReconciler {
 		SnapshotDigestAlgorithm: digest.Algorithm(opts.snapshotDigestAlgo),
 		// newManager has already rejected a bad selector.
 		ConfigWatch: controller.MustConfigWatchOptions(opts.watch.ConfigsLabelSelector, features.Enabled(helper.FeatureGateDisableConfigWatchers)),
-		ActionOptions: action.Options{
+		ActionConfig: action.Config{
 			UseHelm3Defaults: features.Enabled(features.UseHelm3Defaults),
 			AllowDNSLookups:  features.Enabled(features.AllowDNSLookups),
 			// The gate lets the built-in kinds it covers be recreated on
 			// immutable-field refusals (see internal/recreate).
 			RecreateImmutable: features.Enabled(features.RecreateImmutableResources),
-			RecreateMemory:    recreate.NewMemory(),
 		},
+		Recreations:      recreate.NewMemory(),
 		OverrideManagers: opts.overrideManagers,
 	}
 }

@@ -105,7 +105,7 @@ func TestFeatureGateEffects(t *testing.T) {
 		check func(t *testing.T, off, on builtConfig)
 	}{
 		{features.DefaultToAfterHooks, "true", func(t *testing.T, off, on builtConfig) {
-			want(t, "DefaultWaitStrategy", off.reconciler.DefaultWaitStrategy, v2.BeforeHooks, on.reconciler.DefaultWaitStrategy, v2.AfterHooks)
+			want(t, "DefaultHookOrder", off.reconciler.DefaultHookOrder, v2.BeforeHooks, on.reconciler.DefaultHookOrder, v2.AfterHooks)
 		}},
 		{"CacheSecretsAndConfigMaps", "true", func(t *testing.T, off, on builtConfig) {
 			want(t, "kinds read past the cache", cachedDirectly(off.manager), []string{"Secret", "ConfigMap"}, cachedDirectly(on.manager), []string(nil))
@@ -120,7 +120,7 @@ func TestFeatureGateEffects(t *testing.T) {
 			want(t, "AdditiveCELDependencyCheck", off.reconciler.AdditiveCELDependencyCheck, false, on.reconciler.AdditiveCELDependencyCheck, true)
 		}},
 		{features.AllowDNSLookups, "true", func(t *testing.T, off, on builtConfig) {
-			want(t, "ActionOptions.AllowDNSLookups", off.reconciler.ActionOptions.AllowDNSLookups, false, on.reconciler.ActionOptions.AllowDNSLookups, true)
+			want(t, "ActionConfig.AllowDNSLookups", off.reconciler.ActionConfig.AllowDNSLookups, false, on.reconciler.ActionConfig.AllowDNSLookups, true)
 		}},
 		{features.OOMWatch, "true", func(t *testing.T, off, on builtConfig) {
 			if off.ctx != context.Background() {
@@ -136,7 +136,7 @@ func TestFeatureGateEffects(t *testing.T) {
 			want(t, "DisableChartDigestTracking", off.reconciler.DisableChartDigestTracking, false, on.reconciler.DisableChartDigestTracking, true)
 		}},
 		{features.UseHelm3Defaults, "true", func(t *testing.T, off, on builtConfig) {
-			want(t, "ActionOptions.UseHelm3Defaults", off.reconciler.ActionOptions.UseHelm3Defaults, false, on.reconciler.ActionOptions.UseHelm3Defaults, true)
+			want(t, "ActionConfig.UseHelm3Defaults", off.reconciler.ActionConfig.UseHelm3Defaults, false, on.reconciler.ActionConfig.UseHelm3Defaults, true)
 		}},
 		{features.DefaultToRetryOnFailure, "true", func(t *testing.T, off, on builtConfig) {
 			want(t, "DefaultToRetryOnFailure", off.reconciler.DefaultToRetryOnFailure, false, on.reconciler.DefaultToRetryOnFailure, true)
@@ -152,7 +152,7 @@ func TestFeatureGateEffects(t *testing.T) {
 			want(t, "CancelHealthCheckOnNewRevision", off.reconciler.CancelHealthCheckOnNewRevision, false, on.reconciler.CancelHealthCheckOnNewRevision, true)
 		}},
 		{features.RecreateImmutableResources, "true", func(t *testing.T, off, on builtConfig) {
-			want(t, "ActionOptions.RecreateImmutable", off.reconciler.ActionOptions.RecreateImmutable, false, on.reconciler.ActionOptions.RecreateImmutable, true)
+			want(t, "ActionConfig.RecreateImmutable", off.reconciler.ActionConfig.RecreateImmutable, false, on.reconciler.ActionConfig.RecreateImmutable, true)
 		}},
 		{features.ObjectLevelWorkloadIdentity, "true", func(t *testing.T, off, on builtConfig) {
 			want(t, "provider auth object-level workload identity", off.objectLevelIdentity, false, on.objectLevelIdentity, true)

@@ -431,11 +431,11 @@ func waitFor(t *testing.T, timeout time.Duration, ok func() bool, msg string, ou
 	}
 }
 
-func TestDefaultWaitStrategy(t *testing.T) {
-	if got := defaultWaitStrategy(true); got != v2.AfterHooks {
+func TestDefaultHookOrder(t *testing.T) {
+	if got := defaultHookOrder(true); got != v2.AfterHooks {
 		t.Errorf("with DefaultToAfterHooks: %q, want afterHooks", got)
 	}
-	if got := defaultWaitStrategy(false); got != v2.BeforeHooks {
+	if got := defaultHookOrder(false); got != v2.BeforeHooks {
 		t.Errorf("without DefaultToAfterHooks: %q, want beforeHooks", got)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/plan"
 	"github.com/afterhooks/helm-controller/test/envtestserver"
 )
 
@@ -107,12 +108,12 @@ func TestAgainstAPIServerReleaseLifecycle(t *testing.T) {
 	tests := []struct {
 		name          string
 		hrName        string
-		opts          Options
+		opts          asked
 		wantOperation metav1.ManagedFieldsOperationType
 		wantMethod    releasev1.ApplyMethod
 	}{
 		{name: "Helm 4 defaults", hrName: "web", wantOperation: metav1.ManagedFieldsOperationApply, wantMethod: releasev1.ApplyMethodServerSideApply},
-		{name: "Helm 3 defaults", hrName: "legacy", opts: Options{UseHelm3Defaults: true}, wantOperation: metav1.ManagedFieldsOperationUpdate, wantMethod: releasev1.ApplyMethodClientSideApply},
+		{name: "Helm 3 defaults", hrName: "legacy", opts: asked{config: Config{UseHelm3Defaults: true}}, wantOperation: metav1.ManagedFieldsOperationUpdate, wantMethod: releasev1.ApplyMethodClientSideApply},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -129,13 +130,13 @@ func TestAgainstAPIServerReleaseLifecycle(t *testing.T) {
 			name := ReleaseName(obj)
 			counter := &countingDriver{}
 			cfg, err := factory.Build(up.GetStorageNamespace(), up.GetReleaseNamespace(),
-				WithLogger(testr.New(t)),
+				withLogger(testr.New(t)),
 				WithStorageDriver(func(d driver.Driver) driver.Driver { counter.Driver = d; return counter }))
 			if err != nil {
 				t.Fatal(err)
 			}
 
-			rel, err := Install(ctx, cfg, obj, cmChart("1.0.0"), map[string]any{"foo": "one"}, tt.opts)
+			rel, err := Install(ctx, cfg, obj, cmChart("1.0.0"), map[string]any{"foo": "one"}, planned(t, nil, obj, plan.Install, tt.opts))
 			if err != nil {
 				t.Fatalf("install: %v", err)
 			}
@@ -159,14 +160,14 @@ func TestAgainstAPIServerReleaseLifecycle(t *testing.T) {
 				t.Errorf("field manager %q owns fields with operation %q, want %q (managedFields %+v)", DefaultFieldManager, op, tt.wantOperation, cm.ManagedFields)
 			}
 
-			if _, err := Upgrade(ctx, cfg, obj, cmChart("1.1.0"), map[string]any{"foo": "two"}, tt.opts); err != nil {
+			if _, err := Upgrade(ctx, cfg, obj, cmChart("1.1.0"), map[string]any{"foo": "two"}, planned(t, nil, obj, plan.Upgrade, tt.opts)); err != nil {
 				t.Fatalf("upgrade with force: %v", err)
 			}
 			if cm, err = cs.CoreV1().ConfigMaps("apps-ns").Get(ctx, name+"-cm", metav1.GetOptions{}); err != nil || cm.Data["foo"] != "two" {
 				t.Fatalf("after upgrade: %v %v", cm.Data, err)
 			}
 
-			if err := Rollback(ctx, cfg, obj, 0, tt.opts); err != nil {
+			if err := Rollback(ctx, cfg, obj, 0, planned(t, cfg, obj, plan.Rollback, tt.opts)); err != nil {
 				t.Fatalf("rollback with force: %v", err)
 			}
 			if cm, err = cs.CoreV1().ConfigMaps("apps-ns").Get(ctx, name+"-cm", metav1.GetOptions{}); err != nil || cm.Data["foo"] != "one" {
@@ -177,7 +178,7 @@ func TestAgainstAPIServerReleaseLifecycle(t *testing.T) {
 				t.Fatalf("last release after rollback: %+v %v", last, err)
 			}
 
-			if _, err := Uninstall(ctx, cfg, obj, tt.opts); err != nil {
+			if _, err := Uninstall(ctx, cfg, obj, planned(t, cfg, obj, plan.Uninstall, tt.opts)); err != nil {
 				t.Fatalf("uninstall: %v", err)
 			}
 			if _, err := cs.CoreV1().ConfigMaps("apps-ns").Get(ctx, name+"-cm", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -223,7 +224,7 @@ func TestAgainstAPIServerCRDPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	build := func() *helmaction.Configuration {
-		cfg, err := factory.Build("crd-apps", "crd-apps", WithLogger(testr.New(t)))
+		cfg, err := factory.Build("crd-apps", "crd-apps", withLogger(testr.New(t)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +257,7 @@ func TestAgainstAPIServerCRDPolicies(t *testing.T) {
 
 		// Install (Create by default) must create the CRD before the chart's
 		// Widget is built, so the discovery refresh is exercised too.
-		if _, err := Install(ctx, build(), obj, v1, nil, Options{}); err != nil {
+		if _, err := Install(ctx, build(), obj, v1, nil, planned(t, nil, obj, plan.Install, asked{})); err != nil {
 			t.Fatalf("install: %v", err)
 		}
 		if got := crd(widgets).Labels["rev"]; got != "1" {
@@ -280,7 +281,7 @@ func TestAgainstAPIServerCRDPolicies(t *testing.T) {
 		for _, st := range steps {
 			o := obj.DeepCopy()
 			o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{CRDs: st.policy}}
-			if _, err := Upgrade(ctx, build(), o, v2chart, nil, Options{}); err != nil {
+			if _, err := Upgrade(ctx, build(), o, v2chart, nil, planned(t, nil, o, plan.Upgrade, asked{})); err != nil {
 				t.Fatalf("upgrade with CRD policy %q: %v", st.policy, err)
 			}
 			c := crd(widgets)
@@ -311,9 +312,9 @@ func TestAgainstAPIServerCRDPolicies(t *testing.T) {
 		}
 		chart := crdChartVersion("1", map[string]string{"gadgets.yaml": crdYAML("gadgets", "Gadget", "example.com", "1")})
 		obj := newHR(func(o *v2.HelmRelease) { o.Name, o.Namespace = "gadgets", "crd-apps" })
-		opts := Options{UseHelm3Defaults: true}
+		opts := asked{config: Config{UseHelm3Defaults: true}}
 
-		if _, err := Install(ctx, build(), obj, chart, nil, opts); err != nil {
+		if _, err := Install(ctx, build(), obj, chart, nil, planned(t, nil, obj, plan.Install, opts)); err != nil {
 			t.Fatalf("install: %v", err)
 		}
 		if c := crd(gadgets); c.Labels["rev"] != "0" || c.Annotations["injected"] != "yes" {
@@ -322,7 +323,7 @@ func TestAgainstAPIServerCRDPolicies(t *testing.T) {
 
 		o := obj.DeepCopy()
 		o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{CRDs: helmv2.CreateReplace}}
-		if _, err := Upgrade(ctx, build(), o, chart, nil, opts); err != nil {
+		if _, err := Upgrade(ctx, build(), o, chart, nil, planned(t, nil, o, plan.Upgrade, opts)); err != nil {
 			t.Fatalf("upgrade: %v", err)
 		}
 		c := crd(gadgets)

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/go-logr/logr"
 	helmaction "helm.sh/helm/v4/pkg/action"
 	helmkube "helm.sh/helm/v4/pkg/kube"
 	"helm.sh/helm/v4/pkg/storage"
@@ -42,7 +41,7 @@ type FactoryOption func(*ConfigFactory)
 
 // WithFieldManager sets the field manager Helm writes objects with; the
 // default is DefaultFieldManager. Helm only has a process-wide setting for
-// it (connect.ManagedFieldsManager), so the last factory created wins.
+// it (helm's kube.ManagedFieldsManager), so the last factory created wins.
 func WithFieldManager(name string) FactoryOption {
 	return func(f *ConfigFactory) {
 		f.fieldManager = name
@@ -130,24 +129,23 @@ type configOptions struct {
 	hookOrigin string
 }
 
-// WithHookMarks makes the kube client mark the hook objects it creates as
-// created by the hooks of obj's release, when obj asks for them to be
-// deleted on uninstall (spec.uninstall.deleteHookResources): that cleanup
-// deletes only objects with the mark (see internal/hookcleanup). Without
-// the option, hook objects are created exactly as Helm creates them.
-func WithHookMarks(obj *v2.HelmRelease) ConfigOption {
-	return func(o *configOptions) {
-		if obj != nil && obj.GetUninstall().DeleteHookResources {
-			o.hookOrigin = hookOrigin(obj)
-		}
+// HookMarks is the mark the kube client puts on the hook objects of obj's
+// release when obj asks for them to be deleted on uninstall
+// (spec.uninstall.deleteHookResources): that cleanup deletes only objects
+// with the mark (see internal/hookcleanup). Empty otherwise: hook objects
+// are then created exactly as Helm creates them.
+func HookMarks(obj *v2.HelmRelease) string {
+	if obj == nil || !obj.GetUninstall().DeleteHookResources {
+		return ""
 	}
+	return hookOrigin(obj)
 }
 
-// WithLogger sends Helm's logs (actions, kube client, storage) to logger.
-// Without it they are discarded.
-func WithLogger(logger logr.Logger) ConfigOption {
+// WithHookMarks makes the kube client mark the hook objects it creates
+// with origin (see HookMarks); empty marks nothing.
+func WithHookMarks(origin string) ConfigOption {
 	return func(o *configOptions) {
-		o.handler = logr.ToSlogHandler(logger)
+		o.hookOrigin = origin
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"k8s.io/cli-runtime/pkg/resource"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/plan"
 )
 
 // crdClient is a fake kube client that understands CRDs only: Build turns
@@ -252,18 +253,18 @@ func TestActionsApplyCRDsPerPolicy(t *testing.T) {
 			if tt.upgrade != nil {
 				// Install without CRDs first, then count the upgrade only.
 				skip := newHR(withInstall(helmv2.Install{CRDs: helmv2.Skip}))
-				if _, err := Install(ctx, cfg, skip, crdChart(), nil, Options{}); err != nil {
+				if _, err := Install(ctx, cfg, skip, crdChart(), nil, planned(t, nil, skip, plan.Install, asked{})); err != nil {
 					t.Fatal(err)
 				}
 				obj.Spec.Upgrade = &v2.Upgrade{Upgrade: *tt.upgrade}
-				if _, err := Upgrade(ctx, cfg, obj, crdChart(), nil, Options{}); err != nil {
+				if _, err := Upgrade(ctx, cfg, obj, crdChart(), nil, planned(t, nil, obj, plan.Upgrade, asked{})); err != nil {
 					t.Fatal(err)
 				}
 			} else {
 				if tt.install != nil {
 					obj.Spec.Install = &v2.Install{Install: *tt.install}
 				}
-				if _, err := Install(ctx, cfg, obj, crdChart(), nil, Options{}); err != nil {
+				if _, err := Install(ctx, cfg, obj, crdChart(), nil, planned(t, nil, obj, plan.Install, asked{})); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -2,15 +2,18 @@
 // spec into the options of Helm's install, upgrade, test, rollback and
 // uninstall actions (one file per verb), runs them on a Helm
 // configuration, and reads release history from Helm storage. It writes
-// no status and emits no events, and it decides nothing the HelmRelease
-// and Options do not say: which hook wait strategy an action runs with is
-// decided by internal/runner (Options.WaitStrategy).
+// no status and emits no events, and it decides nothing: each function is
+// handed a Call, the controller's Config (feature gates, built once in
+// main.go), the action's plan (internal/plan: the hook order, the waits,
+// the ordering, the recreate policy, decided by internal/runner) and an
+// Observer that hears what the action does.
 //
 // Our features reach Helm as wrappers of its kube client and storage,
-// stacked by one function, stacked (stack.go), in a fixed order: recreate
-// (layer_recreate.go), afterHooks (layer_afterhooks.go), ordering
-// (layer_ordering.go). The hook cleanup of spec.uninstall.deleteHookResources
-// is part of the uninstall (uninstall_hookcleanup.go).
+// stacked from the plan alone by one function, stacked (stack.go), in a
+// fixed order: recreate (layer_recreate.go), afterHooks
+// (layer_afterhooks.go), ordering (layer_ordering.go). The hook cleanup of
+// spec.uninstall.deleteHookResources is part of the uninstall
+// (uninstall_hookcleanup.go).
 //
 // # Configuration
 //
@@ -29,11 +32,14 @@
 //     and the first 12 hex characters of the SHA-256 of the full name (see
 //     ReleaseName). The formula matches upstream so existing releases are
 //     found again.
-//   - Timeouts: the action's own timeout, else spec.timeout, else 5m.
-//   - Wait: disableWait selects Helm's hookOnly strategy (hooks are still
-//     watched, the release resources are not). Otherwise spec.waitStrategy.name
-//     picks "poller" (Helm's kstatus watcher) or "legacy" (Helm 3's polling).
-//     waitForJobs is the inverse of disableWaitForJobs.
+//   - Timeouts and waits are the plan's (see internal/plan): the action's
+//     own timeout, else spec.timeout, else 5m; disableWait selects Helm's
+//     hookOnly strategy (hooks are still watched, the release resources
+//     are not), otherwise spec.waitStrategy.name picks "poller" (Helm's
+//     kstatus watcher) or "legacy" (Helm 3's polling); waitForJobs is the
+//     inverse of disableWaitForJobs.
+//   - createNamespace: only with a targetNamespace, as upstream; the
+//     HelmRelease's own namespace exists.
 //   - Server-side apply: install takes spec.install.serverSideApply (a bool);
 //     upgrade and rollback take enabled/disabled/auto, passed to Helm as
 //     "true"/"false"/"auto". Under server-side apply conflicts are always
@@ -56,11 +62,11 @@
 //     existing ones. See applyCRDs for why Helm's own CRD step is not used.
 //   - maxHistory: spec.maxHistory, default 5, 0 for unlimited.
 //   - postRenderStrategy: spec.postRenderStrategy, passed to Helm.
-//   - DNS lookups in templates: Options.AllowDNSLookups.
+//   - DNS lookups in templates: Config.AllowDNSLookups.
 //
 // # UseHelm3Defaults
 //
-// Helm 4 changed a few defaults. With Options.UseHelm3Defaults set (the
+// Helm 4 changed a few defaults. With Config.UseHelm3Defaults set (the
 // UseHelm3Defaults feature gate), Helm 3's behaviour is used wherever the
 // HelmRelease leaves the choice open; explicit fields always win:
 //
@@ -77,9 +83,10 @@
 //
 // # afterHooks
 //
-// Install, Upgrade and Rollback run with waitStrategy afterHooks when
-// Options.WaitStrategy says so: stacked hands Helm's action to
-// internal/afterhooks, which runs it with Helm's hookOnly wait and does the
+// Install, Upgrade and Rollback run with waitStrategy afterHooks when the
+// plan's hook order says so: withAfterHooks (a layer like the others) hands
+// stacked the configuration internal/afterhooks prepared, on which Helm's
+// action runs with the plan's hookOnly wait, and a finish that does the
 // readiness wait after the post hooks. ResumeWait finishes such a wait
 // after a restart.
 package action

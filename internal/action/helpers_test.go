@@ -1,6 +1,8 @@
 package action
 
 import (
+	"github.com/go-logr/logr"
+
 	"io"
 	"log/slog"
 	"strings"
@@ -142,4 +144,9 @@ spec:
         type: object
         x-kubernetes-preserve-unknown-fields: true
 `
+}
+
+// withLogger sends Helm's logs (actions, kube client, storage) to logger.
+func withLogger(logger logr.Logger) ConfigOption {
+	return WithSlogHandler(logr.ToSlogHandler(logger))
 }

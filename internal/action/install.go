@@ -6,6 +6,7 @@ import (
 
 	helmaction "helm.sh/helm/v4/pkg/action"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/postrenderer"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
@@ -15,18 +16,19 @@ import (
 // the chart's CRDs per spec.install.crds. The returned release is the one
 // Helm recorded, also when err is set (for instance a failed release after a
 // failed wait), or nil when Helm got no further than validation.
-func Install(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, values map[string]any, o Options) (*releasev1.Release, error) {
-	// An install that adopts objects already in the cluster (replace after
-	// a failed install, taking over what was kept) updates them, and may
-	// be refused as an upgrade may: it recreates as an upgrade does.
-	return stackedRender(ctx, cfg, obj, verbInstall, chrt, o, func(c *helmaction.Configuration, chrt *chartv2.Chart, o Options) (*releasev1.Release, error) {
-		return install(ctx, c, obj, chrt, values, o)
+//
+// An install that adopts objects already in the cluster (replace after a
+// failed install, taking over what was kept) updates them, and may be
+// refused as an upgrade may: its plan recreates as an upgrade's does.
+func Install(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, values map[string]any, c Call) (*releasev1.Release, error) {
+	return stacked(ctx, cfg, obj, c, chrt, func(cfg *helmaction.Configuration, chrt *chartv2.Chart, pr postrenderer.PostRenderer) (*releasev1.Release, error) {
+		return install(ctx, cfg, obj, chrt, values, withPostRenderer(c, pr))
 	})
 }
 
-// install runs Helm's install with the wait o asks for.
-func install(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, values map[string]any, o Options) (*releasev1.Release, error) {
-	install, err := newInstall(cfg, obj, o)
+// install runs Helm's install with the wait c plans.
+func install(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, values map[string]any, c Call) (*releasev1.Release, error) {
+	install, err := newInstall(cfg, obj, c)
 	if err != nil {
 		return nil, err
 	}
@@ -49,35 +51,38 @@ func install(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 }
 
 // newInstall maps the HelmRelease to Helm's install action.
-func newInstall(cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options) (*helmaction.Install, error) {
-	spec := obj.GetInstall()
+func newInstall(cfg *helmaction.Configuration, obj *v2.HelmRelease, c Call) (*helmaction.Install, error) {
+	spec, p := obj.GetInstall(), c.Plan
 
 	install := helmaction.NewInstall(cfg)
-	install.ReleaseName = shortenReleaseName(obj.GetReleaseName())
+	install.ReleaseName = p.Release
 	install.Namespace = obj.GetReleaseNamespace()
-	install.Timeout = actionTimeout(spec.Timeout, obj)
-	install.CreateNamespace = spec.CreateNamespace
+	install.Timeout = p.Wait.Timeout
+	// Only a targetNamespace is created, as upstream does: the HelmRelease's
+	// own namespace exists, and Helm's server-side apply of it would only
+	// add a label that upstream never writes.
+	install.CreateNamespace = spec.CreateNamespace && obj.Spec.TargetNamespace != ""
 	install.Replace = spec.Replace
 	install.DisableHooks = spec.DisableHooks
 	install.DisableOpenAPIValidation = spec.DisableOpenAPIValidation
 	install.SkipSchemaValidation = spec.DisableSchemaValidation
 	install.TakeOwnership = !spec.DisableTakeOwnership
-	install.WaitStrategy = waitStrategy(obj, spec.DisableWait, o)
-	install.WaitOptions = waitOptions(o)
-	install.WaitForJobs = !spec.DisableWaitForJobs
+	install.WaitStrategy = p.Wait.Helm
+	install.WaitOptions = waitOptions(p)
+	install.WaitForJobs = p.Wait.WaitForJobs
 	// CRDs are applied by applyCRDs before the action runs.
 	install.SkipCRDs = true
-	install.EnableDNS = o.AllowDNSLookups
-	install.PostRenderer = o.PostRenderer
+	install.EnableDNS = c.Config.AllowDNSLookups
+	install.PostRenderer = p.PostRenderer
 
-	install.ServerSideApply = !o.UseHelm3Defaults
+	install.ServerSideApply = !c.Config.UseHelm3Defaults
 	if spec.ServerSideApply != nil {
 		install.ServerSideApply = *spec.ServerSideApply
 	}
 	// Install has no force field: nothing is replaced client-side.
 	install.ForceConflicts, _ = forceFlags(install.ServerSideApply, false)
 
-	prs, err := postRenderStrategy(obj, o)
+	prs, err := postRenderStrategy(obj, c.Config)
 	if err != nil {
 		return nil, err
 	}

@@ -7,9 +7,7 @@ import (
 
 	helmaction "helm.sh/helm/v4/pkg/action"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
-	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
-	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/sequencing"
 )
 
@@ -17,20 +15,8 @@ import (
 // (spec.waitStrategy.name ordered); stacked (stack.go) wraps the client:
 // install and upgrade order the chart they apply and record that they
 // did; rollback and uninstall follow what the revision they restore or
-// remove recorded, whatever the HelmRelease says now.
-
-// ordering is what a sequenced action needs besides its configuration.
-type ordering struct {
-	charts      sequencing.Charts
-	timeout     time.Duration
-	waitForJobs bool
-	// learn is the manifest of the release an uninstall deletes: Helm
-	// builds it without the source lines that name each object's chart.
-	learn string
-	// recorded is the chart an ordered install or upgrade applies: the
-	// one asked for, with its record (see sequencing.Record).
-	recorded *chartv2.Chart
-}
+// remove recorded (the runner reads it into the plan), whatever the
+// HelmRelease says now.
 
 // orderChart prepares the sequenced install or upgrade of chrt: the chart
 // with its record (see sequencing.Record) and its subchart facts. A broken
@@ -48,50 +34,29 @@ func orderChart(chrt *chartv2.Chart) (*chartv2.Chart, sequencing.Charts, error) 
 	return recorded, charts, nil
 }
 
-// orderedApply is the ordering of a sequenced install or upgrade of chrt,
-// which must be ready within timeout; see orderChart.
-func orderedApply(chrt *chartv2.Chart, timeout time.Duration, waitForJobs bool) (*ordering, error) {
-	recorded, charts, err := orderChart(chrt)
-	if err != nil {
-		return nil, err
-	}
-	return &ordering{charts: charts, timeout: timeout, waitForJobs: waitForJobs, recorded: recorded}, nil
-}
-
-// recordedOrdering reads whether rel was applied in order, and with which
-// subchart facts.
-func recordedOrdering(rel *releasev1.Release) (sequencing.Charts, bool, error) {
-	if rel == nil || rel.Chart == nil {
-		return nil, false, nil
-	}
-	charts, sequenced, err := sequencing.Recorded(rel.Chart.Metadata)
-	if err != nil {
-		return nil, sequenced, fmt.Errorf("release %s v%d: %w", rel.Name, rel.Version, err)
-	}
-	return charts, sequenced, nil
-}
-
-// withOrdering returns a copy of cfg whose kube client applies in order.
-// Batches are waited for with the poller (or legacy, when the spec or the
-// UseHelm3Defaults gate asks for it), healthCheckExprs included, until the
-// action's timeout from now; whatever the action's own wait is, since an
-// order without readiness means nothing.
-func withOrdering(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, ord ordering, o Options) (*helmaction.Configuration, error) {
-	kc := sequencing.Wrap(cfg.KubeClient, sequencing.Options{
-		Charts:      ord.charts,
-		Strategy:    readinessStrategy(obj, o),
-		WaitOptions: waitOptions(o),
-		WaitForJobs: ord.waitForJobs,
-		Deadline:    time.Now().Add(ord.timeout),
+// withOrdering returns a copy of cfg whose kube client applies in order
+// the objects of charts. Batches are waited for with the plan's readiness
+// strategy, healthCheckExprs included, until the action's timeout from
+// now; whatever the action's own wait is, since an order without
+// readiness means nothing.
+func withOrdering(ctx context.Context, cfg *helmaction.Configuration, c Call, charts sequencing.Charts) (*helmaction.Configuration, error) {
+	p := c.Plan
+	opts := sequencing.Options{
+		Charts:      charts,
+		Strategy:    p.Wait.Readiness,
+		WaitOptions: waitOptions(p),
+		WaitForJobs: p.Wait.WaitForJobs,
+		Deadline:    time.Now().Add(p.Wait.Timeout),
 		Context:     ctx,
-		Observer:    o.SequenceObserver,
-		Warn:        o.SequenceWarn,
-		Planned:     o.SequencePlanned,
 		// The HIP's readiness timeout never outlasts the action's.
-		ReadinessTimeout: min(o.SequenceReadinessTimeout, ord.timeout),
-	})
-	if ord.learn != "" {
-		if err := kc.Learn(ord.learn); err != nil {
+		ReadinessTimeout: min(p.Ordering.ReadinessTimeout, p.Wait.Timeout),
+	}
+	if c.Observer != nil {
+		opts.Observer, opts.Warn, opts.Planned = c.Observer.Sequence, c.Observer.SequenceWarning, c.Observer.SequencePlanned
+	}
+	kc := sequencing.Wrap(cfg.KubeClient, opts)
+	if p.Ordering.Manifest != "" {
+		if err := kc.Learn(p.Ordering.Manifest); err != nil {
 			return nil, fmt.Errorf("reading the release manifest for its order: %w", err)
 		}
 	}

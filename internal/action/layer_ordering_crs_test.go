@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/plan"
 	"github.com/afterhooks/helm-controller/test/workflowpolicy"
 )
 
@@ -82,11 +83,11 @@ func TestAgainstAPIServerOrderedCustomResources(t *testing.T) {
 					o.Spec.WaitStrategy = &v2.WaitStrategy{Name: v2.WaitStrategyOrdered}
 				}
 			})
-			cfg, err := factory.Build("workflows", "workflows", WithLogger(testr.New(t)))
+			cfg, err := factory.Build("workflows", "workflows", withLogger(testr.New(t)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = Install(ctx, cfg, obj, chrt, nil, Options{})
+			_, err = Install(ctx, cfg, obj, chrt, nil, planned(t, nil, obj, plan.Install, asked{}))
 			if !tc.ordered {
 				if err == nil || !strings.Contains(err.Error(), workflowpolicy.Name) {
 					t.Fatalf("install error = %v, want the admission policy's denial", err)

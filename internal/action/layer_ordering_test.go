@@ -26,6 +26,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/healthcheck"
+	"github.com/afterhooks/helm-controller/internal/plan"
 	"github.com/afterhooks/helm-controller/internal/sequencing"
 )
 
@@ -113,7 +114,7 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 		t.Fatal(err)
 	}
 	build := func() *helmaction.Configuration {
-		cfg, err := factory.Build("ordered", "ordered", WithLogger(testr.New(t)))
+		cfg, err := factory.Build("ordered", "ordered", withLogger(testr.New(t)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,10 +163,10 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 	t.Run("install waits for each group; uninstall goes in reverse", func(t *testing.T) {
 		obj := hr("shop")
 		log := &progressLog{}
-		o := Options{SequenceObserver: log.observe}
+		o := asked{observer: hearing{sequence: log.observe}}
 		done := make(chan error, 1)
 		go func() {
-			_, err := Install(ctx, build(), obj, orderedChart("1"), nil, o)
+			_, err := Install(ctx, build(), obj, orderedChart("1"), nil, planned(t, nil, obj, plan.Install, o))
 			done <- err
 		}()
 		setGate("shop", "Open")
@@ -193,11 +194,11 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 		// An upgrade that drops the app group's object keeps the order
 		// and deletes it after the apply.
 		log = &progressLog{}
-		o.SequenceObserver = log.observe
+		o.observer = hearing{sequence: log.observe}
 		withoutApp := orderedChart("2")
 		withoutApp.Templates = slices.DeleteFunc(withoutApp.Templates, func(f *common.File) bool { return f.Name == "templates/app.yaml" })
 		withoutApp.Templates = append(withoutApp.Templates, &common.File{Name: "templates/next.yaml", Data: []byte(groupedConfigMap("next", "next", `["db"]`))})
-		if _, err := Upgrade(ctx, build(), obj, withoutApp, nil, o); err != nil {
+		if _, err := Upgrade(ctx, build(), obj, withoutApp, nil, planned(t, nil, obj, plan.Upgrade, o)); err != nil {
 			t.Fatalf("upgrade: %v", err)
 		}
 		if configMapExists("shop-app") || !configMapExists("shop-next") {
@@ -210,10 +211,11 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 		// A rollback to v1 follows v1's recorded order, even when the
 		// HelmRelease no longer asks for it.
 		log = &progressLog{}
-		o.SequenceObserver = log.observe
+		o.observer = hearing{sequence: log.observe}
 		notOrdered := obj.DeepCopy()
 		notOrdered.Spec.WaitStrategy = nil
-		if err := Rollback(ctx, build(), notOrdered, 1, o); err != nil {
+		o.toVersion = 1
+		if err := Rollback(ctx, build(), notOrdered, 1, planned(t, build(), notOrdered, plan.Rollback, o)); err != nil {
 			t.Fatalf("rollback: %v", err)
 		}
 		want = []string{"1/3 db applying", "1/3 db waiting", "1/3 db ready", "2/3 app applying", "2/3 app applied",
@@ -227,8 +229,8 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 
 		// Uninstall: the reverse of the recorded order.
 		log = &progressLog{}
-		o.SequenceObserver = log.observe
-		if _, err := Uninstall(ctx, build(), obj, o); err != nil {
+		o.observer = hearing{sequence: log.observe}
+		if _, err := Uninstall(ctx, build(), obj, planned(t, build(), obj, plan.Uninstall, o)); err != nil {
 			t.Fatalf("uninstall: %v", err)
 		}
 		want = []string{"3/3 unsequenced deleting", "3/3 unsequenced deleted", "2/3 app deleting", "2/3 app deleted", "1/3 db deleting", "1/3 db deleted"}
@@ -241,7 +243,7 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 		obj := hr("broken")
 		done := make(chan error, 1)
 		go func() {
-			_, err := Install(ctx, build(), obj, orderedChart("1"), nil, Options{})
+			_, err := Install(ctx, build(), obj, orderedChart("1"), nil, planned(t, nil, obj, plan.Install, asked{}))
 			done <- err
 		}()
 		setGate("broken", "Broken")
@@ -258,8 +260,9 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 
 	t.Run("the readiness timeout bounds a batch within the action's timeout", func(t *testing.T) {
 		obj := hr("slowgate")
+		obj.Spec.WaitStrategy.ReadinessTimeout = &metav1.Duration{Duration: 2 * time.Second}
 		began := time.Now()
-		_, err := Install(ctx, build(), obj, orderedChart("1"), nil, Options{SequenceReadinessTimeout: 2 * time.Second})
+		_, err := Install(ctx, build(), obj, orderedChart("1"), nil, planned(t, nil, obj, plan.Install, asked{}))
 		for _, want := range []string{"resource group db (1/3)", "readiness timeout of 2s"} {
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("install error = %v, want it to contain %q", err, want)
@@ -278,7 +281,7 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 		chrt := orderedChart("1",
 			&common.File{Name: "templates/one.yaml", Data: []byte(groupedConfigMap("one", "one", `["two"]`))},
 			&common.File{Name: "templates/two.yaml", Data: []byte(groupedConfigMap("two", "two", `["one"]`))})
-		_, err := Install(ctx, build(), obj, chrt, nil, Options{})
+		_, err := Install(ctx, build(), obj, chrt, nil, planned(t, nil, obj, plan.Install, asked{}))
 		var cycle *sequencing.CycleError
 		if !errors.As(err, &cycle) || !strings.Contains(err.Error(), "one → two → one") {
 			t.Fatalf("install error = %v, want the cycle named", err)
@@ -297,7 +300,7 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 		chrt := orderedChart("1", &common.File{Name: "templates/post.yaml", Data: []byte(hookTemplate("after-post-hook", "post-install"))})
 		done := make(chan error, 1)
 		go func() {
-			_, err := Install(ctx, build(), obj, chrt, nil, Options{WaitStrategy: v2.AfterHooks})
+			_, err := Install(ctx, build(), obj, chrt, nil, planned(t, nil, obj, plan.Install, asked{hookOrder: v2.AfterHooks}))
 			done <- err
 		}()
 		setGate("after", "Open")
@@ -332,7 +335,7 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 		log := &progressLog{}
 		done := make(chan error, 1)
 		go func() {
-			_, err := Install(ctx, build(), obj, parent, nil, Options{SequenceObserver: log.observe})
+			_, err := Install(ctx, build(), obj, parent, nil, planned(t, nil, obj, plan.Install, asked{observer: hearing{sequence: log.observe}}))
 			done <- err
 		}()
 		setGate("parent", "Open")
@@ -365,7 +368,7 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 			strings.Split(gateTemplate, "\n"), func(l string) bool { return strings.Contains(l, "readiness") }), "\n"))}
 		done := make(chan error, 1)
 		go func() {
-			_, err := Install(ctx, build(), obj, chrt, nil, Options{StatusReaders: readers(mapper)})
+			_, err := Install(ctx, build(), obj, chrt, nil, planned(t, nil, obj, plan.Install, asked{statusReaders: readers(mapper)}))
 			done <- err
 		}()
 		setGate("hc", "Open")
@@ -378,7 +381,7 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 		obj := hr("plain")
 		obj.Spec.WaitStrategy = &v2.WaitStrategy{Name: helmv2.WaitStrategyPoller}
 		obj.Spec.Install = &v2.Install{Install: helmv2.Install{DisableWait: true}}
-		if _, err := Install(ctx, build(), obj, orderedChart("1"), nil, Options{}); err != nil {
+		if _, err := Install(ctx, build(), obj, orderedChart("1"), nil, planned(t, nil, obj, plan.Install, asked{})); err != nil {
 			t.Fatalf("install: %v", err)
 		}
 		if !configMapExists("plain-app") {

@@ -7,30 +7,36 @@ import (
 	helmaction "helm.sh/helm/v4/pkg/action"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/helmclient"
 	"github.com/afterhooks/helm-controller/internal/recreate"
 )
 
 // withRecreate returns a copy of cfg whose updates (those of an upgrade,
 // a rollback, or an install adopting existing objects) recreate the objects
-// the API server refuses to change in place, as internal/recreate allows:
-// annotated ones, or the kinds the RecreateImmutableResources gate covers.
-// An action's force setting is Helm's and plays no part. Each recreate
-// ends with ctx and by the action's deadline (timeout from now).
-func withRecreate(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, timeout time.Duration, o Options) *helmaction.Configuration {
-	kc := recreate.Wrap(cfg.KubeClient, recreate.Options{
-		Policy: recreate.Policy{
-			Gate:    o.RecreateImmutable,
-			Release: recreate.Release{Name: ReleaseName(obj), Namespace: obj.GetReleaseNamespace()},
-		},
+// the API server refuses to change in place, as the plan's recreate policy
+// (internal/recreate) allows: annotated ones, or the kinds the
+// RecreateImmutableResources gate covers. An action's force setting is
+// Helm's and plays no part. Each recreate ends with ctx and by the
+// action's deadline (its timeout from now). A plan without a policy
+// leaves cfg as it is.
+func withRecreate(ctx context.Context, cfg *helmaction.Configuration, c Call) *helmaction.Configuration {
+	if c.Plan.Recreate == nil {
+		return cfg
+	}
+	opts := recreate.Options{
+		Policy:     *c.Plan.Recreate,
 		Context:    ctx,
-		Deadline:   time.Now().Add(timeout),
+		Deadline:   time.Now().Add(c.Plan.Wait.Timeout),
 		Dependents: recreate.NewDependents(cfg.RESTClientGetter),
-		Observer:   o.RecreateObserver,
 		// The inner client strips what the API server would refuse
 		// before it applies; the dry run must see the same object.
 		Prepare: func(obj runtime.Object) { helmclient.StripUnappliable(obj) },
-	})
-	return withKubeClient(cfg, kc)
+	}
+	// A rollback may recreate back what the revision it rolls back from
+	// consented to; the policy of the release stays as it is.
+	opts.Policy.RolledBackFrom = c.Plan.RolledBackFrom
+	if c.Observer != nil {
+		opts.Observer = c.Observer.Recreated
+	}
+	return withKubeClient(cfg, recreate.Wrap(cfg.KubeClient, opts))
 }

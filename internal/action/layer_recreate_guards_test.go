@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/plan"
 	"github.com/afterhooks/helm-controller/test/databasecrd"
 )
 
@@ -157,7 +158,7 @@ func TestAgainstAPIServerRecreateGuards(t *testing.T) {
 			wantErr: []string{"Database/recreate-guards/db-owns-claim-gate-db: spec.size", "not recreated: it owns PersistentVolumeClaim/"}},
 		{name: "db-owns-claim-annotated", db: true, annotations: enabled, claim: "db",
 			wantErr: []string{"Database/recreate-guards/db-owns-claim-annotated-db: spec.size", "size is immutable",
-				"not recreated: it owns PersistentVolumeClaim/recreate-guards/db-owns-claim-annotated-data, which a recreate would delete with it"}},
+				"not recreated: it owns PersistentVolumeClaim/recreate-guards/db-owns-claim-annotated-data, whose data a recreate would delete"}},
 		{name: "db-gate-no-dependents", db: true, gate: true,
 			wantErr: []string{"Database/recreate-guards/db-gate-no-dependents-db: spec.size", "annotate it helm.toolkit.fluxcd.io/force: enabled to let"}, wantNot: "feature gate"},
 		{name: "db-annotated", db: true, annotations: enabled},
@@ -169,17 +170,18 @@ func TestAgainstAPIServerRecreateGuards(t *testing.T) {
 				o.Spec.Install = &v2.Install{Install: helmv2.Install{DisableWait: true}}
 				o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{DisableWait: true, Force: tt.force}}
 			})
-			cfg, err := factory.Build(ns, ns, WithLogger(testr.New(t)))
+			cfg, err := factory.Build(ns, ns, withLogger(testr.New(t)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			opts := Options{RecreateImmutable: tt.gate}
+			opts := asked{config: Config{RecreateImmutable: tt.gate}}
 			values := func(image, size string) map[string]any {
 				return map[string]any{"image": image, "size": size, "db": tt.db, "annotations": tt.annotations}
 			}
-			if _, err := Install(ctx, cfg, obj, guardsChart("1.0.0"), values("migrate:1", "1Gi"), opts); err != nil {
+			if _, err := Install(ctx, cfg, obj, guardsChart("1.0.0"), values("migrate:1", "1Gi"), planned(t, nil, obj, plan.Install, opts)); err != nil {
 				t.Fatalf("install: %v", err)
 			}
+			finishJob(t, cs, ns, tt.name+"-migrate")
 			job, err := dyn.Resource(jobs).Namespace(ns).Get(ctx, tt.name+"-migrate", metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -207,7 +209,7 @@ func TestAgainstAPIServerRecreateGuards(t *testing.T) {
 			if tt.db {
 				next = values("migrate:1", "2Gi")
 			}
-			_, upErr := Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), next, opts)
+			_, upErr := Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), next, planned(t, nil, obj, plan.Upgrade, opts))
 
 			refusedObj, refusedRes := job, jobs
 			if tt.db {

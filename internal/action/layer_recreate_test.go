@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/plan"
 	"github.com/afterhooks/helm-controller/internal/recreate"
 )
 
@@ -142,17 +143,17 @@ func TestAgainstAPIServerRecreate(t *testing.T) {
 				o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{DisableWait: true, Force: tt.specForce}}
 				o.Spec.Rollback = &v2.Rollback{Rollback: helmv2.Rollback{DisableWait: true}}
 			})
-			cfg, err := factory.Build("recreate", "recreate", WithLogger(testr.New(t)))
+			cfg, err := factory.Build("recreate", "recreate", withLogger(testr.New(t)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			var mu sync.Mutex
 			var heard []string
-			opts := Options{UseHelm3Defaults: tt.helm3, RecreateImmutable: tt.gate, RecreateObserver: func(r recreate.Recreated) {
+			opts := asked{config: Config{UseHelm3Defaults: tt.helm3, RecreateImmutable: tt.gate}, observer: hearing{recreated: func(r recreate.Recreated) {
 				mu.Lock()
 				defer mu.Unlock()
 				heard = append(heard, r.Object+" "+string(r.Propagation))
-			}}
+			}}}
 			values := func(image string, headless bool) map[string]any {
 				v := map[string]any{"image": image, "headless": headless, "foo": "x"}
 				if tt.force != "" {
@@ -160,12 +161,13 @@ func TestAgainstAPIServerRecreate(t *testing.T) {
 				}
 				return v
 			}
-			if _, err := Install(ctx, cfg, obj, immutableChart("1.0.0"), values("migrate:1", true), opts); err != nil {
+			if _, err := Install(ctx, cfg, obj, immutableChart("1.0.0"), values("migrate:1", true), planned(t, nil, obj, plan.Install, opts)); err != nil {
 				t.Fatalf("install: %v", err)
 			}
 			job, svc, cm := uids(t, cs, "recreate", name)
+			finishJob(t, cs, "recreate", name+"-migrate")
 
-			_, err = Upgrade(ctx, cfg, obj, immutableChart("1.1.0"), values("migrate:2", false), opts)
+			_, err = Upgrade(ctx, cfg, obj, immutableChart("1.1.0"), values("migrate:2", false), planned(t, nil, obj, plan.Upgrade, opts))
 			job2, svc2, cm2 := uids(t, cs, "recreate", name)
 			if cm2 != cm {
 				t.Error("the ConfigMap was recreated")
@@ -209,7 +211,9 @@ func TestAgainstAPIServerRecreate(t *testing.T) {
 			}
 			if tt.force == "enabled" || tt.gate {
 				// The rollback meets the same refusals the other way.
-				if err := Rollback(ctx, cfg, obj, 1, opts); err != nil {
+				finishJob(t, cs, "recreate", name+"-migrate")
+				opts.toVersion = 1
+				if err := Rollback(ctx, cfg, obj, 1, planned(t, cfg, obj, plan.Rollback, opts)); err != nil {
 					t.Fatalf("rollback: %v", err)
 				}
 				j, err := cs.BatchV1().Jobs("recreate").Get(ctx, name+"-migrate", metav1.GetOptions{})
@@ -267,11 +271,12 @@ func TestAgainstAPIServerInstallAdoptionRecreates(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			finishJob(t, cs, "adopt", left.Name)
 			obj := newHR(func(o *v2.HelmRelease) {
 				o.Name, o.Namespace = tt.name, "adopt"
 				o.Spec.Install = &v2.Install{Install: helmv2.Install{DisableWait: true}}
 			})
-			cfg, err := factory.Build("adopt", "adopt", WithLogger(testr.New(t)))
+			cfg, err := factory.Build("adopt", "adopt", withLogger(testr.New(t)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -279,7 +284,7 @@ func TestAgainstAPIServerInstallAdoptionRecreates(t *testing.T) {
 			if tt.force != "" {
 				values["force"] = tt.force
 			}
-			_, err = Install(ctx, cfg, obj, immutableChart("1.0.0"), values, Options{})
+			_, err = Install(ctx, cfg, obj, immutableChart("1.0.0"), values, planned(t, nil, obj, plan.Install, asked{}))
 			job, getErr := cs.BatchV1().Jobs("adopt").Get(ctx, tt.name+"-migrate", metav1.GetOptions{})
 			if getErr != nil {
 				t.Fatal(getErr)

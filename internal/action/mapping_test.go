@@ -13,6 +13,7 @@ import (
 	"helm.sh/helm/v4/pkg/kube"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/plan"
 )
 
 func TestShortenReleaseName(t *testing.T) {
@@ -102,7 +103,7 @@ func TestNewInstall(t *testing.T) {
 	tests := []struct {
 		name    string
 		obj     *v2.HelmRelease
-		opts    Options
+		opts    asked
 		want    func(*installFields)
 		wantErr string
 	}{
@@ -126,8 +127,10 @@ func TestNewInstall(t *testing.T) {
 				DisableOpenAPIValidation: true, DisableSchemaValidation: true,
 				DisableTakeOwnership: true, DisableWaitForJobs: true,
 			})),
+			// createNamespace needs a targetNamespace: see
+			// TestNewInstallCreateNamespaceNeedsTargetNamespace.
 			want: func(f *installFields) {
-				f.CreateNamespace, f.Replace, f.DisableHooks = true, true, true
+				f.Replace, f.DisableHooks = true, true
 				f.DisableOpenAPIValidation, f.SkipSchemaValidation = true, true
 				f.TakeOwnership, f.WaitForJobs = false, false
 			}},
@@ -140,21 +143,21 @@ func TestNewInstall(t *testing.T) {
 		{name: "poller wait", obj: newHR(withWaitStrategy(helmv2.WaitStrategyPoller)),
 			want: func(f *installFields) { f.WaitStrategy = kube.StatusWatcherStrategy }},
 		{name: "hook-only wait keeps timeout and jobs", obj: newHR(withInstall(helmv2.Install{Timeout: dur(time.Minute)})),
-			opts: Options{HookOnlyWait: true},
+			opts: asked{hookOrder: v2.AfterHooks},
 			want: func(f *installFields) { f.WaitStrategy, f.Timeout = kube.HookOnlyStrategy, time.Minute }},
 		{name: "hook-only wait wins over legacy and Helm 3 defaults", obj: newHR(withWaitStrategy(helmv2.WaitStrategyLegacy)),
-			opts: Options{HookOnlyWait: true, UseHelm3Defaults: true},
+			opts: asked{config: Config{UseHelm3Defaults: true}, hookOrder: v2.AfterHooks},
 			want: func(f *installFields) {
 				f.ServerSideApply, f.ForceConflicts = false, false
 				f.WaitStrategy = kube.HookOnlyStrategy
 				f.PostRenderStrategy = helmaction.PostRenderStrategyNoHooks
 			}},
 		{name: "hook-only wait keeps disableWaitForJobs", obj: newHR(withInstall(helmv2.Install{DisableWaitForJobs: true})),
-			opts: Options{HookOnlyWait: true},
+			opts: asked{hookOrder: v2.AfterHooks},
 			want: func(f *installFields) { f.WaitStrategy, f.WaitForJobs = kube.HookOnlyStrategy, false }},
 		{name: "SSA disabled", obj: newHR(withInstall(helmv2.Install{ServerSideApply: ptr(false)})),
 			want: func(f *installFields) { f.ServerSideApply, f.ForceConflicts = false, false }},
-		{name: "Helm 3 defaults", opts: Options{UseHelm3Defaults: true},
+		{name: "Helm 3 defaults", opts: asked{config: Config{UseHelm3Defaults: true}},
 			want: func(f *installFields) {
 				f.ServerSideApply, f.ForceConflicts = false, false
 				f.WaitStrategy = kube.LegacyStrategy
@@ -164,16 +167,15 @@ func TestNewInstall(t *testing.T) {
 			obj: newHR(withWaitStrategy(helmv2.WaitStrategyPoller),
 				withInstall(helmv2.Install{ServerSideApply: ptr(true)}),
 				func(o *v2.HelmRelease) { o.Spec.PostRenderStrategy = helmv2.PostRenderStrategySeparate }),
-			opts: Options{UseHelm3Defaults: true},
+			opts: asked{config: Config{UseHelm3Defaults: true}},
 			want: func(f *installFields) { f.PostRenderStrategy = helmaction.PostRenderStrategySeparate }},
 		{name: "post render nohooks", obj: newHR(func(o *v2.HelmRelease) { o.Spec.PostRenderStrategy = helmv2.PostRenderStrategyNoHooks }),
 			want: func(f *installFields) { f.PostRenderStrategy = helmaction.PostRenderStrategyNoHooks }},
 		{name: "unknown post render strategy", obj: newHR(func(o *v2.HelmRelease) { o.Spec.PostRenderStrategy = "bogus" }),
 			wantErr: "postRenderStrategy"},
-		{name: "DNS lookups and wait context", opts: Options{AllowDNSLookups: true, WaitContext: context.Background()},
+		{name: "DNS lookups and wait context", opts: asked{config: Config{AllowDNSLookups: true}, waitContext: context.Background()},
 			want: func(f *installFields) { f.EnableDNS, f.WaitOptions = true, 2 }},
-		{name: "health check readers and wait context", opts: Options{WaitContext: context.Background(),
-			StatusReaders: []engine.StatusReader{nil}},
+		{name: "health check readers and wait context", opts: asked{waitContext: context.Background(), statusReaders: []engine.StatusReader{nil}},
 			want: func(f *installFields) { f.WaitOptions = 3 }},
 		{name: "CRD policy never reaches Helm", obj: newHR(withInstall(helmv2.Install{CRDs: helmv2.CreateReplace}))},
 	}
@@ -183,7 +185,7 @@ func TestNewInstall(t *testing.T) {
 			if obj == nil {
 				obj = newHR()
 			}
-			got, err := newInstall(newFakeConfig(t, "flux", nil), obj, tt.opts)
+			got, err := newInstall(newFakeConfig(t, "flux", nil), obj, planned(t, nil, obj, plan.Install, tt.opts))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want it to mention %q", err, tt.wantErr)
@@ -279,7 +281,7 @@ func TestNewUpgrade(t *testing.T) {
 	tests := []struct {
 		name       string
 		obj        *v2.HelmRelease
-		opts       Options
+		opts       asked
 		lastMethod string
 		want       func(*upgradeFields)
 		wantErr    bool
@@ -311,7 +313,7 @@ func TestNewUpgrade(t *testing.T) {
 		{name: "legacy wait", obj: newHR(withWaitStrategy(helmv2.WaitStrategyLegacy)),
 			want: func(f *upgradeFields) { f.WaitStrategy = kube.LegacyStrategy }},
 		{name: "hook-only wait", obj: newHR(withWaitStrategy(helmv2.WaitStrategyLegacy), withUpgrade(helmv2.Upgrade{Timeout: dur(time.Minute)})),
-			opts: Options{HookOnlyWait: true}, lastMethod: "csa",
+			opts: asked{hookOrder: v2.AfterHooks}, lastMethod: "csa",
 			want: func(f *upgradeFields) { f.WaitStrategy, f.Timeout = kube.HookOnlyStrategy, time.Minute }},
 		{name: "SSA enabled forces conflicts, force ignored",
 			obj:  newHR(withUpgrade(helmv2.Upgrade{ServerSideApply: helmv2.ServerSideApplyEnabled, Force: true})),
@@ -326,13 +328,13 @@ func TestNewUpgrade(t *testing.T) {
 			obj:  newHR(withUpgrade(helmv2.Upgrade{Force: true})),
 			want: func(f *upgradeFields) { f.ForceReplace = true }},
 		{name: "unknown SSA mode", obj: newHR(withUpgrade(helmv2.Upgrade{ServerSideApply: "sometimes"})), wantErr: true},
-		{name: "Helm 3 defaults keep auto", opts: Options{UseHelm3Defaults: true}, lastMethod: "ssa",
+		{name: "Helm 3 defaults keep auto", opts: asked{config: Config{UseHelm3Defaults: true}}, lastMethod: "ssa",
 			want: func(f *upgradeFields) {
 				f.ForceConflicts = true
 				f.WaitStrategy = kube.LegacyStrategy
 				f.PostRenderStrategy = helmaction.PostRenderStrategyNoHooks
 			}},
-		{name: "DNS lookups", opts: Options{AllowDNSLookups: true}, want: func(f *upgradeFields) { f.EnableDNS = true }},
+		{name: "DNS lookups", opts: asked{config: Config{AllowDNSLookups: true}}, want: func(f *upgradeFields) { f.EnableDNS = true }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -340,7 +342,7 @@ func TestNewUpgrade(t *testing.T) {
 			if obj == nil {
 				obj = newHR()
 			}
-			got, err := newUpgrade(newFakeConfig(t, "flux", nil), obj, tt.opts, tt.lastMethod)
+			got, err := newUpgrade(newFakeConfig(t, "flux", nil), obj, planned(t, nil, obj, plan.Upgrade, tt.opts), tt.lastMethod)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
 			}
@@ -377,7 +379,7 @@ func TestNewRollback(t *testing.T) {
 	tests := []struct {
 		name         string
 		obj          *v2.HelmRelease
-		opts         Options
+		opts         asked
 		version      int
 		targetMethod string
 		want         func(*rollbackFields)
@@ -396,9 +398,9 @@ func TestNewRollback(t *testing.T) {
 			}},
 		{name: "disableWait", obj: newHR(withRollback(helmv2.Rollback{DisableWait: true})),
 			want: func(f *rollbackFields) { f.WaitStrategy = kube.HookOnlyStrategy }},
-		{name: "Helm 3 defaults", opts: Options{UseHelm3Defaults: true},
+		{name: "Helm 3 defaults", opts: asked{config: Config{UseHelm3Defaults: true}},
 			want: func(f *rollbackFields) { f.WaitStrategy = kube.LegacyStrategy }},
-		{name: "hook-only wait", opts: Options{HookOnlyWait: true},
+		{name: "hook-only wait", opts: asked{hookOrder: v2.AfterHooks},
 			obj: newHR(withRollback(helmv2.Rollback{Timeout: dur(time.Minute), DisableWaitForJobs: true})),
 			want: func(f *rollbackFields) {
 				f.WaitStrategy, f.Timeout, f.WaitForJobs = kube.HookOnlyStrategy, time.Minute, false
@@ -421,7 +423,9 @@ func TestNewRollback(t *testing.T) {
 			if obj == nil {
 				obj = newHR()
 			}
-			r, err := newRollback(newFakeConfig(t, "flux", nil), obj, tt.opts, tt.version, tt.targetMethod)
+			c := planned(t, nil, obj, plan.Rollback, tt.opts)
+			c.Plan.Revision.ApplyMethod = tt.targetMethod
+			r, err := newRollback(newFakeConfig(t, "flux", nil), obj, c, tt.version)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
 			}
@@ -445,12 +449,17 @@ func TestNewRollback(t *testing.T) {
 }
 
 func TestReadinessWait(t *testing.T) {
-	type waits struct{ install, upgrade, rollback Wait }
-	def := Wait{Strategy: kube.StatusWatcherStrategy, WaitForJobs: true, Timeout: DefaultTimeout}
+	type wait struct {
+		Strategy    kube.WaitStrategy
+		WaitForJobs bool
+		Timeout     time.Duration
+	}
+	type waits struct{ install, upgrade, rollback wait }
+	def := wait{Strategy: kube.StatusWatcherStrategy, WaitForJobs: true, Timeout: plan.DefaultTimeout}
 	tests := []struct {
 		name string
 		obj  *v2.HelmRelease
-		opts Options
+		opts asked
 		want func(*waits)
 	}{
 		{name: "defaults"},
@@ -470,11 +479,11 @@ func TestReadinessWait(t *testing.T) {
 		{name: "legacy", obj: newHR(withWaitStrategy(helmv2.WaitStrategyLegacy)), want: func(w *waits) {
 			w.install.Strategy, w.upgrade.Strategy, w.rollback.Strategy = kube.LegacyStrategy, kube.LegacyStrategy, kube.LegacyStrategy
 		}},
-		{name: "poller", obj: newHR(withWaitStrategy(helmv2.WaitStrategyPoller)), opts: Options{UseHelm3Defaults: true}},
-		{name: "Helm 3 defaults", opts: Options{UseHelm3Defaults: true}, want: func(w *waits) {
+		{name: "poller", obj: newHR(withWaitStrategy(helmv2.WaitStrategyPoller)), opts: asked{config: Config{UseHelm3Defaults: true}}},
+		{name: "Helm 3 defaults", opts: asked{config: Config{UseHelm3Defaults: true}}, want: func(w *waits) {
 			w.install.Strategy, w.upgrade.Strategy, w.rollback.Strategy = kube.LegacyStrategy, kube.LegacyStrategy, kube.LegacyStrategy
 		}},
-		{name: "hook-only does not change the readiness wait", opts: Options{HookOnlyWait: true}},
+		{name: "hook-only does not change the readiness wait", opts: asked{hookOrder: v2.AfterHooks}},
 		{name: "disableWait does not change the readiness wait",
 			obj: newHR(withInstall(helmv2.Install{DisableWait: true}))},
 	}
@@ -488,7 +497,11 @@ func TestReadinessWait(t *testing.T) {
 			if tt.want != nil {
 				tt.want(&want)
 			}
-			got := waits{InstallWait(obj, tt.opts), UpgradeWait(obj, tt.opts), RollbackWait(obj, tt.opts)}
+			readiness := func(v plan.Verb) wait {
+				w := planned(t, nil, obj, v, tt.opts).Plan.Wait
+				return wait{Strategy: w.Readiness, WaitForJobs: w.WaitForJobs, Timeout: w.Timeout}
+			}
+			got := waits{readiness(plan.Install), readiness(plan.Upgrade), readiness(plan.Rollback)}
 			if got != want {
 				t.Errorf("waits\n got %+v\nwant %+v", got, want)
 			}
@@ -507,7 +520,7 @@ func TestNewUninstall(t *testing.T) {
 	tests := []struct {
 		name string
 		obj  *v2.HelmRelease
-		opts Options
+		opts asked
 		want func(*fields)
 	}{
 		{name: "defaults", obj: newHR()},
@@ -521,14 +534,14 @@ func TestNewUninstall(t *testing.T) {
 				f.Timeout, f.KeepHistory, f.DisableHooks = time.Second, true, true
 				f.WaitStrategy, f.DeletionPropagation = kube.HookOnlyStrategy, "foreground"
 			}},
-		{name: "legacy via Helm 3 defaults", obj: newHR(), opts: Options{UseHelm3Defaults: true},
+		{name: "legacy via Helm 3 defaults", obj: newHR(), opts: asked{config: Config{UseHelm3Defaults: true}},
 			want: func(f *fields) { f.WaitStrategy = kube.LegacyStrategy }},
 		{name: "orphan", obj: newHR(withUninstall(helmv2.Uninstall{DeletionPropagation: ptr("orphan")})),
 			want: func(f *fields) { f.DeletionPropagation = "orphan" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			u := newUninstall(newFakeConfig(t, "flux", nil), tt.obj, tt.opts)
+			u := newUninstall(newFakeConfig(t, "flux", nil), tt.obj, planned(t, nil, tt.obj, plan.Uninstall, tt.opts).Plan)
 			want := defaults
 			if tt.want != nil {
 				tt.want(&want)
@@ -563,12 +576,38 @@ func TestNewTest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rt := newTest(newFakeConfig(t, "flux", nil), tt.obj, Options{})
+			rt := newTest(newFakeConfig(t, "flux", nil), tt.obj, planned(t, nil, tt.obj, plan.Test, asked{}).Plan)
 			if rt.Timeout != tt.wantTimeout || rt.Namespace != tt.wantNS {
 				t.Errorf("timeout %v namespace %q, want %v %q", rt.Timeout, rt.Namespace, tt.wantTimeout, tt.wantNS)
 			}
 			if !reflect.DeepEqual(rt.Filters, tt.wantFilters) {
 				t.Errorf("filters = %v, want %v", rt.Filters, tt.wantFilters)
+			}
+		})
+	}
+}
+
+// createNamespace only creates the targetNamespace, as upstream: without
+// one the release goes to the HelmRelease's own namespace, which exists,
+// and Helm's server-side apply of the Namespace would only label it.
+func TestNewInstallCreateNamespaceNeedsTargetNamespace(t *testing.T) {
+	tests := []struct {
+		name   string
+		target string
+		want   bool
+	}{
+		{name: "with a target namespace", target: "apps", want: true},
+		{name: "in the HelmRelease's namespace", want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			obj := newHR(withInstall(helmv2.Install{CreateNamespace: true}), func(o *v2.HelmRelease) { o.Spec.TargetNamespace = tt.target })
+			in, err := newInstall(newFakeConfig(t, "flux", nil), obj, planned(t, nil, obj, plan.Install, asked{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if in.CreateNamespace != tt.want {
+				t.Errorf("CreateNamespace %t, want %t", in.CreateNamespace, tt.want)
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/plan"
 	"github.com/afterhooks/helm-controller/internal/postrender"
 )
 
@@ -42,20 +43,20 @@ func TestPostRenderStrategyHooks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			opts := Options{PostRenderer: pr, UseHelm3Defaults: tc.helm3Defaults}
+			opts := asked{config: Config{UseHelm3Defaults: tc.helm3Defaults}, postRenderer: pr}
 			// Server-side apply needs a real API server; the printing
 			// client only accepts client-side apply.
 			obj.Spec.Install = &v2.Install{Install: helmv2.Install{ServerSideApply: ptr(false)}}
 			obj.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{ServerSideApply: helmv2.ServerSideApplyDisabled}}
 			cfg := newFakeConfig(t, "flux", nil)
 
-			rel, err := Install(context.Background(), cfg, obj, testChart("1.0.0"), nil, opts)
+			rel, err := Install(context.Background(), cfg, obj, testChart("1.0.0"), nil, planned(t, nil, obj, plan.Install, opts))
 			if err != nil {
 				t.Fatalf("install: %v", err)
 			}
 			checkPostRendered(t, "install", rel.Manifest, hookManifests(rel.Hooks), tc.wantHooks)
 
-			rel, err = Upgrade(context.Background(), cfg, obj, testChart("1.0.1"), nil, opts)
+			rel, err = Upgrade(context.Background(), cfg, obj, testChart("1.0.1"), nil, planned(t, nil, obj, plan.Upgrade, opts))
 			if err != nil {
 				t.Fatalf("upgrade: %v", err)
 			}
@@ -104,7 +105,7 @@ func TestFailingPostRendererStopsInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := newFakeConfig(t, "flux", nil)
-	_, err = Install(context.Background(), cfg, obj, testChart("1.0.0"), nil, Options{PostRenderer: pr})
+	_, err = Install(context.Background(), cfg, obj, testChart("1.0.0"), nil, planned(t, nil, obj, plan.Install, asked{postRenderer: pr}))
 	if err == nil || !strings.Contains(err.Error(), "spec.postRenderers[0].kustomize") {
 		t.Fatalf("install error = %v, want the failing post renderer named", err)
 	}
@@ -143,7 +144,7 @@ items:
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, err := Install(context.Background(), newFakeConfig(t, "flux", nil), obj, c, nil, Options{PostRenderer: pr})
+	rel, err := Install(context.Background(), newFakeConfig(t, "flux", nil), obj, c, nil, planned(t, nil, obj, plan.Install, asked{postRenderer: pr}))
 	if err != nil {
 		t.Fatalf("install: %v", err)
 	}

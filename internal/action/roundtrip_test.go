@@ -17,6 +17,7 @@ import (
 	"helm.sh/helm/v4/pkg/storage/driver"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/plan"
 )
 
 // statuses returns version→status of the stored history, checking it is
@@ -56,7 +57,7 @@ func TestRoundTrip(t *testing.T) {
 		{
 			name: "install",
 			run: func() (*releasev1.Release, error) {
-				return Install(ctx, cfg, obj, testChart("1.0.0"), map[string]any{"foo": "one"}, Options{})
+				return Install(ctx, cfg, obj, testChart("1.0.0"), map[string]any{"foo": "one"}, planned(t, nil, obj, plan.Install, asked{}))
 			},
 			wantVersion: 1, wantStatus: rcommon.StatusDeployed, wantConfig: map[string]any{"foo": "one"},
 			wantStatuses: map[int]rcommon.Status{1: rcommon.StatusDeployed},
@@ -64,7 +65,7 @@ func TestRoundTrip(t *testing.T) {
 		{
 			name: "upgrade",
 			run: func() (*releasev1.Release, error) {
-				return Upgrade(ctx, cfg, obj, testChart("1.1.0"), map[string]any{"foo": "two"}, Options{})
+				return Upgrade(ctx, cfg, obj, testChart("1.1.0"), map[string]any{"foo": "two"}, planned(t, nil, obj, plan.Upgrade, asked{}))
 			},
 			wantVersion: 2, wantStatus: rcommon.StatusDeployed, wantConfig: map[string]any{"foo": "two"},
 			wantStatuses: map[int]rcommon.Status{1: rcommon.StatusSuperseded, 2: rcommon.StatusDeployed},
@@ -74,7 +75,7 @@ func TestRoundTrip(t *testing.T) {
 			run: func() (*releasev1.Release, error) {
 				o := obj.DeepCopy()
 				o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{PreserveValues: true}}
-				return Upgrade(ctx, cfg, o, testChart("1.2.0"), map[string]any{"bar": "x"}, Options{})
+				return Upgrade(ctx, cfg, o, testChart("1.2.0"), map[string]any{"bar": "x"}, planned(t, nil, o, plan.Upgrade, asked{}))
 			},
 			wantVersion: 3, wantStatus: rcommon.StatusDeployed, wantConfig: map[string]any{"foo": "two", "bar": "x"},
 			wantStatuses: map[int]rcommon.Status{1: rcommon.StatusSuperseded, 2: rcommon.StatusSuperseded, 3: rcommon.StatusDeployed},
@@ -82,7 +83,7 @@ func TestRoundTrip(t *testing.T) {
 		{
 			name: "upgrade without preserveValues resets them",
 			run: func() (*releasev1.Release, error) {
-				return Upgrade(ctx, cfg, obj, testChart("1.2.0"), map[string]any{}, Options{})
+				return Upgrade(ctx, cfg, obj, testChart("1.2.0"), map[string]any{}, planned(t, nil, obj, plan.Upgrade, asked{}))
 			},
 			wantVersion: 4, wantStatus: rcommon.StatusDeployed, wantConfig: map[string]any{},
 			wantStatuses: map[int]rcommon.Status{1: rcommon.StatusSuperseded, 2: rcommon.StatusSuperseded, 3: rcommon.StatusSuperseded, 4: rcommon.StatusDeployed},
@@ -90,7 +91,7 @@ func TestRoundTrip(t *testing.T) {
 		{
 			name: "rollback to the previous revision",
 			run: func() (*releasev1.Release, error) {
-				if err := Rollback(ctx, cfg, obj, 0, Options{}); err != nil {
+				if err := Rollback(ctx, cfg, obj, 0, planned(t, cfg, obj, plan.Rollback, asked{toVersion: 0})); err != nil {
 					return nil, err
 				}
 				return LastRelease(cfg, "app")
@@ -101,7 +102,7 @@ func TestRoundTrip(t *testing.T) {
 		{
 			name: "rollback to an explicit revision",
 			run: func() (*releasev1.Release, error) {
-				if err := Rollback(ctx, cfg, obj, 1, Options{}); err != nil {
+				if err := Rollback(ctx, cfg, obj, 1, planned(t, cfg, obj, plan.Rollback, asked{toVersion: 1})); err != nil {
 					return nil, err
 				}
 				return LastRelease(cfg, "app")
@@ -113,7 +114,7 @@ func TestRoundTrip(t *testing.T) {
 		{
 			name: "uninstall keeping history",
 			run: func() (*releasev1.Release, error) {
-				res, err := Uninstall(ctx, cfg, obj, Options{})
+				res, err := Uninstall(ctx, cfg, obj, planned(t, cfg, obj, plan.Uninstall, asked{}))
 				if err != nil {
 					return nil, err
 				}
@@ -131,7 +132,7 @@ func TestRoundTrip(t *testing.T) {
 			run: func() (*releasev1.Release, error) {
 				o := obj.DeepCopy()
 				o.Spec.Install = &v2.Install{Install: helmv2.Install{Replace: true}}
-				return Install(ctx, cfg, o, testChart("2.0.0"), map[string]any{"foo": "three"}, Options{})
+				return Install(ctx, cfg, o, testChart("2.0.0"), map[string]any{"foo": "three"}, planned(t, nil, o, plan.Install, asked{}))
 			},
 			wantVersion: 7, wantStatus: rcommon.StatusDeployed, wantConfig: map[string]any{"foo": "three"},
 			// Replace supersedes the uninstalled revision; maxHistory pruned v2.
@@ -167,18 +168,18 @@ func TestInstallRecordsApplyMethod(t *testing.T) {
 	tests := []struct {
 		name string
 		obj  *v2.HelmRelease
-		opts Options
+		opts asked
 		want releasev1.ApplyMethod
 	}{
 		{name: "Helm 4 default", obj: newHR(), want: releasev1.ApplyMethodServerSideApply},
-		{name: "Helm 3 defaults", obj: newHR(), opts: Options{UseHelm3Defaults: true}, want: releasev1.ApplyMethodClientSideApply},
+		{name: "Helm 3 defaults", obj: newHR(), opts: asked{config: Config{UseHelm3Defaults: true}}, want: releasev1.ApplyMethodClientSideApply},
 		{name: "explicit SSA under Helm 3 defaults", obj: newHR(withInstall(helmv2.Install{ServerSideApply: ptr(true)})),
-			opts: Options{UseHelm3Defaults: true}, want: releasev1.ApplyMethodServerSideApply},
+			opts: asked{config: Config{UseHelm3Defaults: true}}, want: releasev1.ApplyMethodServerSideApply},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := newFakeConfig(t, "flux", nil)
-			rel, err := Install(context.Background(), cfg, tt.obj, testChart("1.0.0"), nil, tt.opts)
+			rel, err := Install(context.Background(), cfg, tt.obj, testChart("1.0.0"), nil, planned(t, nil, tt.obj, plan.Install, tt.opts))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -186,7 +187,7 @@ func TestInstallRecordsApplyMethod(t *testing.T) {
 				t.Errorf("apply method %q, want %q", rel.ApplyMethod, tt.want)
 			}
 			// An upgrade with serverSideApply auto keeps the method.
-			up, err := Upgrade(context.Background(), cfg, tt.obj, testChart("1.0.1"), nil, tt.opts)
+			up, err := Upgrade(context.Background(), cfg, tt.obj, testChart("1.0.1"), nil, planned(t, nil, tt.obj, plan.Upgrade, tt.opts))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -212,11 +213,11 @@ func TestMaxHistory(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
 			cfg := newFakeConfig(t, "flux", nil)
-			if _, err := Install(ctx, cfg, tt.obj, testChart("1.0.0"), nil, Options{}); err != nil {
+			if _, err := Install(ctx, cfg, tt.obj, testChart("1.0.0"), nil, planned(t, nil, tt.obj, plan.Install, asked{})); err != nil {
 				t.Fatal(err)
 			}
 			for i := 0; i < tt.upgrades; i++ {
-				if _, err := Upgrade(ctx, cfg, tt.obj, testChart("1.0.0"), map[string]any{"i": i}, Options{}); err != nil {
+				if _, err := Upgrade(ctx, cfg, tt.obj, testChart("1.0.0"), map[string]any{"i": i}, planned(t, nil, tt.obj, plan.Upgrade, asked{})); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -240,7 +241,7 @@ func TestReleaseNamespaces(t *testing.T) {
 		o.Spec.TargetNamespace = "apps"
 		o.Spec.StorageNamespace = "store"
 	})
-	rel, err := Install(context.Background(), cfg, obj, testChart("1.0.0"), nil, Options{})
+	rel, err := Install(context.Background(), cfg, obj, testChart("1.0.0"), nil, planned(t, nil, obj, plan.Install, asked{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +259,7 @@ func TestFailedInstallAndUpgrade(t *testing.T) {
 	failing := &kubefake.FailingKubeClient{PrintingKubeClient: kubefake.PrintingKubeClient{Out: io.Discard}, WaitError: waitErr}
 
 	cfg := newFakeConfig(t, "flux", failing)
-	rel, err := Install(ctx, cfg, newHR(), testChart("1.0.0"), nil, Options{})
+	rel, err := Install(ctx, cfg, newHR(), testChart("1.0.0"), nil, planned(t, nil, newHR(), plan.Install, asked{}))
 	if !errors.Is(err, waitErr) {
 		t.Fatalf("install err = %v, want the wait error", err)
 	}
@@ -269,11 +270,11 @@ func TestFailedInstallAndUpgrade(t *testing.T) {
 	// A failed upgrade of a deployed release records a failed revision and
 	// leaves the deployed one in place.
 	cfg = newFakeConfig(t, "flux", nil)
-	if _, err := Install(ctx, cfg, newHR(), testChart("1.0.0"), nil, Options{}); err != nil {
+	if _, err := Install(ctx, cfg, newHR(), testChart("1.0.0"), nil, planned(t, nil, newHR(), plan.Install, asked{})); err != nil {
 		t.Fatal(err)
 	}
 	cfg.KubeClient = failing
-	rel, err = Upgrade(ctx, cfg, newHR(), testChart("1.1.0"), nil, Options{})
+	rel, err = Upgrade(ctx, cfg, newHR(), testChart("1.1.0"), nil, planned(t, nil, newHR(), plan.Upgrade, asked{}))
 	if !errors.Is(err, waitErr) {
 		t.Fatalf("upgrade err = %v, want the wait error", err)
 	}
@@ -291,7 +292,7 @@ func TestFailedInstallAndUpgrade(t *testing.T) {
 
 func TestUpgradeWithoutRelease(t *testing.T) {
 	cfg := newFakeConfig(t, "flux", nil)
-	_, err := Upgrade(context.Background(), cfg, newHR(), testChart("1.0.0"), nil, Options{})
+	_, err := Upgrade(context.Background(), cfg, newHR(), testChart("1.0.0"), nil, planned(t, nil, newHR(), plan.Upgrade, asked{}))
 	if !errors.Is(err, driver.ErrNoDeployedReleases) {
 		t.Errorf("err = %v, want ErrNoDeployedReleases", err)
 	}
@@ -300,10 +301,10 @@ func TestUpgradeWithoutRelease(t *testing.T) {
 func TestUninstallWithoutHistory(t *testing.T) {
 	ctx := context.Background()
 	cfg := newFakeConfig(t, "flux", nil)
-	if _, err := Install(ctx, cfg, newHR(), testChart("1.0.0"), nil, Options{}); err != nil {
+	if _, err := Install(ctx, cfg, newHR(), testChart("1.0.0"), nil, planned(t, nil, newHR(), plan.Install, asked{})); err != nil {
 		t.Fatal(err)
 	}
-	res, err := Uninstall(ctx, cfg, newHR(), Options{})
+	res, err := Uninstall(ctx, cfg, newHR(), planned(t, cfg, newHR(), plan.Uninstall, asked{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,13 +353,13 @@ func TestTestAction(t *testing.T) {
 			ctx := context.Background()
 			cfg := newFakeConfig(t, "flux", nil)
 			obj := newHR(withTest(helmv2.Test{Enable: true, Filters: tt.filters}))
-			if _, err := Install(ctx, cfg, obj, testChart("1.0.0"), nil, Options{}); err != nil {
+			if _, err := Install(ctx, cfg, obj, testChart("1.0.0"), nil, planned(t, nil, obj, plan.Install, asked{})); err != nil {
 				t.Fatal(err)
 			}
 			if tt.kc != nil {
 				cfg.KubeClient = tt.kc
 			}
-			rel, err := Test(ctx, cfg, obj, Options{})
+			rel, err := Test(ctx, cfg, obj, planned(t, nil, obj, plan.Test, asked{}))
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
 			}
@@ -384,11 +385,11 @@ func TestNilObject(t *testing.T) {
 	cfg := newFakeConfig(t, "flux", nil)
 	ctx := context.Background()
 	checks := map[string]error{}
-	_, checks["install"] = Install(ctx, cfg, nil, testChart("1.0.0"), nil, Options{})
-	_, checks["upgrade"] = Upgrade(ctx, cfg, nil, testChart("1.0.0"), nil, Options{})
-	_, checks["test"] = Test(ctx, cfg, nil, Options{})
-	checks["rollback"] = Rollback(ctx, cfg, nil, 0, Options{})
-	_, checks["uninstall"] = Uninstall(ctx, cfg, nil, Options{})
+	_, checks["install"] = Install(ctx, cfg, nil, testChart("1.0.0"), nil, planned(t, nil, nil, plan.Install, asked{}))
+	_, checks["upgrade"] = Upgrade(ctx, cfg, nil, testChart("1.0.0"), nil, planned(t, nil, nil, plan.Upgrade, asked{}))
+	_, checks["test"] = Test(ctx, cfg, nil, planned(t, nil, nil, plan.Test, asked{}))
+	checks["rollback"] = Rollback(ctx, cfg, nil, 0, planned(t, cfg, nil, plan.Rollback, asked{toVersion: 0}))
+	_, checks["uninstall"] = Uninstall(ctx, cfg, nil, planned(t, cfg, nil, plan.Uninstall, asked{}))
 	for name, err := range checks {
 		if !errors.Is(err, errNilObject) {
 			t.Errorf("%s: err = %v, want errNilObject", name, err)
@@ -409,20 +410,20 @@ func TestInstallReplacePrunesHistory(t *testing.T) {
 		return cfg
 	}
 	unlimited := newHR(withMaxHistory(0), withUninstall(helmv2.Uninstall{KeepHistory: true}))
-	if _, err := Install(ctx, fresh(), unlimited, testChart("1.0.0"), nil, Options{}); err != nil {
+	if _, err := Install(ctx, fresh(), unlimited, testChart("1.0.0"), nil, planned(t, nil, unlimited, plan.Install, asked{})); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		if _, err := Upgrade(ctx, fresh(), unlimited, testChart("1.0.0"), map[string]any{"i": i}, Options{}); err != nil {
+		if _, err := Upgrade(ctx, fresh(), unlimited, testChart("1.0.0"), map[string]any{"i": i}, planned(t, nil, unlimited, plan.Upgrade, asked{})); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := Uninstall(ctx, fresh(), unlimited, Options{}); err != nil {
+	if _, err := Uninstall(ctx, fresh(), unlimited, planned(t, fresh(), unlimited, plan.Uninstall, asked{})); err != nil {
 		t.Fatal(err)
 	}
 
 	replace := newHR(withMaxHistory(2), withInstall(helmv2.Install{Replace: true}))
-	rel, err := Install(ctx, fresh(), replace, testChart("1.0.0"), nil, Options{})
+	rel, err := Install(ctx, fresh(), replace, testChart("1.0.0"), nil, planned(t, nil, replace, plan.Install, asked{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,9 +12,12 @@ import (
 	helmaction "helm.sh/helm/v4/pkg/action"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/kube"
+	"helm.sh/helm/v4/pkg/postrenderer"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/plan"
+	"github.com/afterhooks/helm-controller/internal/recreate"
 )
 
 // kubeClientLayers names the types of kc and of every kube client it
@@ -40,40 +43,43 @@ func kubeClientLayers(kc kube.Interface) []string {
 // ordering → afterHooks → recreate → the configuration's own, and the
 // storage of afterHooks around the configuration's own driver. The order
 // is what makes each layer see the applies it must see (see stacked).
+// Every stack is built from a plan alone, as the runner makes them.
 func TestStackOrder(t *testing.T) {
 	cfg := newFakeConfig(t, "default", nil)
 	base := fmt.Sprintf("%T", cfg.KubeClient)
 	baseDriver := fmt.Sprintf("%T", cfg.Releases.Driver)
-	obj := newHR(withWaitStrategy(v2.WaitStrategyOrdered))
 	stop := errors.New("seen")
+	policy := &recreate.Policy{}
 	tests := []struct {
 		name   string
-		l      layers
-		o      Options
+		plan   plan.Plan
 		want   []string
 		driver string
 	}{
 		{
 			name: "all layers",
-			l: layers{verb: verbUpgrade, timeout: time.Minute, recreate: true, order: func(*helmaction.Configuration) (*ordering, error) {
-				return &ordering{timeout: time.Minute}, nil
-			}},
-			o:      Options{WaitStrategy: v2.AfterHooks},
+			plan: plan.Plan{Verb: plan.Upgrade, HookOrder: v2.AfterHooks, Recreate: policy,
+				Wait: plan.Wait{Timeout: time.Minute}, Ordering: plan.Ordering{From: plan.FromRevision}},
 			want:   []string{"*sequencing.Client", "*afterhooks.kubeClient", "*recreate.Client", base},
 			driver: "*afterhooks.recorder",
 		},
 		{
 			name:   "recreate only",
-			l:      layers{verb: verbUpgrade, timeout: time.Minute, recreate: true},
+			plan:   plan.Plan{Verb: plan.Upgrade, HookOrder: v2.BeforeHooks, Recreate: policy, Wait: plan.Wait{Timeout: time.Minute}},
 			want:   []string{"*recreate.Client", base},
 			driver: baseDriver,
 		},
 		{
-			name: "uninstall in order",
-			l: layers{verb: verbUninstall, timeout: time.Minute, order: func(*helmaction.Configuration) (*ordering, error) {
-				return &ordering{timeout: time.Minute}, nil
-			}},
+			name: "uninstall in order, never through afterHooks",
+			plan: plan.Plan{Verb: plan.Uninstall, HookOrder: v2.AfterHooks,
+				Wait: plan.Wait{Timeout: time.Minute}, Ordering: plan.Ordering{From: plan.FromRevision}},
 			want:   []string{"*sequencing.Client", base},
+			driver: baseDriver,
+		},
+		{
+			name:   "nothing planned",
+			plan:   plan.Plan{Verb: plan.Install},
+			want:   []string{base},
 			driver: baseDriver,
 		},
 	}
@@ -81,7 +87,7 @@ func TestStackOrder(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var layers []string
 			var driver string
-			_, err := stacked(context.Background(), cfg, obj, tt.l, tt.o, func(c *helmaction.Configuration, _ *chartv2.Chart, _ Options) (*releasev1.Release, error) {
+			_, err := stacked(context.Background(), cfg, newHR(), Call{Plan: tt.plan}, nil, func(c *helmaction.Configuration, _ *chartv2.Chart, _ postrenderer.PostRenderer) (*releasev1.Release, error) {
 				layers = kubeClientLayers(c.KubeClient)
 				driver = fmt.Sprintf("%T", c.Releases.Driver)
 				return nil, stop

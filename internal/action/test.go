@@ -9,6 +9,7 @@ import (
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/plan"
 )
 
 // Test runs the test hooks of the release of obj, filtered by
@@ -16,12 +17,12 @@ import (
 // (Hook.LastRun); hooks filtered out keep their previous results. Helm
 // always watches test hooks with its kstatus watcher. ctx is accepted for
 // symmetry: Helm's test action cannot be cancelled.
-func Test(_ context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options) (*releasev1.Release, error) {
+func Test(_ context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, c Call) (*releasev1.Release, error) {
 	if obj == nil {
 		return nil, errNilObject
 	}
-	test := newTest(cfg, obj, o)
-	rel, shutdown, err := test.Run(ReleaseName(obj))
+	test := newTest(cfg, obj, c.Plan)
+	rel, shutdown, err := test.Run(c.Plan.Release)
 	// Delete the hooks (per their delete policy) whatever the outcome.
 	if shutdown != nil {
 		if shutdownErr := shutdown(); shutdownErr != nil {
@@ -32,13 +33,13 @@ func Test(_ context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease,
 }
 
 // newTest maps the HelmRelease to Helm's test action.
-func newTest(cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options) *helmaction.ReleaseTesting {
+func newTest(cfg *helmaction.Configuration, obj *v2.HelmRelease, p plan.Plan) *helmaction.ReleaseTesting {
 	spec := obj.GetTest()
 
 	test := helmaction.NewReleaseTesting(cfg)
 	test.Namespace = obj.GetReleaseNamespace()
-	test.Timeout = actionTimeout(spec.Timeout, obj)
-	test.WaitOptions = waitOptions(o)
+	test.Timeout = p.Wait.Timeout
+	test.WaitOptions = waitOptions(p)
 	for _, f := range spec.GetFilters() {
 		key := helmaction.IncludeNameFilter
 		if f.Exclude {

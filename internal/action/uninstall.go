@@ -8,16 +8,20 @@ import (
 
 	helmaction "helm.sh/helm/v4/pkg/action"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/postrenderer"
 	releasecommon "helm.sh/helm/v4/pkg/release"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/hookcleanup"
+	"github.com/afterhooks/helm-controller/internal/plan"
 )
 
 // Uninstall uninstalls the release of obj. Helm's uninstall cannot be
-// cancelled, only Options.WaitContext bounds its wait for deletion; ctx
-// only ends the waits between the batches of a release applied in order.
+// cancelled, only the plan's WaitContext bounds its wait for deletion; ctx
+// only ends the waits between the batches of a release applied in order
+// (the plan follows the order of the newest revision, as the runner read
+// it).
 // The response's Release, when set, is a *releasev1.Release.
 //
 // With spec.uninstall.deleteHookResources the objects the release's hooks
@@ -27,7 +31,7 @@ import (
 // hooks, are kept until then (see internal/hookcleanup), and a release
 // left uninstalled with its cleanup pending by a stopped controller gets
 // only the cleanup.
-func Uninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options) (*releasecommon.UninstallReleaseResponse, error) {
+func Uninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, c Call) (*releasecommon.UninstallReleaseResponse, error) {
 	if obj == nil {
 		return nil, errNilObject
 	}
@@ -38,12 +42,9 @@ func Uninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmR
 	last, lastErr := LastRelease(cfg, ReleaseName(obj))
 	if lastErr == nil && hookcleanup.Pending(last) {
 		res := &releasecommon.UninstallReleaseResponse{Release: last}
-		return res, finishHookCleanup(cfg, obj, newUninstall(cfg, obj, o), cleanup, began, o)
+		return res, finishHookCleanup(cfg, obj, newUninstall(cfg, obj, c.Plan), cleanup, began, c.Observer)
 	}
-	if lastErr != nil {
-		last = nil
-	}
-	res, uninstall, err := runHelmUninstall(ctx, cfg, obj, last, cleanup != nil, o)
+	res, uninstall, err := runHelmUninstall(ctx, cfg, obj, cleanup != nil, c)
 	if cleanup == nil || uninstall == nil {
 		return res, err
 	}
@@ -53,7 +54,7 @@ func Uninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmR
 	if after, readErr := LastRelease(cfg, ReleaseName(obj)); readErr != nil || !hookcleanup.Pending(after) {
 		return res, err
 	}
-	cleanupErr := finishHookCleanup(cfg, obj, uninstall, cleanup, began, o)
+	cleanupErr := finishHookCleanup(cfg, obj, uninstall, cleanup, began, c.Observer)
 	switch {
 	case err == nil:
 		return res, cleanupErr
@@ -66,38 +67,28 @@ func Uninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmR
 	}
 }
 
-// runHelmUninstall runs Helm's uninstall of obj's release, last its
-// newest record (nil for none), in reverse order when it was applied in
-// order (see layer_ordering.go). With keepRecords, Helm keeps the records and
+// runHelmUninstall runs Helm's uninstall of obj's release, in reverse
+// order when the plan says its newest record was applied in order (see
+// layer_ordering.go). With keepRecords, Helm keeps the records and
 // describes the release with hookcleanup.PendingDescription: the caller
 // deletes them after the hook cleanup. It returns the action it ran, nil
 // when it could not set it up.
-func runHelmUninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, last *releasev1.Release, keepRecords bool, o Options) (*releasecommon.UninstallReleaseResponse, *helmaction.Uninstall, error) {
-	l := layers{verb: verbUninstall, order: func(*helmaction.Configuration) (*ordering, error) {
-		if last == nil {
-			return nil, nil
-		}
-		charts, sequenced, err := recordedOrdering(last)
-		if err != nil || !sequenced {
-			return nil, err
-		}
-		return &ordering{charts: charts, timeout: actionTimeout(obj.GetUninstall().Timeout, obj), learn: last.Manifest}, nil
-	}}
+func runHelmUninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, keepRecords bool, c Call) (*releasecommon.UninstallReleaseResponse, *helmaction.Uninstall, error) {
 	var (
 		res       *releasecommon.UninstallReleaseResponse
 		uninstall *helmaction.Uninstall
 	)
-	_, err := stacked(ctx, cfg, obj, l, o, func(c *helmaction.Configuration, _ *chartv2.Chart, o Options) (*releasev1.Release, error) {
+	_, err := stacked(ctx, cfg, obj, c, nil, func(cfg *helmaction.Configuration, _ *chartv2.Chart, _ postrenderer.PostRenderer) (*releasev1.Release, error) {
 		var err error
-		res, uninstall, err = uninstallRelease(c, obj, keepRecords, o)
+		res, uninstall, err = uninstallRelease(cfg, obj, keepRecords, c.Plan)
 		return nil, err
 	})
 	return res, uninstall, err
 }
 
 // uninstallRelease runs Helm's uninstall; see runHelmUninstall.
-func uninstallRelease(cfg *helmaction.Configuration, obj *v2.HelmRelease, keepRecords bool, o Options) (*releasecommon.UninstallReleaseResponse, *helmaction.Uninstall, error) {
-	uninstall := newUninstall(cfg, obj, o)
+func uninstallRelease(cfg *helmaction.Configuration, obj *v2.HelmRelease, keepRecords bool, p plan.Plan) (*releasecommon.UninstallReleaseResponse, *helmaction.Uninstall, error) {
+	uninstall := newUninstall(cfg, obj, p)
 	if keepRecords {
 		uninstall.KeepHistory = true
 		uninstall.Description = hookcleanup.PendingDescription
@@ -114,20 +105,17 @@ func uninstallRelease(cfg *helmaction.Configuration, obj *v2.HelmRelease, keepRe
 }
 
 // finishHookCleanup runs the cleanup of a release Helm recorded as
-// uninstalled, within uninstall's timeout counted from began, tells o
-// what it did, and then ends the records as Helm's uninstall would have.
+// uninstalled, within uninstall's timeout counted from began, tells obs
+// (may be nil) what it did, and then ends the records as Helm's uninstall would have.
 // cleanup is nil when obj no longer asks for it: only the records are
 // ended then.
-func finishHookCleanup(cfg *helmaction.Configuration, obj *v2.HelmRelease, uninstall *helmaction.Uninstall, cleanup *hookCleanup, began time.Time, o Options) error {
+func finishHookCleanup(cfg *helmaction.Configuration, obj *v2.HelmRelease, uninstall *helmaction.Uninstall, cleanup *hookCleanup, began time.Time, obs Observer) error {
 	var cleanupErr error
 	if cleanup != nil {
 		var report hookCleanupReport
 		report, cleanupErr = cleanup.run(began.Add(uninstall.Timeout), uninstall.WaitStrategy, uninstall.WaitOptions)
-		if len(report.deleted) > 0 && o.HookResourcesDeleted != nil {
-			o.HookResourcesDeleted(report.deleted)
-		}
-		if len(report.left) > 0 && o.HookResourcesLeft != nil {
-			o.HookResourcesLeft(report.left)
+		if (len(report.deleted) > 0 || len(report.left) > 0) && obs != nil {
+			obs.HookResources(report.deleted, report.left)
 		}
 	}
 	if err := endRecords(cfg, ReleaseName(obj), obj.GetUninstall().KeepHistory); err != nil {
@@ -165,15 +153,15 @@ func endRecords(cfg *helmaction.Configuration, name string, keepHistory bool) er
 }
 
 // newUninstall maps the HelmRelease to Helm's uninstall action.
-func newUninstall(cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options) *helmaction.Uninstall {
+func newUninstall(cfg *helmaction.Configuration, obj *v2.HelmRelease, p plan.Plan) *helmaction.Uninstall {
 	spec := obj.GetUninstall()
 
 	uninstall := helmaction.NewUninstall(cfg)
-	uninstall.Timeout = actionTimeout(spec.Timeout, obj)
+	uninstall.Timeout = p.Wait.Timeout
 	uninstall.KeepHistory = spec.KeepHistory
 	uninstall.DisableHooks = spec.DisableHooks
-	uninstall.WaitStrategy = waitStrategy(obj, spec.GetDisableWait(), o)
-	uninstall.WaitOptions = waitOptions(o)
+	uninstall.WaitStrategy = p.Wait.Helm
+	uninstall.WaitOptions = waitOptions(p)
 	uninstall.DeletionPropagation = spec.GetDeletionPropagation()
 	return uninstall
 }

@@ -30,6 +30,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/hookcleanup"
+	"github.com/afterhooks/helm-controller/internal/plan"
 )
 
 // hookManifest is a manifest of kind (ConfigMap, ServiceAccount, Job...)
@@ -131,11 +132,11 @@ func installRival(t *testing.T, factory *ConfigFactory, target, storage string) 
 		o.Spec.ReleaseName, o.Spec.TargetNamespace, o.Spec.StorageNamespace = "hooks", target, storage
 		o.Spec.Uninstall = &v2.Uninstall{DeleteHookResources: true}
 	})
-	cfg, err := factory.Build(storage, target, WithLogger(testr.New(t)), WithHookMarks(rival))
+	cfg, err := factory.Build(storage, target, withLogger(testr.New(t)), WithHookMarks(HookMarks(rival)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Install(context.Background(), cfg, rival, rivalChart(), nil, Options{}); err != nil {
+	if _, err := Install(context.Background(), cfg, rival, rivalChart(), nil, planned(t, nil, rival, plan.Install, asked{})); err != nil {
 		t.Fatalf("installing the rival release: %v", err)
 	}
 }
@@ -182,15 +183,15 @@ func TestAgainstAPIServerUninstallDeleteHookResources(t *testing.T) {
 				o.Spec.Uninstall = &v2.Uninstall{Uninstall: helmv2.Uninstall{KeepHistory: tt.keepHistory},
 					DeleteHookResources: tt.deleteHooks, DeleteHookResourceKinds: tt.kinds}
 			})
-			cfg, err := factory.Build(ns, ns, WithLogger(testr.New(t)), WithHookMarks(obj))
+			cfg, err := factory.Build(ns, ns, withLogger(testr.New(t)), WithHookMarks(HookMarks(obj)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			chart := hookLeftoversChart(other)
-			if _, err := Install(ctx, cfg, obj, chart, nil, Options{}); err != nil {
+			if _, err := Install(ctx, cfg, obj, chart, nil, planned(t, nil, obj, plan.Install, asked{})); err != nil {
 				t.Fatalf("install: %v", err)
 			}
-			if _, err := Upgrade(ctx, cfg, obj, chart, map[string]any{"rev": "2"}, Options{}); err != nil {
+			if _, err := Upgrade(ctx, cfg, obj, chart, map[string]any{"rev": "2"}, planned(t, nil, obj, plan.Upgrade, asked{})); err != nil {
 				t.Fatalf("upgrade: %v", err)
 			}
 			if !tt.deleteHooks {
@@ -202,11 +203,12 @@ func TestAgainstAPIServerUninstallDeleteHookResources(t *testing.T) {
 			installRival(t, factory, ns, other)
 
 			var deleted, left []string
-			opts := Options{
-				HookResourcesDeleted: func(d []string) { deleted = append(deleted, d...) },
-				HookResourcesLeft:    func(l []string) { left = append(left, l...) },
+			opts := asked{
+				observer: hearing{hookResources: func(d, l []string) {
+					deleted, left = append(deleted, d...), append(left, l...)
+				}},
 			}
-			if _, err := Uninstall(ctx, cfg, obj, opts); err != nil {
+			if _, err := Uninstall(ctx, cfg, obj, planned(t, cfg, obj, plan.Uninstall, opts)); err != nil {
 				t.Fatalf("uninstall: %v", err)
 			}
 
@@ -510,7 +512,7 @@ func TestAgainstAPIServerHookCleanupObjects(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ns := fmt.Sprintf("cleanup-%d", i)
 			createNamespaces(t, cs, ns)
-			cfg, err := factory.Build(ns, ns, WithLogger(testr.New(t)))
+			cfg, err := factory.Build(ns, ns, withLogger(testr.New(t)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -629,20 +631,20 @@ func TestAgainstAPIServerHookCleanupIdentity(t *testing.T) {
 	}
 	// Helm's install deletes a hook object before creating it
 	// (before-hook-creation), which the identity may not do either.
-	adminCfg, err := admin.Build(ns, ns, WithLogger(testr.New(t)), WithHookMarks(obj))
+	adminCfg, err := admin.Build(ns, ns, withLogger(testr.New(t)), WithHookMarks(HookMarks(obj)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Install(ctx, adminCfg, obj, chart, nil, Options{}); err != nil {
+	if _, err := Install(ctx, adminCfg, obj, chart, nil, planned(t, nil, obj, plan.Install, asked{})); err != nil {
 		t.Fatalf("install: %v", err)
 	}
-	cfg, err := restricted.Build(ns, ns, WithLogger(testr.New(t)))
+	cfg, err := restricted.Build(ns, ns, withLogger(testr.New(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	var heard []string
-	_, err = Uninstall(ctx, cfg, obj, Options{HookResourcesDeleted: func(d []string) { heard = d }})
+	_, err = Uninstall(ctx, cfg, obj, planned(t, cfg, obj, plan.Uninstall, asked{observer: hearing{hookResources: func(d, _ []string) { heard = d }}}))
 
 	checkCleanupError(t, err, []string{"release hooks uninstalled", "deleting ServiceAccount/" + ns + "/hooks-sa", "forbidden", user}, ns)
 	if want := []string{"ConfigMap/" + ns + "/hooks-settings"}; !slices.Equal(heard, want) {
@@ -694,11 +696,11 @@ func installHooks(t *testing.T, restCfg *rest.Config, ns string, hooks []string,
 	for _, m := range mutators {
 		m(obj)
 	}
-	cfg, err := factory.Build(ns, ns, WithLogger(testr.New(t)), WithHookMarks(obj))
+	cfg, err := factory.Build(ns, ns, withLogger(testr.New(t)), WithHookMarks(HookMarks(obj)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Install(context.Background(), cfg, obj, hooksChart(hooks...), nil, Options{}); err != nil {
+	if _, err := Install(context.Background(), cfg, obj, hooksChart(hooks...), nil, planned(t, nil, obj, plan.Install, asked{})); err != nil {
 		t.Fatalf("install: %v", err)
 	}
 	return obj, cfg
@@ -714,9 +716,9 @@ func TestAgainstAPIServerHookCleanupKeepsTheRecordsUntilItIsOver(t *testing.T) {
 	obj, cfg := installHooks(t, restCfg, ns, []string{"hooks-setup"})
 	var during []*releasev1.Release
 	var readErr error
-	opts := Options{HookResourcesDeleted: func([]string) { during, readErr = History(cfg, "hooks") }}
+	opts := asked{observer: hearing{hookResources: func(_, _ []string) { during, readErr = History(cfg, "hooks") }}}
 
-	if _, err := Uninstall(context.Background(), cfg, obj, opts); err != nil {
+	if _, err := Uninstall(context.Background(), cfg, obj, planned(t, cfg, obj, plan.Uninstall, opts)); err != nil {
 		t.Fatalf("uninstall: %v", err)
 	}
 
@@ -765,7 +767,7 @@ func TestAgainstAPIServerHookCleanupResumed(t *testing.T) {
 			wantExists(t, cs, "ConfigMap/"+ns+"/hooks-pre-delete", true)
 
 			var deleted []string
-			_, err := Uninstall(context.Background(), cfg, obj, Options{HookResourcesDeleted: func(d []string) { deleted = d }})
+			_, err := Uninstall(context.Background(), cfg, obj, planned(t, cfg, obj, plan.Uninstall, asked{observer: hearing{hookResources: func(d, _ []string) { deleted = d }}}))
 			if err != nil {
 				t.Fatalf("uninstall: %v", err)
 			}
@@ -810,7 +812,7 @@ func TestAgainstAPIServerHookCleanupWithinTheUninstallTimeout(t *testing.T) {
 	}()
 
 	began := time.Now()
-	_, err := Uninstall(context.Background(), cfg, obj, Options{})
+	_, err := Uninstall(context.Background(), cfg, obj, planned(t, cfg, obj, plan.Uninstall, asked{}))
 	took := time.Since(began)
 
 	if err := <-released; err != nil {
@@ -842,7 +844,7 @@ func TestAgainstAPIServerHookCleanupAfterAFailedHelmUninstall(t *testing.T) {
 	}
 	defer removeFinalizers(t, dyn, configMaps, ns, "hooks-cm")
 
-	_, err = Uninstall(context.Background(), cfg, obj, Options{})
+	_, err = Uninstall(context.Background(), cfg, obj, planned(t, cfg, obj, plan.Uninstall, asked{}))
 
 	if err == nil {
 		t.Fatal("the uninstall succeeded, want Helm's failure")

@@ -6,6 +6,7 @@ import (
 
 	helmaction "helm.sh/helm/v4/pkg/action"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/postrenderer"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
@@ -16,38 +17,38 @@ import (
 // on a chart name change is the caller's decision. The returned release is
 // the one Helm recorded, also when err is set, or nil when Helm got no
 // further than validation.
-func Upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, values map[string]any, o Options) (*releasev1.Release, error) {
-	return stackedRender(ctx, cfg, obj, verbUpgrade, chrt, o, func(c *helmaction.Configuration, chrt *chartv2.Chart, o Options) (*releasev1.Release, error) {
-		return upgrade(ctx, c, obj, chrt, values, o)
+func Upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, values map[string]any, c Call) (*releasev1.Release, error) {
+	return stacked(ctx, cfg, obj, c, chrt, func(cfg *helmaction.Configuration, chrt *chartv2.Chart, pr postrenderer.PostRenderer) (*releasev1.Release, error) {
+		return upgrade(ctx, cfg, obj, chrt, values, withPostRenderer(c, pr))
 	})
 }
 
 // newUpgrade maps the HelmRelease to Helm's upgrade action. lastApplyMethod
 // is the apply method of the release Helm will upgrade ("ssa", "csa" or
 // empty); it only matters for serverSideApply auto.
-func newUpgrade(cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options, lastApplyMethod string) (*helmaction.Upgrade, error) {
-	spec := obj.GetUpgrade()
+func newUpgrade(cfg *helmaction.Configuration, obj *v2.HelmRelease, c Call, lastApplyMethod string) (*helmaction.Upgrade, error) {
+	spec, p := obj.GetUpgrade(), c.Plan
 
 	upgrade := helmaction.NewUpgrade(cfg)
 	upgrade.Namespace = obj.GetReleaseNamespace()
-	upgrade.Timeout = actionTimeout(spec.Timeout, obj)
+	upgrade.Timeout = p.Wait.Timeout
 	upgrade.MaxHistory = obj.GetMaxHistory()
 	upgrade.DisableHooks = spec.DisableHooks
 	upgrade.DisableOpenAPIValidation = spec.DisableOpenAPIValidation
 	upgrade.SkipSchemaValidation = spec.DisableSchemaValidation
 	upgrade.TakeOwnership = !spec.DisableTakeOwnership
-	upgrade.WaitStrategy = waitStrategy(obj, spec.DisableWait, o)
-	upgrade.WaitOptions = waitOptions(o)
-	upgrade.WaitForJobs = !spec.DisableWaitForJobs
-	upgrade.CleanupOnFail = spec.CleanupOnFail
+	upgrade.WaitStrategy = p.Wait.Helm
+	upgrade.WaitOptions = waitOptions(p)
+	upgrade.WaitForJobs = p.Wait.WaitForJobs
+	upgrade.CleanupOnFail = p.CleanupOnFail
 	// preserveValues merges the last release's values under the new ones;
 	// otherwise the new values are the whole truth.
 	upgrade.ReuseValues = spec.PreserveValues
 	upgrade.ResetValues = !spec.PreserveValues
 	// CRDs are applied by applyCRDs before the action runs.
 	upgrade.SkipCRDs = true
-	upgrade.EnableDNS = o.AllowDNSLookups
-	upgrade.PostRenderer = o.PostRenderer
+	upgrade.EnableDNS = c.Config.AllowDNSLookups
+	upgrade.PostRenderer = p.PostRenderer
 
 	mode, err := ssaMode(spec.ServerSideApply)
 	if err != nil {
@@ -56,7 +57,7 @@ func newUpgrade(cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options, l
 	upgrade.ServerSideApply = mode
 	upgrade.ForceConflicts, upgrade.ForceReplace = forceFlags(resolveSSA(mode, lastApplyMethod), spec.Force)
 
-	prs, err := postRenderStrategy(obj, o)
+	prs, err := postRenderStrategy(obj, c.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -64,16 +65,16 @@ func newUpgrade(cfg *helmaction.Configuration, obj *v2.HelmRelease, o Options, l
 	return upgrade, nil
 }
 
-// upgrade runs Helm's upgrade with the wait o asks for.
-func upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, values map[string]any, o Options) (*releasev1.Release, error) {
-	name := ReleaseName(obj)
+// upgrade runs Helm's upgrade with the wait c plans.
+func upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, values map[string]any, c Call) (*releasev1.Release, error) {
+	name := c.Plan.Release
 	// Helm decides "auto" from the last release; so do we, to hand Helm a
 	// pair of force flags it accepts.
 	var lastApplyMethod string
 	if last, err := LastRelease(cfg, name); err == nil {
 		lastApplyMethod = last.ApplyMethod
 	}
-	upgrade, err := newUpgrade(cfg, obj, o, lastApplyMethod)
+	upgrade, err := newUpgrade(cfg, obj, c, lastApplyMethod)
 	if err != nil {
 		return nil, err
 	}

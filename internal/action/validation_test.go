@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/plan"
 )
 
 // strictWidgetCRD is a CRD whose schema knows only spec.size, so the API
@@ -92,14 +93,14 @@ func TestAgainstAPIServerManifestValidation(t *testing.T) {
 	}
 	install := func(t *testing.T, name string, chart *chartv2.Chart) error {
 		t.Helper()
-		cfg, err := factory.Build("validation", "validation", WithLogger(testr.New(t)))
+		cfg, err := factory.Build("validation", "validation", withLogger(testr.New(t)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		// No controllers run here: nothing would become ready.
 		obj := newHR(func(o *v2.HelmRelease) { o.Name, o.Namespace = name, "validation" },
 			withInstall(helmv2.Install{DisableWait: true}))
-		_, err = Install(context.Background(), cfg, obj, chart, nil, Options{})
+		_, err = Install(context.Background(), cfg, obj, chart, nil, planned(t, nil, obj, plan.Install, asked{}))
 		return err
 	}
 	chart := func(name string, crds string, templates ...string) *chartv2.Chart {

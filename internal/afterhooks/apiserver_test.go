@@ -225,11 +225,11 @@ func TestRunCleanupOnFailOnAPIServer(t *testing.T) {
 			cfg := clusterConfig(t, restCfg, ns, nil)
 			a := Action{Verb: "install", Release: relName,
 				Readiness: Readiness{Strategy: helmkube.StatusWatcherStrategy, WaitForJobs: true, Timeout: 5 * time.Second}}
-			if _, err := Run(context.Background(), cfg, a, installAction(ns, testChart("1.0.0"))); err != nil {
+			if _, err := run(context.Background(), cfg, a, installAction(ns, testChart("1.0.0"))); err != nil {
 				t.Fatalf("install: %v", err)
 			}
 			a.Verb, a.CleanupOnFail = "upgrade", cleanup
-			rel, err := Run(context.Background(), cfg, a, upgradeAction(ns, upgradeChart()))
+			rel, err := run(context.Background(), cfg, a, upgradeAction(ns, upgradeChart()))
 			var nre *NotReadyError
 			if !errors.As(err, &nre) {
 				t.Fatalf("upgrade: %v, want the readiness wait to fail", err)
@@ -302,7 +302,7 @@ func TestRunAwaitsHookDeletionsOnAPIServer(t *testing.T) {
 	cfg := clusterConfig(t, restCfg, ns, nil)
 	a := Action{Verb: "install", Release: relName,
 		Readiness: Readiness{Strategy: helmkube.StatusWatcherStrategy, WaitForJobs: true, Timeout: 10 * time.Second}}
-	rel, err := Run(ctx, cfg, a, installAction(ns, testChart("1.0.0")))
+	rel, err := run(ctx, cfg, a, installAction(ns, testChart("1.0.0")))
 	if err := <-released; err != nil {
 		t.Fatalf("releasing the finalizer: %v", err)
 	}

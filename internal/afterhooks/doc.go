@@ -1,12 +1,13 @@
 // Package afterhooks implements waitStrategy afterHooks: the readiness wait
 // of an install, upgrade or rollback runs after the post hooks instead of
 // before them. The whole lifecycle lives here; internal/action calls it
-// from one place (stacked in its stack.go, and ResumeWait) when
-// an action's waitStrategy is afterHooks.
+// from one place (withAfterHooks in its layer_afterhooks.go, and
+// ResumeWait) when an action's hook order is afterHooks.
 //
 // # Lifecycle
 //
-// Run (run.go) is one action, start to end:
+// Start (run.go) prepares one action and returns the finish that ends it;
+// between the two the caller runs Helm's action:
 //
 //  1. wrap: a copy of the Helm configuration whose storage driver is Wrap's
 //     (held.go) and whose kube client (kube.go) awaits hook deletions and
@@ -39,9 +40,9 @@
 //   - an Update that moves another revision of the same release to
 //     "superseded" is deferred.
 //
-// # Helm v4.2.4 storage sequences
+// # Helm v4.3.1 storage sequences
 //
-// Verified in helm.sh/helm/v4@v4.2.4. "Update" is Storage.Update, which
+// Verified in helm.sh/helm/v4@v4.3.1 (the version go.mod pins). "Update" is Storage.Update, which
 // calls Driver.Update with the key sh.helm.release.v1.<name>.v<version>;
 // "Create" is Storage.Create, which first prunes history when MaxHistory > 0
 // (pkg/storage/storage.go:70-77) and then calls Driver.Create.
@@ -49,19 +50,19 @@
 // Install (pkg/action/install.go, RunWithContext and performInstall):
 //
 //  1. Replace only: the last revision (uninstalled; failed ones are left
-//     alone) is updated to superseded before anything else (:715-716).
-//  2. Create(rel pending-install, "Initial install underway") (:391, :465).
+//     alone) is updated to superseded before anything else (:726-727).
+//  2. Create(rel pending-install, "Initial install underway") (:402, :476).
 //  3. pre-install hooks; for each hook Update(rel pending-install) with
 //     LastRun Running (pkg/action/hooks.go:90-94).
-//  4. apply (:518-535), waiter.Wait/WaitWithJobs (:547-549; a no-op under
-//     hookOnly, pkg/kube/statuswait.go:282-288).
-//  5. post-install hooks, Update(rel pending-install) per hook (:556).
-//  6. rel deployed "Install complete" (:561-565), Update(rel) (:574). HELD.
+//  4. apply (:529-546), waiter.Wait/WaitWithJobs (:558-560; a no-op under
+//     hookOnly, pkg/kube/statuswait.go:289-295).
+//  5. post-install hooks, Update(rel pending-install) per hook (:567).
+//  6. rel deployed "Install complete" (:572-576), Update(rel) (:585). HELD.
 //
 // On any error after the Create, failRelease sets failed "Release %q
-// failed: ..." and does Update(rel failed) (:581-596); a failed post hook
+// failed: ..." and does Update(rel failed) (:592-607); a failed post hook
 // ends here with the hook's LastRun Failed in memory. Note: with
-// RollbackOnFailure, Helm turns hookOnly into the status watcher (:348-350),
+// RollbackOnFailure, Helm turns hookOnly into the status watcher (:359-361),
 // so afterHooks must never set it; internal/action never does.
 //
 // Upgrade (pkg/action/upgrade.go):
@@ -69,37 +70,37 @@
 //  1. MaxHistory is set on storage (:201); Last (:232) refuses a pending
 //     last revision (:247); the current release is the last one when
 //     deployed, else Deployed(name) (:257).
-//  2. Create(upgraded pending-upgrade, "Preparing upgrade") (:411), pruning
+//  2. Create(upgraded pending-upgrade, "Preparing upgrade") (:409), pruning
 //     first; the current (latest deployed) revision is never pruned
 //     (pkg/storage/storage.go:242-263).
-//  3. pre-upgrade hooks with their per-hook Updates (:462).
-//  4. apply; on an apply or wait error Update(current, unchanged) (:478,
-//     :490, :496, :502) followed by failRelease.
-//  5. post-upgrade hooks with their per-hook Updates (:510).
-//  6. current superseded, Update(current) (:516-517). DEFERRED.
-//  7. upgraded deployed "Upgrade complete" (:519-524), returned to
+//  3. pre-upgrade hooks with their per-hook Updates (:460).
+//  4. apply; on an apply or wait error Update(current, unchanged) (:476,
+//     :488, :494, :500) followed by failRelease.
+//  5. post-upgrade hooks with their per-hook Updates (:508).
+//  6. current superseded, Update(current) (:514-515). DEFERRED.
+//  7. upgraded deployed "Upgrade complete" (:517-522), returned to
 //     RunWithContext which does Update(upgraded) (:212). HELD.
 //
-// failRelease (:528-538) does Update(upgraded failed, "Upgrade %q failed:
-// ...") and, with CleanupOnFail, deletes the created resources (:539-556);
+// failRelease (:526-536) does Update(upgraded failed, "Upgrade %q failed:
+// ...") and, with CleanupOnFail, deletes the created resources (:537-554);
 // the current revision keeps its status. A failed post hook takes this path.
 //
 // Rollback (pkg/action/rollback.go):
 //
-//  1. MaxHistory is set (:79); Create(target pending-rollback, "Rollback to
-//     N") (:89, :181-185), pruning first.
-//  2. pre-rollback hooks (:215).
+//  1. MaxHistory is set (:90); Create(target pending-rollback, "Rollback to
+//     N" unless a description is given) (:100, :184-203), pruning first.
+//  2. pre-rollback hooks (:233).
 //  3. apply; on error the current (last) revision is set superseded and the
 //     target failed: Update(current superseded), Update(target failed)
-//     (:238-242), then CleanupOnFail deletes created resources (:243-252).
+//     (:255-259), then CleanupOnFail deletes created resources (:260-269).
 //  4. wait; on error Update(current unchanged), Update(target failed)
-//     (:266-277).
-//  5. post-rollback hooks (:283). On failure Helm returns the error WITHOUT
+//     (:283-294).
+//  5. post-rollback hooks (:300). On failure Helm returns the error WITHOUT
 //     updating the target: it stays pending-rollback (with no afterHooks
 //     marker, so IsAwaitingReadiness is false for it).
-//  6. every deployed revision superseded: DeployedAll (:288), then
-//     Update(rev superseded) for each (:293-301). DEFERRED.
-//  7. target deployed (:303), Update(target) in Run (:101), description
+//  6. every deployed revision superseded: DeployedAll (:305), then
+//     Update(rev superseded) for each (:310-318). DEFERRED.
+//  7. target deployed (:320), Update(target) in Run (:112), description
 //     still "Rollback to N". HELD.
 //
 // Helm's own failures pass through unchanged: when Helm writes the target
@@ -135,8 +136,8 @@
 // into a later revision. Release labels would also survive the Secret
 // driver (they become Secret labels; Get strips only Helm's system labels,
 // pkg/storage/driver/secrets.go:83), but Helm copies a revision's labels
-// into the next one on upgrade (upgrade.go:335) and rollback
-// (rollback.go:188), so a label marker would leak into later revisions.
+// into the next one on upgrade (upgrade.go:333) and rollback
+// (rollback.go:206), so a label marker would leak into later revisions.
 //
 // # Binding the target
 //

@@ -128,14 +128,6 @@ func (h *Held) Holding() bool {
 	return h.release != nil
 }
 
-// HelmFailed tells whether Helm itself recorded the target as failed; the
-// wrapper passed that through and holds nothing.
-func (h *Held) HelmFailed() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.helmFailed
-}
-
 // Release returns a copy of the held revision as Helm wanted to record it
 // (status deployed), or nil when nothing is held. Note that the release an
 // action returns to its caller also says deployed while storage says
@@ -161,19 +153,6 @@ func (h *Held) Deadline() time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.deadline
-}
-
-// Superseded returns the revisions whose superseding is deferred until
-// Commit, in ascending order.
-func (h *Held) Superseded() []int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	vs := make([]int, 0, len(h.deferred))
-	for _, r := range h.deferred {
-		vs = append(vs, r.Version)
-	}
-	sort.Ints(vs)
-	return vs
 }
 
 // Commit records the readiness wait's success: the deferred revisions

@@ -120,10 +120,10 @@ func TestWrapHoldsDeployedUntilCommitOrFail(t *testing.T) {
 					if got := statuses(t, e.d); got != sc.pending {
 						t.Fatalf("after the action: %s, want %s", got, sc.pending)
 					}
-					if !held.Holding() || held.HelmFailed() {
-						t.Fatalf("Holding=%v HelmFailed=%v, want true, false", held.Holding(), held.HelmFailed())
+					if !held.Holding() || helmFailedOf(held) {
+						t.Fatalf("Holding=%v HelmFailed=%v, want true, false", held.Holding(), helmFailedOf(held))
 					}
-					if got := held.Superseded(); !slices.Equal(got, sc.superseded) {
+					if got := supersededOf(held); !slices.Equal(got, sc.superseded) {
 						t.Errorf("Superseded() = %v, want %v", got, sc.superseded)
 					}
 					version := held.Version()
@@ -301,8 +301,8 @@ func TestHelmFailuresPassThrough(t *testing.T) {
 				if held == nil {
 					continue
 				}
-				if held.Holding() || held.HelmFailed() != tt.helmFailed {
-					t.Errorf("Holding=%v HelmFailed=%v, want false, %v", held.Holding(), held.HelmFailed(), tt.helmFailed)
+				if held.Holding() || helmFailedOf(held) != tt.helmFailed {
+					t.Errorf("Holding=%v HelmFailed=%v, want false, %v", held.Holding(), helmFailedOf(held), tt.helmFailed)
 				}
 				if _, err := held.Commit(context.Background(), e.d); !errors.Is(err, ErrNotHeld) {
 					t.Errorf("Commit: %v, want ErrNotHeld", err)
@@ -408,7 +408,7 @@ func TestMaxHistoryNeverPrunesHeldPrevious(t *testing.T) {
 					t.Fatalf("after the second action: %s, want %s", got, tt.secondPending)
 				}
 			}
-			if got := held.Superseded(); !slices.Equal(got, tt.supersededAtCommit) {
+			if got := supersededOf(held); !slices.Equal(got, tt.supersededAtCommit) {
 				t.Errorf("Superseded() = %v, want %v", got, tt.supersededAtCommit)
 			}
 			if _, err := held.Commit(context.Background(), e.d); err != nil {

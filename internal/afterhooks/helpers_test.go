@@ -1,6 +1,7 @@
 package afterhooks
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,8 +17,18 @@ import (
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage"
 	"helm.sh/helm/v4/pkg/storage/driver"
+	"k8s.io/client-go/kubernetes"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 )
+
+// run runs act through Start and its finish, as the action layer does.
+func run(ctx context.Context, cfg *helmaction.Configuration, a Action, act func(*helmaction.Configuration) (*releasev1.Release, error)) (*releasev1.Release, error) {
+	c, finish, err := Start(ctx, cfg, a)
+	if err != nil {
+		return nil, err
+	}
+	return finish(act(c))
+}
 
 const (
 	relName   = "app"
@@ -231,4 +242,32 @@ func hookPhase(rel *releasev1.Release) releasev1.HookPhase {
 		}
 	}
 	return ""
+}
+
+// helmFailedOf tells whether Helm itself recorded h's target as failed;
+// the wrapper passed that through and holds nothing.
+func helmFailedOf(h *Held) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.helmFailed
+}
+
+// supersededOf returns the revisions whose superseding h defers until
+// Commit, in ascending order.
+func supersededOf(h *Held) []int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	vs := make([]int, 0, len(h.deferred))
+	for _, r := range h.deferred {
+		vs = append(vs, r.Version)
+	}
+	sort.Ints(vs)
+	return vs
+}
+
+// withClientSet sets the clientset used to tell which resources are not
+// ready after a failed legacy wait (Helm's ReadyChecker). By default it is
+// taken from a *kube.Client; without one, kstatus alone decides.
+func withClientSet(cs kubernetes.Interface) WaitOption {
+	return func(o *waitOptions) { o.clientSet = cs }
 }

@@ -186,7 +186,7 @@ func TestRecoverThroughSecrets(t *testing.T) {
 				if !held.Holding() || held.Version() != last.Version || !held.Deadline().Equal(deadline) {
 					t.Errorf("recovered Holding=%v Version=%d Deadline=%v", held.Holding(), held.Version(), held.Deadline())
 				}
-				if s := held.Superseded(); !slices.Equal(s, tt.superseded) {
+				if s := supersededOf(held); !slices.Equal(s, tt.superseded) {
 					t.Errorf("recovered Superseded() = %v, want %v", s, tt.superseded)
 				}
 				want := tt.committed

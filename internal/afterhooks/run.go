@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/afterhooks/helm-controller/internal/helmclient"
+	"github.com/afterhooks/helm-controller/internal/plan"
 )
 
 // Readiness is the wait Helm would run for the release's resources if it
@@ -32,9 +33,9 @@ type Readiness struct {
 // Action describes one install, upgrade or rollback run with waitStrategy
 // afterHooks.
 type Action struct {
-	// Verb is "install", "upgrade" or "rollback"; it names the action in
+	// Verb is install, upgrade or rollback; it names the action in
 	// messages, events and metrics.
-	Verb string
+	Verb plan.Verb
 	// Release is the Helm release name.
 	Release string
 	// Readiness is the wait that runs after the post hooks.
@@ -59,32 +60,32 @@ type Action struct {
 // goroutines; no method is called after Run or Resume returned.
 type Observer interface {
 	// Started: Helm starts the pre hooks, apply and post hooks.
-	Started(verb string)
+	Started(verb plan.Verb)
 	// HookStarted: Helm started a hook of the target revision.
 	HookStarted(HookProgress)
 	// Waiting: the readiness wait of rel starts, for up to timeout;
 	// resumed when an earlier run of the controller ran the hooks.
-	Waiting(verb string, rel *releasev1.Release, timeout time.Duration, resumed bool)
+	Waiting(verb plan.Verb, rel *releasev1.Release, timeout time.Duration, resumed bool)
 	// PhaseDone: a phase ("helm" or "readiness") ended after took.
-	PhaseDone(verb, phase string, took time.Duration)
+	PhaseDone(verb plan.Verb, phase string, took time.Duration)
 }
 
-// Run runs act, an install, upgrade or rollback of a.Release, with
-// waitStrategy afterHooks: act must run Helm's action on the configuration
-// it is given, with Helm's hookOnly wait strategy. That configuration is a
-// copy of cfg whose storage holds back the "deployed" record (see Wrap)
-// and whose kube client awaits hook deletions and records what the apply
-// creates. Once Helm is done, post hooks included, the release's resources
-// are waited for and the revision recorded deployed, or failed (after
-// cleanupOnFail) with what is not ready.
+// Start prepares cfg for a's install, upgrade or rollback with
+// waitStrategy afterHooks. It returns the configuration Helm's action must
+// run on, with Helm's hookOnly wait strategy: a copy of cfg whose storage
+// holds back the "deployed" record (see Wrap) and whose kube client awaits
+// hook deletions and records what the apply creates. finish must be called
+// with what Helm's action returned: once Helm is done, post hooks
+// included, it waits for the release's resources and records the revision
+// deployed, or failed (after cleanupOnFail) with what is not ready.
 //
-// It returns the release as stored at the end. When Helm fails, nothing is
-// held and Helm's release and error come back as they are. When ctx ends
-// during the readiness wait, the revision stays pending for Resume and
-// the returned error wraps ctx's.
-func Run(ctx context.Context, cfg *helmaction.Configuration, a Action, act func(*helmaction.Configuration) (*releasev1.Release, error)) (*releasev1.Release, error) {
+// finish returns the release as stored at the end. When Helm fails,
+// nothing is held and Helm's release and error come back as they are.
+// When ctx ends during the readiness wait, the revision stays pending for
+// Resume and the returned error wraps ctx's.
+func Start(ctx context.Context, cfg *helmaction.Configuration, a Action) (*helmaction.Configuration, func(*releasev1.Release, error) (*releasev1.Release, error), error) {
 	if cfg == nil || cfg.Releases == nil || cfg.KubeClient == nil {
-		return nil, errors.New("afterhooks: configuration without storage or kube client")
+		return nil, nil, errors.New("afterhooks: configuration without storage or kube client")
 	}
 	obs := newGate(a.Observer)
 	raw := cfg.Releases.Driver
@@ -93,26 +94,29 @@ func Run(ctx context.Context, cfg *helmaction.Configuration, a Action, act func(
 
 	obs.started(a.Verb)
 	started := time.Now()
-	rel, err := act(withStorageAndClient(cfg, wrapped, kc))
-	// Helm can return (a cancelled ctx) while its goroutines still report
-	// hooks; from here on they are not heard.
-	obs.closeHooks()
-	obs.phaseDone(a.Verb, "helm", time.Since(started))
-	if err != nil {
-		return rel, err
+	finishHelm := func(rel *releasev1.Release, err error) (*releasev1.Release, error) {
+		// Helm can return (a cancelled ctx) while its goroutines still
+		// report hooks; from here on they are not heard.
+		obs.closeHooks()
+		obs.phaseDone(a.Verb, "helm", time.Since(started))
+		if err != nil {
+			return rel, err
+		}
+		if !held.Holding() {
+			// Helm only logs a failed final storage write, so "success"
+			// can come back with nothing held: no readiness wait ran, and
+			// the revision in storage (if any) is not the one Helm
+			// reported.
+			return rel, fmt.Errorf("Helm %s reported success but its final release record never reached storage, so the readiness wait did not run", a.Verb)
+		}
+		timeout := time.Until(held.Deadline())
+		if timeout <= 0 || timeout > a.Readiness.Timeout {
+			timeout = a.Readiness.Timeout
+		}
+		obs.waiting(a.Verb, held.Release(), a.Readiness.Timeout, false)
+		return finish(ctx, cfg.KubeClient, raw, held, a, obs, timeout, kc.Created())
 	}
-	if !held.Holding() {
-		// Helm only logs a failed final storage write, so "success" can
-		// come back with nothing held: no readiness wait ran, and the
-		// revision in storage (if any) is not the one Helm reported.
-		return rel, fmt.Errorf("Helm %s reported success but its final release record never reached storage, so the readiness wait did not run", a.Verb)
-	}
-	timeout := time.Until(held.Deadline())
-	if timeout <= 0 || timeout > a.Readiness.Timeout {
-		timeout = a.Readiness.Timeout
-	}
-	obs.waiting(a.Verb, held.Release(), a.Readiness.Timeout, false)
-	return finish(ctx, cfg.KubeClient, raw, held, a, obs, timeout, kc.Created())
+	return withStorageAndClient(cfg, wrapped, kc), finishHelm, nil
 }
 
 // Resume finishes the readiness wait of the latest revision of a.Release,
@@ -204,7 +208,7 @@ type gate struct {
 
 func newGate(o Observer) *gate { return &gate{o: o} }
 
-func (g *gate) started(verb string) {
+func (g *gate) started(verb plan.Verb) {
 	if g.o != nil {
 		g.o.Started(verb)
 	}
@@ -224,13 +228,13 @@ func (g *gate) closeHooks() {
 	g.mu.Unlock()
 }
 
-func (g *gate) waiting(verb string, rel *releasev1.Release, timeout time.Duration, resumed bool) {
+func (g *gate) waiting(verb plan.Verb, rel *releasev1.Release, timeout time.Duration, resumed bool) {
 	if g.o != nil {
 		g.o.Waiting(verb, rel, timeout, resumed)
 	}
 }
 
-func (g *gate) phaseDone(verb, phase string, took time.Duration) {
+func (g *gate) phaseDone(verb plan.Verb, phase string, took time.Duration) {
 	if g.o != nil {
 		g.o.PhaseDone(verb, phase, took)
 	}

@@ -13,6 +13,8 @@ import (
 	"helm.sh/helm/v4/pkg/kube"
 	"helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+
+	"github.com/afterhooks/helm-controller/internal/plan"
 )
 
 // recordingObserver keeps what an afterHooks action reported.
@@ -23,19 +25,21 @@ type recordingObserver struct {
 	waiting []time.Duration
 }
 
-func (o *recordingObserver) Started(verb string) { o.add("started " + verb) }
+func (o *recordingObserver) Started(verb plan.Verb) { o.add("started " + string(verb)) }
 func (o *recordingObserver) HookStarted(HookProgress) {
 	o.mu.Lock()
 	o.hooks++
 	o.mu.Unlock()
 }
-func (o *recordingObserver) Waiting(verb string, rel *releasev1.Release, timeout time.Duration, resumed bool) {
+func (o *recordingObserver) Waiting(verb plan.Verb, rel *releasev1.Release, timeout time.Duration, resumed bool) {
 	o.mu.Lock()
 	o.waiting = append(o.waiting, timeout)
 	o.mu.Unlock()
 	o.add(fmt.Sprintf("waiting %s v%d resumed=%t", verb, rel.Version, resumed))
 }
-func (o *recordingObserver) PhaseDone(verb, phase string, _ time.Duration) { o.add("done " + phase) }
+func (o *recordingObserver) PhaseDone(_ plan.Verb, phase string, _ time.Duration) {
+	o.add("done " + phase)
+}
 
 func (o *recordingObserver) add(s string) {
 	o.mu.Lock()
@@ -49,7 +53,7 @@ func (o *recordingObserver) String() string {
 	return strings.Join(o.events, ", ")
 }
 
-func testAction(verb string, o Observer) Action {
+func testAction(verb plan.Verb, o Observer) Action {
 	return Action{Verb: verb, Release: relName,
 		Readiness: Readiness{Strategy: kube.StatusWatcherStrategy, WaitForJobs: true, Timeout: time.Minute}, Observer: o}
 }
@@ -59,7 +63,7 @@ func testAction(verb string, o Observer) Action {
 func TestRunInstallCommits(t *testing.T) {
 	e := newMemEnv()
 	obs := &recordingObserver{}
-	rel, err := Run(context.Background(), e.config(nil, 0), testAction("install", obs), func(c *helmaction.Configuration) (*releasev1.Release, error) {
+	rel, err := run(context.Background(), e.config(nil, 0), testAction("install", obs), func(c *helmaction.Configuration) (*releasev1.Release, error) {
 		in := helmaction.NewInstall(c)
 		in.ReleaseName, in.Namespace, in.Timeout, in.WaitStrategy = relName, relNS, time.Minute, kube.HookOnlyStrategy
 		r, err := in.Run(testChart("1.0.0"), nil)
@@ -89,7 +93,7 @@ func TestRunInstallCommits(t *testing.T) {
 func TestRunSuccessWithoutHeldRevisionIsAnError(t *testing.T) {
 	e := newMemEnv()
 	rel := &releasev1.Release{Name: relName, Namespace: relNS, Version: 1, Info: &releasev1.Info{Status: common.StatusDeployed}}
-	got, err := Run(context.Background(), e.config(nil, 0), testAction("install", nil), func(*helmaction.Configuration) (*releasev1.Release, error) {
+	got, err := run(context.Background(), e.config(nil, 0), testAction("install", nil), func(*helmaction.Configuration) (*releasev1.Release, error) {
 		return rel, nil
 	})
 	if err == nil {
@@ -106,7 +110,7 @@ func TestRunSuccessWithoutHeldRevisionIsAnError(t *testing.T) {
 func TestRunReturnsHelmErrorsAsTheyAre(t *testing.T) {
 	e := newMemEnv()
 	helmErr := fmt.Errorf("waiting for CRDs to be established: %w", context.Canceled)
-	_, err := Run(context.Background(), e.config(nil, 0), testAction("install", nil), func(*helmaction.Configuration) (*releasev1.Release, error) {
+	_, err := run(context.Background(), e.config(nil, 0), testAction("install", nil), func(*helmaction.Configuration) (*releasev1.Release, error) {
 		return nil, helmErr
 	})
 	if !errors.Is(err, helmErr) || !errors.Is(err, context.Canceled) {

@@ -46,13 +46,6 @@ func WithStatusReaders(readers ...engine.StatusReader) WaitOption {
 	return func(o *waitOptions) { o.readers = append(o.readers, readers...) }
 }
 
-// WithClientSet sets the clientset used to tell which resources are not
-// ready after a failed legacy wait (Helm's ReadyChecker). By default it is
-// taken from a *kube.Client; without one, kstatus alone decides.
-func WithClientSet(cs kubernetes.Interface) WaitOption {
-	return func(o *waitOptions) { o.clientSet = cs }
-}
-
 // ResourceStatus is the state of one resource that is not ready.
 type ResourceStatus struct {
 	// Kind, Namespace (empty for cluster-scoped resources) and Name of the

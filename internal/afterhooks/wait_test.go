@@ -222,7 +222,7 @@ func TestWaitReady(t *testing.T) {
 			strategy: kube.LegacyStrategy,
 			opts: []WaitOption{
 				withFetch(liveObjects(deployment("web", false), configMap("cfg"), loadBalancer("lb"))),
-				WithClientSet(k8sfake.NewClientset(deployment("web", false), configMap("cfg"), loadBalancer("lb"))),
+				withClientSet(k8sfake.NewClientset(deployment("web", false), configMap("cfg"), loadBalancer("lb"))),
 			},
 			// kstatus calls the Service Current; Helm's legacy check
 			// waits for the load balancer.

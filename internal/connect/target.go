@@ -63,12 +63,6 @@ type Target struct {
 	Cluster string
 }
 
-// Username is the impersonated user name, or "" without impersonation.
-func (t *Target) Username() string {
-	cfg, _ := t.ToRESTConfig()
-	return cfg.Impersonate.UserName
-}
-
 // Shared tells whether the target is the controller's own cluster and
 // identity with a persistent client, so a connection shared by every such
 // HelmRelease serves it as well.

@@ -109,8 +109,8 @@ func TestBuild(t *testing.T) {
 			if cfg.Host != tc.wantHost {
 				t.Errorf("host %q, want %q", cfg.Host, tc.wantHost)
 			}
-			if target.Username() != tc.wantUser {
-				t.Errorf("impersonates %q, want %q", target.Username(), tc.wantUser)
+			if username(target) != tc.wantUser {
+				t.Errorf("impersonates %q, want %q", username(target), tc.wantUser)
 			}
 			if target.Remote != tc.wantRemote || target.Shared() != tc.wantShared {
 				t.Errorf("remote %v shared %v, want %v %v", target.Remote, target.Shared(), tc.wantRemote, tc.wantShared)
@@ -154,4 +154,11 @@ func TestForget(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Forget("HelmRelease", "apps", "app")
+}
+
+// username is the user name target impersonates, or "" without
+// impersonation.
+func username(target *Target) string {
+	cfg, _ := target.ToRESTConfig()
+	return cfg.Impersonate.UserName
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/chartsource"
 	"github.com/afterhooks/helm-controller/internal/connect"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
+	"github.com/afterhooks/helm-controller/internal/recreate"
 	"github.com/afterhooks/helm-controller/internal/redact"
 )
 
@@ -61,10 +62,10 @@ type HelmReleaseReconciler struct {
 
 	DisableChartDigestTracking bool
 	DefaultToRetryOnFailure    bool
-	// DefaultWaitStrategy is the waitStrategy of install, upgrade and
+	// DefaultHookOrder is the hook order (waitStrategy) of install, upgrade and
 	// rollback for HelmReleases that leave it unset (afterHooks with the
 	// DefaultToAfterHooks feature gate); empty means beforeHooks.
-	DefaultWaitStrategy    v2.HookWaitStrategy
+	DefaultHookOrder       v2.HookWaitStrategy
 	NoCrossNamespaceRef    bool
 	WatchExternalArtifacts bool
 	// DirectSourceFetch reads source objects from the API server instead of
@@ -95,8 +96,11 @@ type HelmReleaseReconciler struct {
 	// Targets builds each release's cluster connection (spec.kubeConfig,
 	// impersonation); Helm derives per-release factories from it.
 	Targets *connect.Builder
-	// ActionOptions carry feature-gate effects on Helm actions.
-	ActionOptions action.Options
+	// ActionConfig carries feature-gate effects on Helm actions.
+	ActionConfig action.Config
+	// Recreations keeps what recreates did, shared by every reconcile
+	// of every release (see recreate.Memory).
+	Recreations *recreate.Memory
 	// OverrideManagers are field managers (--override-manager) whose
 	// fields drift correction takes over, so their changes count as drift.
 	OverrideManagers []string

@@ -232,7 +232,7 @@ func (r *HelmReleaseReconciler) newHelmRunner(ctx context.Context, obj *v2.HelmR
 			return nil, &targetError{err: fmt.Errorf("connecting to %s: %w", target.Cluster, err)}
 		}
 	}
-	settings := runner.Settings{Options: r.ActionOptions, DefaultWaitStrategy: r.DefaultWaitStrategy,
+	settings := runner.Settings{Config: r.ActionConfig, Recreations: r.Recreations, DefaultHookOrder: r.DefaultHookOrder,
 		Recorder: r.EventRecorder, OverrideManagers: r.OverrideManagers,
 		Logger: logr.ToSlogHandler(ctrl.LoggerFrom(ctx)), DriftIgnore: extras.driftIgnore, HealthChecks: extras.healthChecks}
 	// Absent extras stay nil interfaces: the runner tells them apart.

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/afterhooks/helm-controller/internal/recreate"
+	"github.com/afterhooks/helm-controller/test/envtestserver"
 )
 
 // jobRelease deploys a release of one Job (annotated force: annotation
@@ -62,6 +63,12 @@ func replaceJob(t *testing.T, c client.Client, ns string) *batchv1.Job {
 		}}},
 	}
 	if err := c.Create(ctx, job, client.FieldOwner("kubectl")); err != nil {
+		t.Fatal(err)
+	}
+	// Finished, as the Job controller (which envtest lacks) would mark
+	// it: a recreate never stops a Job that has not finished.
+	job.Status = envtestserver.CompleteJobStatus()
+	if err := c.Status().Update(ctx, job); err != nil {
 		t.Fatal(err)
 	}
 	return job

@@ -1,7 +1,7 @@
 // Package hookcleanup decides which objects an uninstall with
 // spec.uninstall.deleteHookResources may delete, and keeps the two marks
 // that decision rests on. The deleting itself is internal/action's
-// (hookcleanup.go there); this package reads and writes no cluster.
+// (uninstall_hookcleanup.go there); this package reads and writes no cluster.
 //
 // # Proof of origin
 //

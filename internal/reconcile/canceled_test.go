@@ -56,7 +56,7 @@ func TestCanceledWait(t *testing.T) {
 					Retries: 0, RemediateLastFailure: ptr.To(true)}}}
 			})
 			h.mustRun(t)
-			h.calls()
+			h.takeCalls()
 
 			h.chart = newFakeChart("podinfo", "6.1.0")
 			h.helm.fail["upgrade"] = canceledErr
@@ -65,7 +65,7 @@ func TestCanceledWait(t *testing.T) {
 			if !errors.As(err, &got) {
 				t.Fatalf("cancelled reconcile returned %v, want a HealthCheckCanceledError", err)
 			}
-			if calls := h.calls(); !reflect.DeepEqual(calls, []string{"upgrade"}) {
+			if calls := h.takeCalls(); !reflect.DeepEqual(calls, []string{"upgrade"}) {
 				t.Fatalf("cancelled reconcile ran %v, want only the upgrade (no remediation)", calls)
 			}
 			wantCondition(t, h, helmv2.ReleasedCondition, metav1.ConditionFalse, meta.HealthCheckCanceledReason)
@@ -88,7 +88,7 @@ func TestCanceledWait(t *testing.T) {
 			if tt.wantErr == nil && err != nil || tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
 				t.Fatalf("next reconcile returned %v, want %v", err, tt.wantErr)
 			}
-			if calls := h.calls(); !reflect.DeepEqual(calls, tt.wantCalls) {
+			if calls := h.takeCalls(); !reflect.DeepEqual(calls, tt.wantCalls) {
 				t.Errorf("next reconcile ran %v, want %v", calls, tt.wantCalls)
 			}
 			var store []string

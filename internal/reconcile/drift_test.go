@@ -189,7 +189,7 @@ func TestDriftOnlyCheckedInSync(t *testing.T) {
 	if err := h.run(t); err == nil {
 		t.Fatal("expected the upgrade to fail")
 	}
-	for _, c := range h.calls() {
+	for _, c := range h.takeCalls() {
 		if c == "detect" || c == "correct" {
 			t.Fatalf("drift checked after a failed upgrade")
 		}

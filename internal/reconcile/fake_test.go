@@ -40,7 +40,7 @@ type fakeHelm struct {
 	// whose afterHooks readiness wait the controller shuts down: shutdown
 	// is called (it cancels the reconcile's context), the revision stays
 	// pending with the afterHooks marker, and the context's error is
-	// returned, as the runner's finishWait does.
+	// returned, as an interrupted afterHooks wait (afterhooks.Start) does.
 	interrupt string
 	shutdown  func()
 	// onRollback is called when a rollback starts.

@@ -67,7 +67,9 @@ func (h *harness) mustRun(t *testing.T) {
 	}
 }
 
-func (h *harness) calls() []string {
+// takeCalls returns the Helm calls made since the last take, and forgets
+// them.
+func (h *harness) takeCalls() []string {
 	c := h.helm.calls
 	h.helm.calls = nil
 	return c
@@ -86,7 +88,7 @@ func wantCondition(t *testing.T, h *harness, condType string, status metav1.Cond
 
 func wantCalls(t *testing.T, h *harness, want ...string) {
 	t.Helper()
-	if got := h.calls(); !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
+	if got := h.takeCalls(); !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
 		t.Fatalf("Helm calls %v, want %v", got, want)
 	}
 }
@@ -140,7 +142,7 @@ func TestUpgradeOnChange(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness()
 			h.mustRun(t)
-			h.calls()
+			h.takeCalls()
 			tc.change(h)
 			h.mustRun(t)
 			wantCalls(t, h, "upgrade")
@@ -156,7 +158,7 @@ func TestUpgradeOnChange(t *testing.T) {
 func TestChartRenameReinstallsByDefault(t *testing.T) {
 	h := newHarness()
 	h.mustRun(t)
-	h.calls()
+	h.takeCalls()
 	h.chart = newFakeChart("podinfo-ng", "1.0.0")
 	h.mustRun(t)
 	wantCalls(t, h, "uninstall", "install")
@@ -216,7 +218,7 @@ func TestUpgradeFailureRollsBack(t *testing.T) {
 		o.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 1}
 	})
 	h.mustRun(t)
-	h.calls()
+	h.takeCalls()
 	h.chart = newFakeChart("podinfo", "6.1.0")
 	h.helm.fail["upgrade"] = errors.New("deployment not ready")
 
@@ -251,7 +253,7 @@ func TestUpgradeFailureUninstallStrategy(t *testing.T) {
 		o.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 2, Strategy: &s}
 	})
 	h.mustRun(t)
-	h.calls()
+	h.takeCalls()
 	h.values = map[string]any{"replicas": 2}
 	h.helm.fail["upgrade"] = errors.New("boom")
 	if err := h.run(t); err == nil {
@@ -339,7 +341,7 @@ func TestTests(t *testing.T) {
 }
 
 func TestObserve(t *testing.T) {
-	deployed := func(h *harness) { h.mustRun(t); h.calls() }
+	deployed := func(h *harness) { h.mustRun(t); h.takeCalls() }
 	cases := []struct {
 		name  string
 		setup func(h *harness)
@@ -379,14 +381,14 @@ func TestLockedReleaseIsUnlockedAndRemediated(t *testing.T) {
 	h.values = map[string]any{"replicas": 2}
 	h.helm.fail["upgrade"] = errors.New("interrupted")
 	_ = h.run(t) // leaves a failed upgrade, rolled back
-	h.calls()
+	h.takeCalls()
 	delete(h.helm.fail, "upgrade")
 	// Simulate a crash mid-upgrade: the newest release is left pending.
 	h.helm.newRelease(h.helm.last().Chart, nil, "pending-upgrade")
 	h.obj.Status.History = append(helmv2.Snapshots{newSnapshot(h.request(), h.helm.last(), helmv2.ReleaseActionUpgrade)}, h.obj.Status.History...)
 
 	err := h.run(t)
-	calls := h.calls()
+	calls := h.takeCalls()
 	if len(calls) == 0 || calls[0] != "unlock" {
 		t.Fatalf("calls %v, want an unlock first (err %v)", calls, err)
 	}
@@ -398,7 +400,7 @@ func TestLockedReleaseIsUnlockedAndRemediated(t *testing.T) {
 func TestUninstallOnDeletion(t *testing.T) {
 	h := newHarness()
 	h.mustRun(t)
-	h.calls()
+	h.takeCalls()
 	m := &Machine{Helm: h.helm, Recorder: h.recorder}
 	req := h.request()
 	if err := m.Uninstall(context.Background(), req); err != nil {
@@ -444,7 +446,7 @@ func TestUninstallOnDeletionFinishesAnInterruptedHookCleanup(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness()
 			h.mustRun(t)
-			h.calls()
+			h.takeCalls()
 			h.helm.last().Info.Status = common.StatusUninstalled
 			h.helm.last().Info.Description = tc.description
 			m := &Machine{Helm: h.helm, Recorder: h.recorder}
@@ -474,11 +476,11 @@ func TestInterruptedHookCleanupOfARemediationIsFinished(t *testing.T) {
 	h.helm.fail["uninstall"] = context.Canceled
 	m := &Machine{Helm: h.helm, Recorder: h.recorder}
 	_ = m.Run(ctx, h.request())
-	h.calls()
+	h.takeCalls()
 
 	h.helm.onUninstall, h.helm.fail = nil, map[string]error{}
 	_ = h.run(t)
-	if got := h.calls(); !slices.Equal(got, []string{"uninstall"}) {
+	if got := h.takeCalls(); !slices.Equal(got, []string{"uninstall"}) {
 		t.Fatalf("calls %v, want the interrupted uninstall finished, and nothing else", got)
 	}
 	if len(h.helm.releases) != 0 {
@@ -489,7 +491,7 @@ func TestInterruptedHookCleanupOfARemediationIsFinished(t *testing.T) {
 func TestForceUpgradesOnce(t *testing.T) {
 	h := newHarness()
 	h.mustRun(t)
-	h.calls()
+	h.takeCalls()
 	m := &Machine{Helm: h.helm, Recorder: h.recorder}
 	req := h.request()
 	req.Force = true
@@ -552,7 +554,7 @@ func TestResumeAfterRestart(t *testing.T) {
 				h.mustRun(t) // v1 deployed
 				h.values = map[string]any{"replicas": 2}
 			}
-			h.calls()
+			h.takeCalls()
 			// The controller stopped during the wait: the newest revision is
 			// pending with the afterHooks marker.
 			chart, _ := h.chart.Load()
@@ -585,7 +587,7 @@ func TestPendingWithoutMarkerIsUnlockedNotResumed(t *testing.T) {
 	h.helm.newRelease(chart, h.values, common.StatusPendingInstall).Info.Description = "Initial install underway"
 	h.obj.Status.LastAttemptedReleaseAction = helmv2.ReleaseActionInstall
 	_ = h.run(t)
-	calls := h.calls()
+	calls := h.takeCalls()
 	// As upstream: the unlocked revision is failed, and a failed release
 	// is tried again with an upgrade over it.
 	if len(calls) < 2 || calls[0] != "unlock" || calls[1] != "upgrade" {
@@ -640,7 +642,7 @@ func TestShutdownDuringAfterHooksWait(t *testing.T) {
 				chart, _ := h.chart.Load()
 				h.helm.newRelease(chart, h.values, tc.pending).Info.Description = awaitingMarker(time.Now().Add(time.Minute))
 			}
-			h.calls()
+			h.takeCalls()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			h.helm.interrupt, h.helm.shutdown = tc.interrupt, cancel
@@ -649,7 +651,7 @@ func TestShutdownDuringAfterHooksWait(t *testing.T) {
 			if err := m.Run(ctx, h.request()); err == nil {
 				t.Fatal("an interrupted reconcile returned no error")
 			}
-			if got := h.calls(); !reflect.DeepEqual(got, []string{tc.interrupt}) {
+			if got := h.takeCalls(); !reflect.DeepEqual(got, []string{tc.interrupt}) {
 				t.Errorf("calls %v, want only %s: nothing may be remediated during a shutdown", got, tc.interrupt)
 			}
 			if last := h.helm.last(); last == nil || last.Info.Status != tc.pending {
@@ -803,7 +805,7 @@ func TestStorageErrorIsNeverReady(t *testing.T) {
 			h := newHarness()
 			if installed {
 				h.mustRun(t)
-				h.calls()
+				h.takeCalls()
 				h.recorder.events = nil
 			}
 			h.helm.storageErr = forbidden
@@ -841,7 +843,7 @@ func TestFailureWithoutRevisionIsNotRemediated(t *testing.T) {
 				h.values = map[string]any{"replicas": 2}
 				failedReason = helmv2.UpgradeFailedReason
 			}
-			h.calls()
+			h.takeCalls()
 			h.helm.renderFails = true
 			for i := 0; i < 3; i++ {
 				err := h.run(t)
@@ -897,7 +899,7 @@ func TestUnrecordedFailureIsNotRemediated(t *testing.T) {
 				h.mustRun(t)
 				h.values = map[string]any{"replicas": 2}
 			}
-			h.calls()
+			h.takeCalls()
 			h.helm.fail[action] = errors.New("context deadline exceeded")
 			h.helm.unrecorded = true
 
@@ -954,7 +956,7 @@ func TestResumeTransientErrorIsNotRemediated(t *testing.T) {
 				h.mustRun(t)
 				h.values = map[string]any{"replicas": 2}
 			}
-			h.calls()
+			h.takeCalls()
 			chart, _ := h.chart.Load()
 			h.helm.newRelease(chart, h.values, pending).Info.Description = awaitingMarker(time.Now().Add(time.Minute))
 			h.helm.fail["resume-transient"] = errors.New(`etcdserver: request timed out`)
@@ -1002,7 +1004,7 @@ func TestStaleHeldRevisionIsSupersededNotCharged(t *testing.T) {
 	h.helm.newRelease(chart, h.values, common.StatusPendingUpgrade).Info.Description = awaitingMarker(time.Now().Add(time.Minute))
 	h.obj.Status.LastAttemptedGeneration = h.obj.Generation
 	h.obj.Status.LastAttemptedConfigDigest = h.configDigest()
-	h.calls()
+	h.takeCalls()
 	// v2's pods never become ready; the user changes the values to fix it.
 	h.helm.fail["resume"] = errors.New("Deployment/default/app: InProgress")
 	h.values = map[string]any{"replicas": 3}
@@ -1011,7 +1013,7 @@ func TestStaleHeldRevisionIsSupersededNotCharged(t *testing.T) {
 	if err := h.run(t); err != nil {
 		t.Fatalf("reconcile failed: %v", err)
 	}
-	calls := h.calls()
+	calls := h.takeCalls()
 	for _, c := range calls {
 		if c == "rollback" || c == "uninstall" {
 			t.Fatalf("calls %v: the stale revision was remediated", calls)
@@ -1060,7 +1062,7 @@ func TestUnfinishedRollbackIsNotRollbackFailed(t *testing.T) {
 				o.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 1}
 			})
 			h.mustRun(t)
-			h.calls()
+			h.takeCalls()
 			h.chart = newFakeChart("podinfo", "6.1.0")
 			h.helm.fail["upgrade"] = errors.New("deployment not ready")
 			h.helm.fail["rollback"] = tc.rollbackErr
@@ -1105,14 +1107,14 @@ func TestHeldRevisionFromAnotherOCIArtifactIsSuperseded(t *testing.T) {
 	}
 	chart, _ := h.chart.Load()
 	h.helm.newRelease(chart, h.values, common.StatusPendingUpgrade).Info.Description = awaitingMarker(time.Now().Add(time.Minute))
-	h.calls()
+	h.takeCalls()
 
 	req = h.request()
 	req.OCIDigest = newDigest
 	if err := (&Machine{Helm: h.helm, Recorder: h.recorder}).Run(context.Background(), req); err != nil {
 		t.Fatalf("reconcile failed: %v", err)
 	}
-	if calls := h.calls(); reflect.DeepEqual(calls, []string{"resume"}) || len(calls) == 0 || calls[len(calls)-1] != "upgrade" {
+	if calls := h.takeCalls(); reflect.DeepEqual(calls, []string{"resume"}) || len(calls) == 0 || calls[len(calls)-1] != "upgrade" {
 		t.Fatalf("calls %v, want the held revision superseded by an upgrade", calls)
 	}
 	if latest := h.obj.Status.History.Latest(); latest.OCIDigest != newDigest || latest.Version != 3 {
@@ -1157,7 +1159,7 @@ func TestShutdownDuringActionIsNotCountedAgainstRetries(t *testing.T) {
 				h.mustRun(t)
 				h.values = map[string]any{"replicas": 2}
 			}
-			h.calls()
+			h.takeCalls()
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel() // the controller is stopping while Helm works
 			h.helm.fail[action] = fmt.Errorf("Release %q failed: %w", "app", context.Canceled)
@@ -1175,7 +1177,7 @@ func TestShutdownDuringActionIsNotCountedAgainstRetries(t *testing.T) {
 			// The next controller: the same spec is tried again.
 			delete(h.helm.fail, action)
 			h.mustRun(t)
-			if got := h.calls(); len(got) == 0 || got[0] == "rollback" || got[0] == "uninstall" {
+			if got := h.takeCalls(); len(got) == 0 || got[0] == "rollback" || got[0] == "uninstall" {
 				t.Errorf("next run called %v, want the action again", got)
 			}
 			if last := h.helm.last(); last.Info.Status != common.StatusDeployed {
@@ -1198,7 +1200,7 @@ func TestInterruptedRollbackIsDoneAgain(t *testing.T) {
 		}}
 	})
 	h.mustRun(t) // v1 deployed
-	h.calls()
+	h.takeCalls()
 	good := h.values
 	h.values = map[string]any{"replicas": 2}
 	h.obj.Generation = 2
@@ -1214,14 +1216,14 @@ func TestInterruptedRollbackIsDoneAgain(t *testing.T) {
 	if err := m.Run(ctx, h.request()); err == nil {
 		t.Fatal("the failed upgrade was not reported")
 	}
-	if got := h.calls(); !slices.Equal(got, []string{"upgrade", "rollback"}) {
+	if got := h.takeCalls(); !slices.Equal(got, []string{"upgrade", "rollback"}) {
 		t.Fatalf("calls %v, want the upgrade and the rollback it was killed in", got)
 	}
 
 	// The next controller.
 	h.helm.onRollback, h.helm.fail = nil, map[string]error{}
 	_ = h.run(t)
-	if got := h.calls(); !slices.Equal(got, []string{"unlock", "rollback"}) {
+	if got := h.takeCalls(); !slices.Equal(got, []string{"unlock", "rollback"}) {
 		t.Fatalf("calls %v, want the interrupted rollback unlocked and done again", got)
 	}
 	last := h.helm.last()
@@ -1235,7 +1237,7 @@ func TestInterruptedRollbackIsDoneAgain(t *testing.T) {
 
 	// Settled: a further reconcile does nothing.
 	_ = h.run(t)
-	if got := h.calls(); len(got) != 0 {
+	if got := h.takeCalls(); len(got) != 0 {
 		t.Errorf("a further reconcile called %v", got)
 	}
 }
@@ -1263,14 +1265,14 @@ func TestInterruptedUninstallRemediationIsDoneAgain(t *testing.T) {
 	if err := m.Run(ctx, h.request()); err == nil {
 		t.Fatal("the failed install was not reported")
 	}
-	if got := h.calls(); !slices.Equal(got, []string{"install", "uninstall"}) {
+	if got := h.takeCalls(); !slices.Equal(got, []string{"install", "uninstall"}) {
 		t.Fatalf("calls %v, want the install and the uninstall it was killed in", got)
 	}
 
 	// The next controller.
 	h.helm.onUninstall, h.helm.fail = nil, map[string]error{}
 	_ = h.run(t)
-	if got := h.calls(); !slices.Equal(got, []string{"uninstall"}) {
+	if got := h.takeCalls(); !slices.Equal(got, []string{"uninstall"}) {
 		t.Fatalf("calls %v, want the interrupted uninstall done again, and nothing else (retries are used up)", got)
 	}
 	if len(h.helm.releases) != 0 {
@@ -1281,7 +1283,7 @@ func TestInterruptedUninstallRemediationIsDoneAgain(t *testing.T) {
 		t.Errorf("installFailures %d, failures %d, want the one failed install only", st.InstallFailures, st.Failures)
 	}
 	_ = h.run(t)
-	if got := h.calls(); len(got) != 0 {
+	if got := h.takeCalls(); len(got) != 0 {
 		t.Errorf("a further reconcile called %v", got)
 	}
 }
@@ -1350,7 +1352,7 @@ func TestFinishedButUnrecordedRollbackIsRecorded(t *testing.T) {
 	if err := h.run(t); err == nil {
 		t.Fatal("the failed upgrade was not reported")
 	}
-	if got := h.calls(); !slices.Equal(got, []string{"install", "upgrade", "rollback"}) {
+	if got := h.takeCalls(); !slices.Equal(got, []string{"install", "upgrade", "rollback"}) {
 		t.Fatalf("calls %v", got)
 	}
 	rolledBack := h.helm.last()
@@ -1365,7 +1367,7 @@ func TestFinishedButUnrecordedRollbackIsRecorded(t *testing.T) {
 	// The next controller.
 	delete(h.helm.fail, "upgrade")
 	_ = h.run(t)
-	if got := h.calls(); len(got) != 0 {
+	if got := h.takeCalls(); len(got) != 0 {
 		t.Fatalf("calls %v, want none: the rollback is done, the upgrade's retries used up", got)
 	}
 	latest := h.obj.Status.History.Latest()
@@ -1391,7 +1393,7 @@ func TestFinishedButUnrecordedUpgradeIsRecorded(t *testing.T) {
 	h.values = map[string]any{"replicas": 2}
 	h.obj.Generation = 2
 	h.mustRun(t) // v2 deployed
-	h.calls()
+	h.takeCalls()
 	// The status write of that reconcile never happened.
 	lastAttempted := h.obj.Status
 	h.obj.Status = *written
@@ -1399,7 +1401,7 @@ func TestFinishedButUnrecordedUpgradeIsRecorded(t *testing.T) {
 	h.obj.Status.LastAttemptedReleaseAction = helmv2.ReleaseActionUpgrade
 
 	h.mustRun(t)
-	if got := h.calls(); len(got) != 0 {
+	if got := h.takeCalls(); len(got) != 0 {
 		t.Fatalf("calls %v, want none: v2 is the desired release", got)
 	}
 	latest := h.obj.Status.History.Latest()
@@ -1420,7 +1422,7 @@ func TestFinishedButUnrecordedUpgradeIsRecorded(t *testing.T) {
 func TestFinishedButUnrecordedInstallIsRecorded(t *testing.T) {
 	h := newHarness()
 	h.mustRun(t) // v1 deployed
-	h.calls()
+	h.takeCalls()
 	lastAttempted := h.obj.Status
 	h.obj.Status = v2.HelmReleaseStatus{HelmReleaseStatus: helmv2.HelmReleaseStatus{
 		LastAttemptedGeneration:    lastAttempted.LastAttemptedGeneration,
@@ -1430,7 +1432,7 @@ func TestFinishedButUnrecordedInstallIsRecorded(t *testing.T) {
 	}}
 
 	h.mustRun(t)
-	if got := h.calls(); len(got) != 0 {
+	if got := h.takeCalls(); len(got) != 0 {
 		t.Fatalf("calls %v, want none: v1 is the desired release", got)
 	}
 	latest := h.obj.Status.History.Latest()
@@ -1446,11 +1448,11 @@ func TestFinishedButUnrecordedInstallIsRecorded(t *testing.T) {
 func TestForeignReleaseWithoutHistoryIsUpgraded(t *testing.T) {
 	h := newHarness()
 	h.mustRun(t) // v1 deployed
-	h.calls()
+	h.takeCalls()
 	h.obj.Status = v2.HelmReleaseStatus{}
 
 	h.mustRun(t)
-	if got := h.calls(); len(got) != 1 || !strings.HasPrefix(got[0], "upgrade") {
+	if got := h.takeCalls(); len(got) != 1 || !strings.HasPrefix(got[0], "upgrade") {
 		t.Fatalf("calls %v, want one upgrade", got)
 	}
 }

@@ -93,7 +93,7 @@ func TestFailedUpgradeKeepsObservedDigest(t *testing.T) {
 		o.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 1}
 	})
 	h.mustRun(t)
-	h.calls()
+	h.takeCalls()
 	before := h.obj.Status.ObservedPostRenderersDigest
 
 	newGeneration(h, withImageTag("6.2"))
@@ -127,7 +127,7 @@ func TestEmptyObservedDigest(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness()
 			h.mustRun(t)
-			h.calls()
+			h.takeCalls()
 			withImageTag("6.1")(h.obj)
 			withCommonLabel("blue")(h.obj)
 			h.obj.Status.ObservedPostRenderersDigest, h.obj.Status.ObservedCommonMetadataDigest = "", ""
@@ -180,7 +180,7 @@ func TestResumeRecordsOnlyTheDigestsItWasMadeWith(t *testing.T) {
 			})
 			h.mustRun(t)
 			h.obj.Status.ObservedGeneration = h.obj.Generation
-			h.calls()
+			h.takeCalls()
 
 			// An upgrade for new post renderers, interrupted by a shutdown
 			// during its readiness wait.
@@ -226,7 +226,7 @@ func TestAdoptionWithDrift(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness()
 			h.mustRun(t)
-			h.calls()
+			h.takeCalls()
 			withImageTag("6.1")(h.obj)
 			withDriftMode(tc.mode)(h.obj)
 			h.obj.Status.ObservedPostRenderersDigest, h.obj.Status.ObservedCommonMetadataDigest = "", ""
@@ -236,7 +236,7 @@ func TestAdoptionWithDrift(t *testing.T) {
 			_ = h.run(t)
 			wantDigests(t, h)
 			_ = h.run(t)
-			for _, c := range h.calls() {
+			for _, c := range h.takeCalls() {
 				if c == "upgrade" {
 					t.Fatalf("an adopted release was upgraded after drift made it not Ready")
 				}

@@ -18,11 +18,26 @@ import (
 // Dependents finds the objects that name an owner in their
 // ownerReferences: what the garbage collector deletes with it.
 type Dependents interface {
-	// Owned returns the dependents of owner as Kind/namespace/name. all
-	// asks for dependents of every kind the API server lists; otherwise
-	// only PersistentVolumeClaims and PersistentVolumes are looked for.
-	Owned(ctx context.Context, owner *unstructured.Unstructured, all bool) ([]string, error)
+	// Owned returns the objects that may depend on owner, directly or
+	// through others, by the UID of the owner each names: every object
+	// with ownerReferences in owner's namespace (anywhere, when owner is
+	// cluster-scoped), of every kind the API server lists.
+	Owned(ctx context.Context, owner *unstructured.Unstructured) (Owners, error)
 }
+
+// Dependent is an object that names an owner in its ownerReferences.
+type Dependent struct {
+	Kind            schema.GroupKind
+	Namespace, Name string
+	UID             types.UID
+}
+
+// String is Kind/namespace/name, or Kind/name when cluster-scoped.
+func (d Dependent) String() string { return name(d.Kind.Kind, d.Namespace, d.Name) }
+
+// Owners maps the UID of an owner to the objects that name it in their
+// ownerReferences.
+type Owners map[types.UID][]Dependent
 
 // ClusterDependents lists dependents through the API server, as the
 // identity of the getter it was made with. Its clients are made on first
@@ -68,43 +83,30 @@ func (d *ClusterDependents) clients() error {
 	return d.err
 }
 
-var (
-	pvcResource = schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}
-	pvResource  = schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumes"}
-)
-
 // listed is a resource to look for dependents in.
 type listed struct {
 	gvr        schema.GroupVersionResource
-	kind       string
+	kind       schema.GroupKind
 	namespaced bool
 }
 
 // Owned implements Dependents. A namespaced owner can only have
 // dependents in its namespace; a cluster-scoped one anywhere.
-func (d *ClusterDependents) Owned(ctx context.Context, owner *unstructured.Unstructured, all bool) ([]string, error) {
+func (d *ClusterDependents) Owned(ctx context.Context, owner *unstructured.Unstructured) (Owners, error) {
 	if err := d.clients(); err != nil {
 		return nil, err
 	}
-	resources := []listed{{gvr: pvcResource, kind: "PersistentVolumeClaim", namespaced: true}}
-	if owner.GetNamespace() == "" {
-		resources = append(resources, listed{gvr: pvResource, kind: "PersistentVolume"})
+	resources, err := d.listable(owner.GetNamespace() != "")
+	if err != nil {
+		return nil, err
 	}
-	if all {
-		var err error
-		if resources, err = d.listable(owner.GetNamespace() != ""); err != nil {
-			return nil, err
-		}
-	}
-	var owned []string
+	owners := Owners{}
 	for _, res := range resources {
-		found, err := d.ownedOf(ctx, res, owner)
-		if err != nil {
+		if err := d.index(ctx, res, owner.GetNamespace(), owners); err != nil {
 			return nil, err
 		}
-		owned = append(owned, found...)
 	}
-	return owned, nil
+	return owners, nil
 }
 
 // listable returns every resource the API server lists (namespaced ones
@@ -128,7 +130,7 @@ func (d *ClusterDependents) listable(onlyNamespaced bool) ([]listed, error) {
 			if onlyNamespaced && !r.Namespaced || !hasVerb(r.Verbs, "list") {
 				continue
 			}
-			out = append(out, listed{gvr: gv.WithResource(r.Name), kind: r.Kind, namespaced: r.Namespaced})
+			out = append(out, listed{gvr: gv.WithResource(r.Name), kind: schema.GroupKind{Group: gv.Group, Kind: r.Kind}, namespaced: r.Namespaced})
 		}
 	}
 	return out, nil
@@ -143,39 +145,29 @@ func hasVerb(verbs metav1.Verbs, verb string) bool {
 	return false
 }
 
-// ownedOf lists the objects of res whose ownerReferences name owner's UID,
-// page by page, metadata only.
-func (d *ClusterDependents) ownedOf(ctx context.Context, res listed, owner *unstructured.Unstructured) ([]string, error) {
-	ns := owner.GetNamespace()
+// index adds to owners the objects of res in namespace ns (every
+// namespace when "") that have owners, page by page, metadata only.
+func (d *ClusterDependents) index(ctx context.Context, res listed, ns string, owners Owners) error {
 	if !res.namespaced {
 		ns = ""
 	}
-	var owned []string
 	opts := metav1.ListOptions{Limit: 500}
 	for {
 		list, err := d.meta.Resource(res.gvr).Namespace(ns).List(ctx, opts)
 		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", res.gvr.GroupResource(), err)
+			return fmt.Errorf("listing %s: %w", res.gvr.GroupResource(), err)
 		}
-		for i := range list.Items {
-			if ownedBy(list.Items[i].OwnerReferences, owner.GetUID()) {
-				owned = append(owned, name(res.kind, list.Items[i].Namespace, list.Items[i].Name))
+		for _, item := range list.Items {
+			dep := Dependent{Kind: res.kind, Namespace: item.Namespace, Name: item.Name, UID: item.UID}
+			for _, ref := range item.OwnerReferences {
+				owners[ref.UID] = append(owners[ref.UID], dep)
 			}
 		}
 		if list.Continue == "" {
-			return owned, nil
+			return nil
 		}
 		opts.Continue = list.Continue
 	}
-}
-
-func ownedBy(refs []metav1.OwnerReference, uid types.UID) bool {
-	for _, ref := range refs {
-		if ref.UID == uid {
-			return true
-		}
-	}
-	return false
 }
 
 // name is Kind/namespace/name, or Kind/name when cluster-scoped.

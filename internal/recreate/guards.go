@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Annotations and values of Helm's that the guards read.
@@ -33,13 +34,13 @@ var localFinalizers = map[string]bool{
 // found out; then it must not be deleted either.
 func (p Policy) guard(ctx context.Context, r Refused, live *unstructured.Unstructured) (string, error) {
 	for _, check := range []func(Refused, *unstructured.Unstructured) string{
-		keptByPolicy, optedOutInCluster, p.otherRelease, externalFinalizers, statefulSetSelector,
+		keptByPolicy, optedOutInCluster, p.otherRelease, externalFinalizers, statefulSetSelector, unfinishedJob,
 	} {
 		if why := check(r, live); why != "" {
 			return why, nil
 		}
 	}
-	return dependentsHoldData(ctx, r, live)
+	return dependentsLost(ctx, r, live)
 }
 
 // keptByPolicy: Helm never deletes an object marked
@@ -120,33 +121,120 @@ func statefulSetSelector(r Refused, live *unstructured.Unstructured) string {
 		"and hold the names and volumes of the new pods; move the pods over by hand (delete it with --cascade=orphan, then its pods one by one)"
 }
 
-// dependentsHoldData: deleting an object deletes what it owns (background
-// propagation) or leaves it without an owner (orphan). A
-// PersistentVolumeClaim or PersistentVolume under it holds data; under a
-// custom resource anything may (its operator made it), so there every
-// dependent counts.
-func dependentsHoldData(ctx context.Context, r Refused, live *unstructured.Unstructured) (string, error) {
+// dependentsLost: deleting an object deletes what it owns (background
+// propagation) or leaves it without an owner (orphan), and what those own
+// in turn. Only what the new object makes again by itself (remadeBy: a
+// Job's pods, a Deployment's ReplicaSets and their pods) may go; anything
+// else that depends on it stops the recreate: a PersistentVolumeClaim or
+// PersistentVolume holds data, and a custom resource, a Secret or any
+// object someone made owned by it would be gone for good.
+func dependentsLost(ctx context.Context, r Refused, live *unstructured.Unstructured) (string, error) {
 	if r.Dependents == nil {
 		return "", fmt.Errorf("no way to list what it owns")
 	}
-	all := !builtIn(r.Kind)
-	owned, err := r.Dependents.Owned(ctx, live, all)
+	owners, err := r.Dependents.Owned(ctx, live)
 	if err != nil {
 		return "", fmt.Errorf("finding what it owns: %w", err)
 	}
-	if len(owned) == 0 {
+	data, others := lost(owners, r.Kind, live.GetUID())
+	switch {
+	case len(data) > 0:
+		return fmt.Sprintf("it owns %s, whose data a recreate would delete", listed3(data)), nil
+	case len(others) == 0:
 		return "", nil
+	case !builtIn(r.Kind):
+		return fmt.Sprintf("it owns %s, which a recreate would delete with it (a custom resource's dependents may hold data)", listed3(others)), nil
 	}
-	slices.Sort(owned)
+	return fmt.Sprintf("it owns %s, which a recreate would delete with it (%s)", listed3(others), remadeNote(r.Kind)), nil
+}
+
+// remadeBy are, for the built-in kinds whose controllers make objects
+// owned by them, the kinds of those objects: a new object of the kind
+// makes them again, so losing the old ones loses nothing.
+var remadeBy = map[schema.GroupKind][]schema.GroupKind{
+	{Group: "apps", Kind: "Deployment"}: {{Group: "apps", Kind: "ReplicaSet"}},
+	{Group: "apps", Kind: "ReplicaSet"}: {podKind},
+	{Group: "apps", Kind: "DaemonSet"}:  {podKind, controllerRevisionKind},
+	statefulSetKind:                     {podKind, controllerRevisionKind},
+	jobKind:                             {podKind},
+	{Group: "batch", Kind: "CronJob"}:   {jobKind},
+	{Kind: "ReplicationController"}:     {podKind},
+	{Kind: "Service"}:                   {{Group: "discovery.k8s.io", Kind: "EndpointSlice"}},
+}
+
+var (
+	podKind                = schema.GroupKind{Kind: "Pod"}
+	controllerRevisionKind = schema.GroupKind{Group: "apps", Kind: "ControllerRevision"}
+)
+
+// holdsData are the kinds whose loss loses data, whoever owns them.
+var holdsData = map[schema.GroupKind]bool{
+	{Kind: "PersistentVolumeClaim"}: true,
+	{Kind: "PersistentVolume"}:      true,
+}
+
+// lost walks what the object of kind and uid owns, and what that owns in
+// turn, through the objects its kind makes again, and returns the
+// dependents that would be lost with it: those holding data and the
+// others, sorted, each named with the object it is reached through when
+// not owned directly.
+func lost(owners Owners, kind schema.GroupKind, uid types.UID) (data, others []string) {
+	type step struct {
+		kind schema.GroupKind
+		uid  types.UID
+		via  string
+	}
+	seen := map[types.UID]bool{uid: true}
+	queue := []step{{kind: kind, uid: uid}}
+	for len(queue) > 0 {
+		s := queue[0]
+		queue = queue[1:]
+		for _, dep := range owners[s.uid] {
+			if seen[dep.UID] {
+				continue
+			}
+			seen[dep.UID] = true
+			named := dep.String()
+			if s.via != "" {
+				named += " (through " + s.via + ")"
+			}
+			switch {
+			case holdsData[dep.Kind]:
+				data = append(data, named)
+			case slices.Contains(remadeBy[s.kind], dep.Kind):
+				queue = append(queue, step{kind: dep.Kind, uid: dep.UID, via: dep.String()})
+			default:
+				others = append(others, named)
+			}
+		}
+	}
+	slices.Sort(data)
+	slices.Sort(others)
+	return data, others
+}
+
+// listed3 names up to three objects and counts the rest.
+func listed3(objects []string) string {
 	const shown = 3
-	list := strings.Join(owned[:min(shown, len(owned))], ", ")
-	if len(owned) > shown {
-		list += fmt.Sprintf(" and %d more", len(owned)-shown)
+	list := strings.Join(objects[:min(shown, len(objects))], ", ")
+	if len(objects) > shown {
+		list += fmt.Sprintf(" and %d more", len(objects)-shown)
 	}
-	if all {
-		return fmt.Sprintf("it owns %s, which a recreate would delete with it (a custom resource's dependents may hold data)", list), nil
+	return list
+}
+
+// remadeNote says what a new object of kind makes again, and so what a
+// recreate may delete.
+func remadeNote(kind schema.GroupKind) string {
+	remade := remadeBy[kind]
+	if len(remade) == 0 {
+		return "a new " + kind.Kind + " makes none of them again"
 	}
-	return fmt.Sprintf("it owns %s, whose data a recreate would delete", list), nil
+	names := make([]string, len(remade))
+	for i, gk := range remade {
+		names[i] = gk.Kind + "s"
+	}
+	return "a new " + kind.Kind + " makes again only its " + strings.Join(names, " and ")
 }
 
 // builtInGroups are the API groups Kubernetes serves itself. A kind of

@@ -81,7 +81,7 @@ func (c *Client) Update(original, target kube.ResourceList, opts ...kube.ClientU
 			failed = append(failed, part)
 			continue
 		}
-		if ierr := c.recreate(info, part, opts); ierr != nil {
+		if ierr := c.recreate(original, info, part, opts); ierr != nil {
 			failed = append(failed, ierr)
 		}
 	}
@@ -124,7 +124,7 @@ func (c *Client) context() (context.Context, context.CancelFunc) {
 // recreate recreates info, refused by cause, if the policy allows it. The
 // inner client creates it again: it creates what does not exist, as it
 // applies it.
-func (c *Client) recreate(info *resource.Info, cause error, opts []kube.ClientUpdateOption) error {
+func (c *Client) recreate(original kube.ResourceList, info *resource.Info, cause error, opts []kube.ClientUpdateOption) error {
 	ctx, cancel := c.context()
 	defer cancel()
 	desired, err := patch.ToUnstructured(info.Object)
@@ -133,6 +133,12 @@ func (c *Client) recreate(info *resource.Info, cause error, opts []kube.ClientUp
 	}
 	refused := Refused{Object: describe(info), Kind: info.Mapping.GroupVersionKind.GroupKind(), Desired: desired,
 		Cause: cause, Cluster: &restObject{info: info, prepare: c.opts.Prepare}, Dependents: c.opts.Dependents}
+	if replaced(cause) {
+		refused.InPlace = func(context.Context) error {
+			_, err := c.Interface.Update(originalOf(original, info), kube.ResourceList{info}, append(opts, kube.ClientUpdateOptionForceReplace(false))...)
+			return err
+		}
+	}
 	done, err := c.opts.Policy.Recreate(ctx, refused, func(context.Context) error {
 		_, err := c.Interface.Update(kube.ResourceList{}, kube.ResourceList{info}, opts...)
 		return err
@@ -140,10 +146,29 @@ func (c *Client) recreate(info *resource.Info, cause error, opts []kube.ClientUp
 	if err != nil {
 		return err
 	}
-	if c.opts.Observer != nil {
+	if c.opts.Observer != nil && !done.InPlace {
 		c.opts.Observer(done)
 	}
 	return nil
+}
+
+// replaceFailed is how Helm's client words a refused replace (a PUT, its
+// force with client-side apply).
+const replaceFailed = "failed to replace object: "
+
+// replaced tells whether err refused a replace rather than a patch.
+func replaced(err error) bool {
+	return strings.Contains(err.Error(), replaceFailed)
+}
+
+// originalOf returns the object of original that info updates, the base
+// of a client-side patch; empty when the previous revision did not have
+// it (Helm then patches from the object in the cluster).
+func originalOf(original kube.ResourceList, info *resource.Info) kube.ResourceList {
+	if o := original.Get(info); o != nil {
+		return kube.ResourceList{o}
+	}
+	return kube.ResourceList{}
 }
 
 // joinedErrors lists the errors of several objects on one line, as

@@ -41,6 +41,11 @@ type Policy struct {
 	// Memory, when set, keeps the objects this policy recreated, so an
 	// object refused again after its recreate is not recreated again.
 	Memory *Memory
+	// RolledBackFrom, for a rollback, are the consents of the revision it
+	// rolls back from (the release's latest): an object that revision's
+	// manifest annotated enabled may be recreated back, unless the
+	// manifest applied now opts it out. The guards apply as ever.
+	RolledBackFrom Consents `json:",omitempty"`
 }
 
 // never are the kinds a recreate never deletes: each holds data (or, for a
@@ -62,7 +67,8 @@ func neverRecreated(gk schema.GroupKind) string {
 }
 
 // consent tells whether the object r refers to may be recreated as far as
-// its owner's wishes go: its manifest's annotation, else the gate. When
+// its owner's wishes go: its manifest's annotation, else, in a rollback,
+// the annotation in the revision rolled back from, else the gate. When
 // not, advice says what would give consent, or why nothing can.
 func (p Policy) consent(r Refused) (ok bool, optedOut bool, advice string) {
 	switch r.annotation() {
@@ -70,6 +76,9 @@ func (p Policy) consent(r Refused) (ok bool, optedOut bool, advice string) {
 		return true, false, ""
 	case Disabled:
 		return false, true, fmt.Sprintf("it opts out of recreation (%s: %s)", Annotation, Disabled)
+	}
+	if p.RolledBackFrom.has(r, p.Release.Namespace) {
+		return true, false, ""
 	}
 	covered := gateCovers(r.Kind, r.Cause)
 	if p.Gate && covered {

@@ -16,7 +16,6 @@ import (
 )
 
 var (
-	jobKind = schema.GroupKind{Group: "batch", Kind: "Job"}
 	stsKind = schema.GroupKind{Group: "apps", Kind: "StatefulSet"}
 	pvcKind = schema.GroupKind{Kind: "PersistentVolumeClaim"}
 )

@@ -41,6 +41,12 @@ type Refused struct {
 	// Cluster reaches the object, Dependents what it owns.
 	Cluster    Object
 	Dependents Dependents
+	// InPlace, when set, updates the object in place with a patch: the
+	// refusal answered a replace (a PUT, Helm's force with client-side
+	// apply), which the API server refuses for an object whose manifest
+	// lacks what it generated at creation (a Job's selector and
+	// controller-uid labels) even when nothing changed.
+	InPlace func(context.Context) error
 }
 
 func (r Refused) annotation() string {
@@ -58,6 +64,9 @@ type Recreated struct {
 	Fields string
 	// Propagation is how its dependents were treated.
 	Propagation metav1.DeletionPropagation
+	// InPlace says the object was not recreated after all: a patch
+	// updated it in place (Refused.InPlace), and nothing was deleted.
+	InPlace bool
 }
 
 // Propagation is how a recreate deletes an object of kind gk. A
@@ -103,6 +112,18 @@ func (p Policy) Recreate(ctx context.Context, r Refused, create func(context.Con
 	if optedOut {
 		return fail(advice)
 	}
+	if consent && r.InPlace != nil {
+		patched, err := p.patchedInPlace(ctx, &r, ierr)
+		switch {
+		case err != nil:
+			return Recreated{}, err
+		case patched:
+			return Recreated{Object: r.Object, InPlace: true}, nil
+		}
+		if consent, optedOut, advice = p.consent(r); optedOut {
+			return fail(advice)
+		}
+	}
 	live, err := r.Cluster.Live(ctx)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -147,6 +168,26 @@ func (p Policy) Recreate(ctx context.Context, r Refused, create func(context.Con
 		return fail("it was deleted to be recreated, but it was not gone in time to create it again (the next attempt creates it): " + err.Error())
 	}
 	return p.created(ctx, r, ierr, create, true)
+}
+
+// patchedInPlace tries r's update again as a patch, before anything is
+// deleted: only a field that cannot be updated (the patch is refused too)
+// makes a recreate; what the API server generated is then no change. It
+// returns true when the patch updated the object (or found nothing to
+// change). When the patch is refused for an immutable field, r and ierr
+// take that refusal as the cause, for consent and the guards to judge; any
+// other failure ends the update with ierr.
+func (p Policy) patchedInPlace(ctx context.Context, r *Refused, ierr *ImmutableError) (bool, error) {
+	err := r.InPlace(ctx)
+	switch {
+	case err == nil:
+		return true, nil
+	case !IsImmutable(err):
+		ierr.Advice = "not recreated: updating it in place after its replace was refused failed: " + err.Error()
+		return false, ierr
+	}
+	r.Cause, ierr.Err, ierr.Fields = err, err, Fields(err)
+	return false, nil
 }
 
 // created creates r's object after it was deleted (deleted) or found

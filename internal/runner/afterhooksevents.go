@@ -11,6 +11,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/afterhooks"
+	"github.com/afterhooks/helm-controller/internal/plan"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 )
 
@@ -38,7 +39,7 @@ type afterHooksObserver struct {
 
 var _ afterhooks.Observer = (*afterHooksObserver)(nil)
 
-func (o *afterHooksObserver) Started(verb string) {
+func (o *afterHooksObserver) Started(verb plan.Verb) {
 	reportProgress(o.progress, fmt.Sprintf("running %s hooks and applying resources (afterHooks)", verb))
 	o.event(verb, nil, eventv1.EventTypeTrace, AfterHooksStartedReason,
 		fmt.Sprintf("Helm %s of %s started with waitStrategy afterHooks: pre-%s hooks, apply, post-%s hooks, then the readiness wait",
@@ -49,7 +50,7 @@ func (o *afterHooksObserver) HookStarted(p afterhooks.HookProgress) {
 	reportProgress(o.progress, p.String())
 }
 
-func (o *afterHooksObserver) Waiting(verb string, rel *releasev1.Release, timeout time.Duration, resumed bool) {
+func (o *afterHooksObserver) Waiting(verb plan.Verb, rel *releasev1.Release, timeout time.Duration, resumed bool) {
 	reportProgress(o.progress, waitingFor(rel))
 	if resumed {
 		o.event(verb, rel, eventv1.EventTypeTrace, AfterHooksWaitingReason,
@@ -62,8 +63,8 @@ func (o *afterHooksObserver) Waiting(verb string, rel *releasev1.Release, timeou
 			verb, rel.Name, rel.Version, timeout))
 }
 
-func (o *afterHooksObserver) PhaseDone(verb, phase string, took time.Duration) {
-	phaseDuration.WithLabelValues(verb, string(v2.AfterHooks), phase).Observe(took.Seconds())
+func (o *afterHooksObserver) PhaseDone(verb plan.Verb, phase string, took time.Duration) {
+	phaseDuration.WithLabelValues(string(verb), string(v2.AfterHooks), phase).Observe(took.Seconds())
 }
 
 // event emits an event about the HelmRelease. The afterHooks phases are
@@ -74,7 +75,7 @@ func (o *afterHooksObserver) PhaseDone(verb, phase string, took time.Duration) {
 // chart version of rel as revision and the digest of its values as token,
 // as the events of the Helm action it belongs to do; without rel, those of
 // the attempt.
-func (o *afterHooksObserver) event(verb string, rel *releasev1.Release, eventType, reason, msg string) {
+func (o *afterHooksObserver) event(verb plan.Verb, rel *releasev1.Release, eventType, reason, msg string) {
 	if o.recorder == nil {
 		return
 	}
@@ -82,5 +83,5 @@ func (o *afterHooksObserver) event(verb string, rel *releasev1.Release, eventTyp
 	if rel != nil && rel.Chart != nil && rel.Chart.Metadata != nil {
 		meta = releaseEventMeta(rel.Chart.Metadata.Version, chartutil.DigestValues(digest.Canonical, rel.Config).String())
 	}
-	o.recorder.AnnotatedEventf(o.obj, nil, meta, eventType, reason, actionOfVerb(verb).String(), "%s", msg)
+	o.recorder.AnnotatedEventf(o.obj, nil, meta, eventType, reason, verb.EventAction().String(), "%s", msg)
 }

@@ -10,17 +10,22 @@
 //   - the release's Helm configuration, built once per reconcile (kube
 //     client and Secret storage on the target cluster, Helm's log tail
 //     for failure events, the log of what was written to storage);
-//   - the one decision of each action's hook wait strategy (plan.go),
-//     handed both to the observers and to internal/action, which stacks
-//     the feature wrappers (recreate, afterHooks, ordering) in one
-//     function;
-//   - what a Flux user sees of a running action: events (the
-//     *events.go files), progress through the Progress interface the
+//   - the plan of each action (plan.go, internal/plan): every decision
+//     the action and the observers act on, made once: the verb, the hook
+//     order, the waits, the ordering (from the spec, or from the stored
+//     revision a rollback or uninstall follows, read here), the release's
+//     one recreate policy, which drift correction (driftcheck.go) shares,
+//     and the hook marks. internal/action stacks the feature wrappers
+//     (recreate, afterHooks, ordering) from the plan alone;
+//   - what a Flux user sees of a running action: one action.Observer per
+//     action (observer.go) turns what internal/action tells it into events
+//     (the *events.go files), progress through the Progress interface the
 //     reconciler implements, and the phase duration metric (metrics.go).
 //
 // An afterHooks upgrade goes reconcile (upgrade.go) → runner (runner.go:
 // Upgrade, plan.go) → action (upgrade.go, stack.go, layer_afterhooks.go)
-// → afterhooks (run.go) → Helm's upgrade and storage. An ordered upgrade
+// → afterhooks (run.go: Start, then the finish after Helm's upgrade) →
+// Helm's upgrade and storage. An ordered upgrade
 // goes reconcile → runner → action (upgrade.go, stack.go,
 // layer_ordering.go) → sequencing (kube.go) → Helm's kube client.
 package runner

@@ -11,15 +11,15 @@ import (
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/drift"
+	"github.com/afterhooks/helm-controller/internal/plan"
 	"github.com/afterhooks/helm-controller/internal/recreate"
 )
 
 // DetectDrift compares the release's objects with the cluster the Helm
 // configuration deploys to.
-func (h *Runner) DetectDrift(ctx context.Context, rel *releasev1.Release) (jsondiff.DiffSet, error) {
-	checker, err := h.driftChecker()
+func (r *Runner) DetectDrift(ctx context.Context, rel *releasev1.Release) (jsondiff.DiffSet, error) {
+	checker, err := r.driftChecker()
 	if err != nil {
 		return nil, err
 	}
@@ -35,8 +35,8 @@ func (h *Runner) DetectDrift(ctx context.Context, rel *releasev1.Release) (jsond
 }
 
 // CorrectDrift applies the drifted objects of set again.
-func (h *Runner) CorrectDrift(ctx context.Context, set jsondiff.DiffSet) (*ssa.ChangeSet, error) {
-	checker, err := h.driftChecker()
+func (r *Runner) CorrectDrift(ctx context.Context, set jsondiff.DiffSet) (*ssa.ChangeSet, error) {
+	checker, err := r.driftChecker()
 	if err != nil {
 		return nil, err
 	}
@@ -47,36 +47,36 @@ func (h *Runner) CorrectDrift(ctx context.Context, set jsondiff.DiffSet) (*ssa.C
 // configuration's REST client getter: whatever cluster and identity Helm
 // deploys with (a remote kubeconfig, an impersonated ServiceAccount) is the
 // one drift is detected and corrected with.
-func (h *Runner) driftChecker() (*drift.Checker, error) {
-	if h.drift != nil {
-		return h.drift, nil
+func (r *Runner) driftChecker() (*drift.Checker, error) {
+	if r.drift != nil {
+		return r.drift, nil
 	}
-	dd := h.obj.GetDriftDetection()
-	if h.cfg.RESTClientGetter == nil {
+	if r.cfg.RESTClientGetter == nil {
 		return nil, fmt.Errorf("the Helm configuration has no REST client getter")
 	}
-	opts := drift.Options{FieldManager: h.fieldManager, Ignore: h.driftIgnore,
-		// A correction recreates what an upgrade would: annotated objects,
-		// or the kinds the RecreateImmutableResources gate covers; it
-		// remembers them, so an object refused again is not recreated
-		// again and again.
-		Recreate: recreate.Policy{
-			Gate:    h.opts.RecreateImmutable,
-			Release: recreate.Release{Name: h.releaseName(), Namespace: h.obj.GetReleaseNamespace()},
-			Memory:  h.opts.RecreateMemory,
-		},
-		RecreateTimeout: action.UpgradeWait(h.obj, h.opts).Timeout,
-		Dependents:      recreate.NewDependents(h.cfg.RESTClientGetter),
-		OnRecreate:      func(r recreate.Recreated) { h.recreated(helmv2.ActionDriftDetection, r) },
-	}
-	// Taking fields over writes managedFields; warn mode must only report.
-	if dd.GetMode() == helmv2.DriftDetectionEnabled {
-		opts.OverrideManagers = h.overrideManagers
-	}
-	checker, err := drift.NewChecker(h.cfg.RESTClientGetter, opts)
+	checker, err := drift.NewChecker(r.cfg.RESTClientGetter, r.driftOptions())
 	if err != nil {
 		return nil, err
 	}
-	h.drift = checker
+	r.drift = checker
 	return checker, nil
+}
+
+// driftOptions are the drift checker's options. A correction recreates
+// what an upgrade would, with the release's one recreate policy: annotated
+// objects, or the kinds the RecreateImmutableResources gate covers; its
+// memory keeps them, so an object refused again is not recreated again
+// and again.
+func (r *Runner) driftOptions() drift.Options {
+	opts := drift.Options{FieldManager: r.fieldManager, Ignore: r.driftIgnore,
+		Recreate:        *r.settings.Recreate,
+		RecreateTimeout: r.planFor(plan.Upgrade).Wait.Timeout,
+		Dependents:      recreate.NewDependents(r.cfg.RESTClientGetter),
+		OnRecreate:      func(rc recreate.Recreated) { r.recreated(helmv2.ActionDriftDetection, rc) },
+	}
+	// Taking fields over writes managedFields; warn mode must only report.
+	if r.obj.GetDriftDetection().GetMode() == helmv2.DriftDetectionEnabled {
+		opts.OverrideManagers = r.overrideManagers
+	}
+	return opts
 }

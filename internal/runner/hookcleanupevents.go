@@ -25,17 +25,17 @@ const (
 )
 
 // hookResourcesDeleted reports the hook objects an uninstall deleted.
-func (h *Runner) hookResourcesDeleted(deleted []string) {
-	h.event(helmv2.ActionHelmUninstall, corev1.EventTypeNormal, HookResourcesDeletedReason,
-		fmt.Sprintf("Deleted %d object(s) left by the hooks of release %s: %s", len(deleted), h.releaseName(), listed(deleted)))
+func (r *Runner) hookResourcesDeleted(deleted []string) {
+	r.event(helmv2.ActionHelmUninstall, corev1.EventTypeNormal, HookResourcesDeletedReason,
+		fmt.Sprintf("Deleted %d object(s) left by the hooks of release %s: %s", len(deleted), r.releaseName(), listed(deleted)))
 }
 
 // hookResourcesLeft reports the objects an uninstall found under the
 // names of its release's hooks and did not delete, each with the reason,
 // so that nothing is left behind unsaid.
-func (h *Runner) hookResourcesLeft(left []string) {
-	h.event(helmv2.ActionHelmUninstall, corev1.EventTypeNormal, HookResourcesLeftReason,
-		fmt.Sprintf("Left %d object(s) found under the names of the hooks of release %s: %s", len(left), h.releaseName(), listed(left)))
+func (r *Runner) hookResourcesLeft(left []string) {
+	r.event(helmv2.ActionHelmUninstall, corev1.EventTypeNormal, HookResourcesLeftReason,
+		fmt.Sprintf("Left %d object(s) found under the names of the hooks of release %s: %s", len(left), r.releaseName(), listed(left)))
 }
 
 // hookCleanupFailed turns a failed hook cleanup into a Warning event and
@@ -43,11 +43,11 @@ func (h *Runner) hookResourcesLeft(left []string) {
 // failed uninstall (for a remediation, a failure that counts against its
 // retries) although the release is gone, and a retry would not clean up
 // again: without a release there are no records listing the hooks.
-func (h *Runner) hookCleanupFailed(err error) error {
+func (r *Runner) hookCleanupFailed(err error) error {
 	var cleanup *action.HookCleanupError
 	if !errors.As(err, &cleanup) {
 		return err
 	}
-	h.event(helmv2.ActionHelmUninstall, corev1.EventTypeWarning, HookCleanupFailedReason, cleanup.Error())
+	r.event(helmv2.ActionHelmUninstall, corev1.EventTypeWarning, HookCleanupFailedReason, cleanup.Error())
 	return nil
 }

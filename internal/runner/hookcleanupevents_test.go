@@ -7,9 +7,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
 )
 
@@ -35,7 +33,7 @@ func TestHookCleanupFailed(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &captureRecorder{}
-			h := &Runner{obj: &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}}, recorder: rec}
+			h := newRunner(nil, testRelease(), Settings{Recorder: rec})
 			if err := h.hookCleanupFailed(tc.err); !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
 				t.Errorf("error %v, want %v", err, tc.wantErr)
 			}
@@ -51,7 +49,7 @@ func TestHookCleanupFailed(t *testing.T) {
 
 func TestHookResourcesDeletedEvent(t *testing.T) {
 	rec := &captureRecorder{}
-	h := &Runner{obj: &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}}, recorder: rec}
+	h := newRunner(nil, testRelease(), Settings{Recorder: rec})
 	h.hookResourcesDeleted([]string{"Job/apps/a", "ConfigMap/apps/b", "ConfigMap/apps/c", "ConfigMap/apps/d", "ConfigMap/apps/e", "ConfigMap/apps/f"})
 	if len(rec.events) != 1 {
 		t.Fatalf("events %+v, want one", rec.events)
@@ -62,12 +60,12 @@ func TestHookResourcesDeletedEvent(t *testing.T) {
 		t.Errorf("event %+v, want Normal %s %q", e, HookResourcesDeletedReason, want)
 	}
 	// A runner without a recorder (tests, tools) reports nothing and goes on.
-	(&Runner{obj: h.obj}).hookResourcesDeleted([]string{"Job/apps/a"})
+	newRunner(nil, h.obj, Settings{}).hookResourcesDeleted([]string{"Job/apps/a"})
 }
 
 func TestHookResourcesLeftEvent(t *testing.T) {
 	rec := &captureRecorder{}
-	h := &Runner{obj: &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}}, recorder: rec}
+	h := newRunner(nil, testRelease(), Settings{Recorder: rec})
 	h.hookResourcesLeft([]string{"ConfigMap/apps/web-keep (helm.sh/resource-policy: keep)", "Namespace/web-data (a Namespace is never deleted)"})
 	if len(rec.events) != 1 {
 		t.Fatalf("events %+v, want one", rec.events)

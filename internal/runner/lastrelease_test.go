@@ -36,7 +36,8 @@ func TestLastReleaseIsReadOncePerWrite(t *testing.T) {
 	cfg := helmaction.NewConfiguration()
 	cfg.Releases = storage.Init(writes.Wrap(mem))
 	obj := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "apps"}}
-	h := &Runner{cfg: cfg, obj: obj, writes: writes}
+	h := newRunner(cfg, obj, Settings{})
+	h.writes = writes
 	rel := func(v int) *releasev1.Release {
 		return &releasev1.Release{Name: h.releaseName(), Namespace: "apps", Version: v,
 			Info: &releasev1.Info{Status: common.StatusDeployed}}

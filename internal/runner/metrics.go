@@ -10,6 +10,7 @@ import (
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/plan"
 )
 
 // phaseDuration records how long the phases of Helm actions take, by action
@@ -27,8 +28,8 @@ func MustRegisterMetrics(reg prometheus.Registerer) {
 	reg.MustRegister(phaseDuration)
 }
 
-func observePhase(action string, strategy v2.HookWaitStrategy, phase string, started time.Time) {
-	phaseDuration.WithLabelValues(action, string(strategy), phase).Observe(time.Since(started).Seconds())
+func observePhase(verb plan.Verb, strategy v2.HookWaitStrategy, phase string, started time.Time) {
+	phaseDuration.WithLabelValues(string(verb), string(strategy), phase).Observe(time.Since(started).Seconds())
 }
 
 // reportProgress marks the Reconciling condition with msg through p, when

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
-	"github.com/afterhooks/helm-controller/internal/action"
 )
 
 // fakeNewRevision is a new-revision watch that has seen trigger, or
@@ -24,17 +23,17 @@ func TestRollbackAfterNewRevisionIsNotBoundToItsCancelledWait(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	seen := &fakeNewRevision{ctx: ctx, trigger: "HelmRelease/apps/web"}
-	h := &Runner{obj: &v2.HelmRelease{}, opts: action.Options{WaitContext: ctx}, newRevision: seen}
-	opts, err := h.rollbackOptions()
+	h := newRunner(memoryConfig(), &v2.HelmRelease{}, Settings{NewRevision: seen})
+	p, err := h.rollbackPlan(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if opts.WaitContext != nil {
+	if p.WaitContext != nil {
 		t.Error("the rollback's waits are bound to the cancelled new-revision context")
 	}
 	// Before any new revision, the rollback's wait can still be abandoned.
 	seen.trigger = ""
-	if opts, _ := h.rollbackOptions(); opts.WaitContext == nil {
+	if p, _ := h.rollbackPlan(0); p.WaitContext == nil {
 		t.Error("a rollback before any new revision is not bound to the watch")
 	}
 }

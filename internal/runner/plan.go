@@ -1,48 +1,86 @@
 package runner
 
 import (
-	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"fmt"
+
+	"helm.sh/helm/v4/pkg/release/common"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+
+	"github.com/afterhooks/helm-controller/internal/action"
+	"github.com/afterhooks/helm-controller/internal/plan"
+	"github.com/afterhooks/helm-controller/internal/recreate"
 )
 
-// The verbs the runner names Helm actions by, in events, metrics and the
-// status plan of an ordered action.
-const (
-	verbInstall   = "install"
-	verbUpgrade   = "upgrade"
-	verbRollback  = "rollback"
-	verbUninstall = "uninstall"
-	verbTest      = "test"
-	// verbResume is the readiness wait of an afterHooks revision that an
-	// earlier run left pending.
-	verbResume = "resume"
-)
-
-// plan is what the runner decides about one Helm action before it runs.
-// The hook wait strategy is decided here and nowhere else: the observers
-// (events, the Reconciling condition, the phase metric) and the action
-// layer (action.Options.WaitStrategy, which picks the afterHooks run) are
-// handed the same value.
-type plan struct {
-	verb string
-	// waitStrategy is afterHooks or beforeHooks for install, upgrade and
-	// rollback; empty for the others, which have no post hooks to order
-	// the wait around.
-	waitStrategy v2.HookWaitStrategy
+// planFor is the plan of the action v of r's HelmRelease (see
+// internal/plan): every decision the action stack and the observers act
+// on, made here once per action. Install and upgrade add the post
+// renderer (see call).
+func (r *Runner) planFor(v plan.Verb) plan.Plan {
+	p := plan.New(r.obj, v, r.settings)
+	p.WaitContext = r.newRevisionContext()
+	p.StatusReaders = r.statusReaders
+	return p
 }
 
-// planFor decides the action verb of obj: its own waitStrategy, else
-// defaultWait (--default-wait-strategy, DefaultToAfterHooks), and
-// beforeHooks whenever the action's wait is disabled, since there is then
-// no wait to move after the hooks.
-func planFor(obj *v2.HelmRelease, verb string, defaultWait v2.HookWaitStrategy) plan {
-	p := plan{verb: verb}
-	switch verb {
-	case verbInstall:
-		p.waitStrategy = obj.GetInstall().GetWaitStrategy(defaultWait)
-	case verbUpgrade:
-		p.waitStrategy = obj.GetUpgrade().GetWaitStrategy(defaultWait)
-	case verbRollback:
-		p.waitStrategy = obj.GetRollback().GetWaitStrategy(defaultWait)
+// rollbackPlan is the plan of a rollback to toVersion: it follows the
+// revision rolled back to, read here once. A rollback that starts after a
+// new revision was seen (a remediation of the action that new revision
+// abandoned) is not bound to the already cancelled wait context: it would
+// fail at once and leave the release without its remediation.
+func (r *Runner) rollbackPlan(toVersion int) (plan.Plan, error) {
+	p := r.planFor(plan.Rollback)
+	if r.newRevisionTrigger() != "" {
+		p.WaitContext = nil
 	}
+	// Unreadable: Helm's rollback says why.
+	target, err := action.RollbackTarget(r.cfg, r.releaseName(), toVersion)
+	if err != nil {
+		target = nil
+	}
+	if p, err = p.Follow(target); err != nil {
+		return p, fmt.Errorf("%s: %w", p.Verb, err)
+	}
+	// What the revision rolled back from consented to recreate, the
+	// rollback may recreate back (docs/immutable.md).
+	if from, err := action.LastRelease(r.cfg, r.releaseName()); err == nil {
+		p.RolledBackFrom = recreate.ConsentsOf(from.Manifest)
+	}
+	return p, nil
+}
+
+// uninstallPlan is the plan of the uninstall: it follows the newest
+// revision, deleted in reverse order when it was applied in order.
+func (r *Runner) uninstallPlan() (plan.Plan, error) {
+	p := r.planFor(plan.Uninstall)
+	last, err := action.LastRelease(r.cfg, r.releaseName())
+	if err != nil {
+		last = nil
+	}
+	if p, err = p.Follow(last); err != nil {
+		return p, fmt.Errorf("%s: %w", p.Verb, err)
+	}
+	return p, nil
+}
+
+// resumePlan is the plan of the action that left rel pending: its verb
+// is read from rel's status.
+func (r *Runner) resumePlan(rel *releasev1.Release) plan.Plan {
+	v := plan.Install
+	if rel != nil && rel.Info != nil {
+		switch rel.Info.Status {
+		case common.StatusPendingUpgrade:
+			v = plan.Upgrade
+		case common.StatusPendingRollback:
+			v = plan.Rollback
+		}
+	}
+	p := r.planFor(v)
+	p.Resumed = true
 	return p
+}
+
+// call hands p to internal/action with the controller's settings and the
+// observer of p's action.
+func (r *Runner) call(p plan.Plan) action.Call {
+	return action.Call{Config: r.config, Plan: p, Observer: r.observer(p)}
 }

@@ -17,10 +17,10 @@ const ResourceRecreatedReason = "ResourceRecreated"
 
 // recreated tells, in an event, an object an upgrade, rollback or drift
 // correction recreated and why.
-func (h *Runner) recreated(action helmv2.Action, r recreate.Recreated) {
-	msg := fmt.Sprintf("%s recreated: the cluster refused to update it in place (%s)", r.Object, r.Fields)
-	if r.Propagation == metav1.DeletePropagationOrphan {
+func (r *Runner) recreated(action helmv2.Action, rc recreate.Recreated) {
+	msg := fmt.Sprintf("%s recreated: the cluster refused to update it in place (%s)", rc.Object, rc.Fields)
+	if rc.Propagation == metav1.DeletePropagationOrphan {
 		msg += "; its pods were kept for the new object to adopt"
 	}
-	h.event(action, corev1.EventTypeNormal, ResourceRecreatedReason, msg)
+	r.event(action, corev1.EventTypeNormal, ResourceRecreatedReason, msg)
 }

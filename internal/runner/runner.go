@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fluxcd/cli-utils/pkg/kstatus/polling/engine"
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	helmaction "helm.sh/helm/v4/pkg/action"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
-	"helm.sh/helm/v4/pkg/postrenderer"
 	"helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
@@ -24,6 +24,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/connect"
 	"github.com/afterhooks/helm-controller/internal/drift"
 	"github.com/afterhooks/helm-controller/internal/healthcheck"
+	"github.com/afterhooks/helm-controller/internal/plan"
 	"github.com/afterhooks/helm-controller/internal/postrender"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 	"github.com/afterhooks/helm-controller/internal/recreate"
@@ -43,9 +44,13 @@ type Runner struct {
 	// target says which cluster and identity that is.
 	target *connect.Target
 	obj    *v2.HelmRelease
-	opts   action.Options
-	// defaultWait is the waitStrategy of actions that leave it unset.
-	defaultWait v2.HookWaitStrategy
+	// config is the controller's, the same for every release.
+	config action.Config
+	// settings are what every plan of the release starts from, the
+	// recreate policy that drift correction shares among them.
+	settings plan.Settings
+	// statusReaders are the compiled spec.healthCheckExprs.
+	statusReaders []engine.StatusReader
 	// recorder receives the events about what the actions did; may be nil.
 	recorder reconcile.EventRecorder
 	// progress reports phases in the Reconciling condition; may be nil.
@@ -71,213 +76,150 @@ type Runner struct {
 	latest    *releasev1.Release
 	latestSeq uint64
 	// newRevision abandons readiness waits when a new reconcile is queued
-	// (CancelHealthCheckOnNewRevision); its context is opts.WaitContext.
-	// Nil when the gate is off.
+	// (CancelHealthCheckOnNewRevision); its context is each plan's
+	// WaitContext. Nil when the gate is off.
 	newRevision NewRevision
 }
 
 // The state machine drives a Runner.
 var _ reconcile.Helm = (*Runner)(nil)
 
-func (h *Runner) releaseName() string { return action.ReleaseName(h.obj) }
+func (r *Runner) releaseName() string { return r.settings.Release }
 
 // RecorderWithLogs is rec with Helm's last log lines added to the failure
 // events of the state machine.
-func (h *Runner) RecorderWithLogs(rec reconcile.EventRecorder) reconcile.EventRecorder {
-	if h.logs == nil {
+func (r *Runner) RecorderWithLogs(rec reconcile.EventRecorder) reconcile.EventRecorder {
+	if r.logs == nil {
 		return rec
 	}
-	return logTailRecorder{EventRecorder: rec, tail: h.logs}
+	return logTailRecorder{EventRecorder: rec, tail: r.logs}
 }
 
 // RESTClientGetter is the release's target cluster and identity, for code
 // beside the Helm actions (inventory, drift detection) that must look at
 // the same objects the release applied.
-func (h *Runner) RESTClientGetter() genericclioptions.RESTClientGetter { return h.getter }
+func (r *Runner) RESTClientGetter() genericclioptions.RESTClientGetter { return r.getter }
 
 // RESTConfig is the REST config of the target, impersonation included.
-func (h *Runner) RESTConfig() (*rest.Config, error) { return h.getter.ToRESTConfig() }
+func (r *Runner) RESTConfig() (*rest.Config, error) { return r.getter.ToRESTConfig() }
 
 // RESTMapper is the target cluster's REST mapper.
-func (h *Runner) RESTMapper() (apimeta.RESTMapper, error) { return h.getter.ToRESTMapper() }
+func (r *Runner) RESTMapper() (apimeta.RESTMapper, error) { return r.getter.ToRESTMapper() }
 
-func (h *Runner) LastRelease(context.Context) (*releasev1.Release, error) {
-	h.latestMu.Lock()
-	defer h.latestMu.Unlock()
-	seq := h.writes.Seq()
-	if h.latest == nil || seq != h.latestSeq {
-		rel, err := action.LastRelease(h.cfg, h.releaseName())
+func (r *Runner) LastRelease(context.Context) (*releasev1.Release, error) {
+	r.latestMu.Lock()
+	defer r.latestMu.Unlock()
+	seq := r.writes.Seq()
+	if r.latest == nil || seq != r.latestSeq {
+		rel, err := action.LastRelease(r.cfg, r.releaseName())
 		if err != nil {
 			return nil, err
 		}
-		h.latest, h.latestSeq = rel, seq
+		r.latest, r.latestSeq = rel, seq
 	}
-	return action.CopyRelease(h.latest), nil
+	return action.CopyRelease(r.latest), nil
 }
 
-func (h *Runner) LastWritten() *releasev1.Release { return h.writes.Last() }
+func (r *Runner) LastWritten() *releasev1.Release { return r.writes.Last() }
 
-func (h *Runner) Install(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
-	obj := h.obj
+func (r *Runner) Install(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
+	obj := r.obj
 	// Helm refuses to install over an uninstalled release whose history
 	// was kept unless told to replace it. The state machine installs only
 	// when nothing of the release is left (a failed one is upgraded, as
 	// upstream does), so that is the one case.
-	if last, err := h.LastRelease(ctx); err == nil && last.Info != nil && last.Info.Status == common.StatusUninstalled {
+	if last, err := r.LastRelease(ctx); err == nil && last.Info != nil && last.Info.Status == common.StatusUninstalled {
 		obj = obj.DeepCopy()
 		install := obj.GetInstall()
 		install.Replace = true
 		obj.Spec.Install = &install
 	}
-	p := planFor(obj, verbInstall, h.defaultWait)
-	opts, err := h.actionOptions(p, true)
-	if err != nil {
-		return nil, err
-	}
-	defer h.observeHelm(p.verb, p.waitStrategy, time.Now())
-	rel, err := action.Install(ctx, h.cfg, obj, chart, values, opts)
-	return rel, h.canceled(err)
+	return r.render(r.planFor(plan.Install), func(c action.Call) (*releasev1.Release, error) {
+		return action.Install(ctx, r.cfg, obj, chart, values, c)
+	})
 }
 
-func (h *Runner) Upgrade(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
-	p := planFor(h.obj, verbUpgrade, h.defaultWait)
-	opts, err := h.actionOptions(p, true)
-	if err != nil {
-		return nil, err
-	}
-	defer h.observeHelm(p.verb, p.waitStrategy, time.Now())
-	rel, err := action.Upgrade(ctx, h.cfg, h.obj, chart, values, opts)
-	return rel, h.canceled(err)
+func (r *Runner) Upgrade(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
+	return r.render(r.planFor(plan.Upgrade), func(c action.Call) (*releasev1.Release, error) {
+		return action.Upgrade(ctx, r.cfg, r.obj, chart, values, c)
+	})
 }
 
-// actionOptions are the options of an install, upgrade, rollback or
-// resumed wait planned as p: the controller's, with p's wait strategy, the
-// afterHooks, resource group and recreate observers and, for install and
-// upgrade (render), the post renderer. Invalid post renderers fail the
-// action before Helm renders anything.
-func (h *Runner) actionOptions(p plan, render bool) (action.Options, error) {
-	opts := h.opts
-	opts.WaitStrategy = p.waitStrategy
-	opts.AfterHooksObserver = &afterHooksObserver{obj: h.obj, release: h.releaseName(), recorder: h.recorder, progress: h.progress}
-	groups := newSequenceObserver(h.obj, p.verb, p.waitStrategy, h.recorder, h.progress)
-	opts.SequenceObserver, opts.SequenceWarn, opts.SequencePlanned = groups.observe, groups.warn, groups.planned
-	opts.SequenceReadinessTimeout = h.obj.GetReadinessTimeout()
-	opts.RecreateObserver = func(r recreate.Recreated) { h.recreated(actionOfVerb(p.verb), r) }
-	if render && !h.obj.IsOrdered() {
+// render runs the install or upgrade p plans with the post renderer
+// (spec.postRenderers, spec.commonMetadata and the origin labels); invalid
+// post renderers fail the action before Helm renders anything. Rollback
+// needs none: it re-applies a stored, already post-rendered manifest.
+func (r *Runner) render(p plan.Plan, run func(action.Call) (*releasev1.Release, error)) (*releasev1.Release, error) {
+	if !p.Ordering.Ordered() {
 		// The plan shown is the last ordered action's; this one is not.
-		h.obj.Status.Sequence = nil
+		r.obj.Status.Sequence = nil
 	}
-	if render {
-		pr, err := h.postRenderer()
-		if err != nil {
-			return opts, err
-		}
-		opts.PostRenderer = pr
+	pr, err := postrender.Build(&r.obj.Spec.HelmReleaseSpec, r.obj.Name, r.obj.Namespace)
+	if err != nil {
+		return nil, err
 	}
-	return opts, nil
-}
-
-// rollbackOptions are the options of a rollback. A rollback that starts
-// after a new revision was seen (a remediation of the action that new
-// revision abandoned) is not bound to the already cancelled wait context:
-// it would fail at once and leave the release without its remediation.
-func (h *Runner) rollbackOptions() (action.Options, error) {
-	opts, err := h.actionOptions(planFor(h.obj, verbRollback, h.defaultWait), false)
-	if h.newRevisionTrigger() != "" {
-		opts.WaitContext = nil
-	}
-	return opts, err
+	p.PostRenderer = pr
+	defer r.observeHelm(p, time.Now())
+	rel, err := run(r.call(p))
+	return rel, r.canceled(err)
 }
 
 // observeHelm records the duration of a beforeHooks Helm action (hooks,
 // apply and readiness wait); afterHooks actions report their phases
 // through the observer.
-func (h *Runner) observeHelm(verb string, strategy v2.HookWaitStrategy, started time.Time) {
-	if strategy != v2.AfterHooks {
-		observePhase(verb, v2.BeforeHooks, "helm", started)
+func (r *Runner) observeHelm(p plan.Plan, started time.Time) {
+	if !p.AfterHooks() {
+		observePhase(p.Verb, v2.BeforeHooks, "helm", started)
 	}
 }
 
-// postRenderer builds the post renderer install and upgrade run on the
-// rendered manifests (spec.postRenderers, spec.commonMetadata and the origin
-// labels). Rollback needs none: it re-applies a stored, already
-// post-rendered manifest. Invalid post renderers fail the action before
-// Helm renders anything.
-func (h *Runner) postRenderer() (postrenderer.PostRenderer, error) {
-	return postrender.Build(&h.obj.Spec.HelmReleaseSpec, h.obj.Name, h.obj.Namespace)
+func (r *Runner) Test(ctx context.Context) (*releasev1.Release, error) {
+	return action.Test(ctx, r.cfg, r.obj, r.call(r.planFor(plan.Test)))
 }
 
-func (h *Runner) Test(ctx context.Context) (*releasev1.Release, error) {
-	return action.Test(ctx, h.cfg, h.obj, h.opts)
-}
-
-func (h *Runner) Rollback(ctx context.Context, toVersion int) error {
-	opts, err := h.rollbackOptions()
+func (r *Runner) Rollback(ctx context.Context, toVersion int) error {
+	p, err := r.rollbackPlan(toVersion)
 	if err != nil {
 		return err
 	}
-	defer h.observeHelm(verbRollback, opts.WaitStrategy, time.Now())
-	return h.canceled(action.Rollback(ctx, h.cfg, h.obj, toVersion, opts))
+	defer r.observeHelm(p, time.Now())
+	return r.canceled(action.Rollback(ctx, r.cfg, r.obj, toVersion, r.call(p)))
 }
 
 // ResumeWait finishes the afterHooks readiness wait of rel, which an
 // earlier run of the controller left pending; see afterhooks.Resume.
-func (h *Runner) ResumeWait(ctx context.Context, rel *releasev1.Release) (*releasev1.Release, error) {
-	opts, err := h.actionOptions(planFor(h.obj, verbResume, h.defaultWait), false)
-	if err != nil {
-		return nil, err
-	}
-	resumed, err := action.ResumeWait(ctx, h.cfg, h.obj, rel, opts)
-	return resumed, h.canceled(err)
+func (r *Runner) ResumeWait(ctx context.Context, rel *releasev1.Release) (*releasev1.Release, error) {
+	resumed, err := action.ResumeWait(ctx, r.cfg, r.call(r.resumePlan(rel)))
+	return resumed, r.canceled(err)
 }
 
-func (h *Runner) Uninstall(ctx context.Context) error {
-	opts := h.opts
-	groups := newSequenceObserver(h.obj, verbUninstall, planFor(h.obj, verbUninstall, h.defaultWait).waitStrategy, h.recorder, h.progress)
-	opts.SequenceObserver, opts.SequenceWarn, opts.SequencePlanned = groups.observe, groups.warn, groups.planned
-	opts.SequenceReadinessTimeout = h.obj.GetReadinessTimeout()
-	opts.HookResourcesDeleted = h.hookResourcesDeleted
-	opts.HookResourcesLeft = h.hookResourcesLeft
-	_, err := action.Uninstall(ctx, h.cfg, h.obj, opts)
+func (r *Runner) Uninstall(ctx context.Context) error {
+	p, err := r.uninstallPlan()
+	if err != nil {
+		return err
+	}
+	_, err = action.Uninstall(ctx, r.cfg, r.obj, r.call(p))
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil
 	}
-	return h.hookCleanupFailed(err)
+	return r.hookCleanupFailed(err)
 }
 
 // event emits an event on the HelmRelease about what action did, when the
 // runner has a recorder: recreated objects, hook cleanup. It carries the
 // metadata of the attempt, as upstream's events about a release do.
-func (h *Runner) event(action helmv2.Action, eventType, reason, msg string) {
-	if h.recorder == nil {
+func (r *Runner) event(action helmv2.Action, eventType, reason, msg string) {
+	if r.recorder == nil {
 		return
 	}
-	h.recorder.AnnotatedEventf(h.obj, nil, attemptEventMeta(h.obj), eventType, reason, action.String(), "%s", msg)
-}
-
-// actionOfVerb is the Flux 2.10 event action of a Helm action by the verb
-// the runner names it with.
-func actionOfVerb(verb string) helmv2.Action {
-	switch verb {
-	case verbInstall:
-		return helmv2.ActionHelmInstall
-	case verbUpgrade:
-		return helmv2.ActionHelmUpgrade
-	case verbRollback:
-		return helmv2.ActionHelmRollback
-	case verbUninstall:
-		return helmv2.ActionHelmUninstall
-	case verbTest:
-		return helmv2.ActionHelmTest
-	}
-	return helmv2.ActionReconcile
+	r.recorder.AnnotatedEventf(r.obj, nil, attemptEventMeta(r.obj), eventType, reason, action.String(), "%s", msg)
 }
 
 // Unlock marks a pending release failed in storage.
-func (h *Runner) Unlock(_ context.Context, rel *releasev1.Release) error {
+func (r *Runner) Unlock(_ context.Context, rel *releasev1.Release) error {
 	// Upstream's wording, which `helm history` shows either way.
 	rel.SetStatus(common.StatusFailed, fmt.Sprintf("Release unlocked from stale '%s' state", rel.Info.Status))
-	if err := h.cfg.Releases.Update(rel); err != nil {
+	if err := r.cfg.Releases.Update(rel); err != nil {
 		return fmt.Errorf("updating release in storage: %w", err)
 	}
 	return nil
@@ -306,12 +248,14 @@ type NewRevision interface {
 // Settings are what the reconciler decides for every runner, from flags,
 // feature gates and the spec.
 type Settings struct {
-	// Options are the action options of the controller (feature gates,
-	// shared memories); the runner adds the per-release ones.
-	Options action.Options
-	// DefaultWaitStrategy is the waitStrategy of actions that leave it
-	// unset (--default-wait-strategy, DefaultToAfterHooks).
-	DefaultWaitStrategy v2.HookWaitStrategy
+	// Config is the controller's action settings (feature gates).
+	Config action.Config
+	// Recreations keeps what recreates did, shared by every reconcile
+	// (see recreate.Memory); nil remembers nothing.
+	Recreations *recreate.Memory
+	// DefaultHookOrder is the hook order of actions that leave their
+	// waitStrategy unset (--default-wait-strategy, DefaultToAfterHooks).
+	DefaultHookOrder v2.HookWaitStrategy
 	// Recorder receives the events about what the actions did; may be nil.
 	Recorder reconcile.EventRecorder
 	// OverrideManagers are the --override-manager field managers.
@@ -333,52 +277,66 @@ type Settings struct {
 
 // New builds the Helm configuration of obj (storage and release
 // namespaces) from factory, which reaches target, and the runner over it.
+// What every plan of the release starts from is decided here, once (see
+// newRunner).
 func New(factory *action.ConfigFactory, target *connect.Target, obj *v2.HelmRelease, s Settings) (*Runner, error) {
 	logs, writes := newHelmLogTail(), &action.WriteLog{}
 	handler := s.Logger
 	if handler == nil {
 		handler = slog.DiscardHandler
 	}
+	r := newRunner(nil, obj, s)
 	cfg, err := factory.Build(obj.GetStorageNamespace(), obj.GetReleaseNamespace(),
 		action.WithSlogHandler(logs.handler(handler)),
 		action.WithStorageDriver(writes.Wrap),
-		action.WithHookMarks(obj))
+		action.WithHookMarks(r.settings.HookMarks))
 	if err != nil {
 		return nil, fmt.Errorf("could not build the Helm configuration: %w", err)
 	}
-	h := &Runner{cfg: cfg, logs: logs, writes: writes, getter: factory.RESTClientGetter(), target: target, obj: obj, opts: s.Options,
-		defaultWait: s.DefaultWaitStrategy, recorder: s.Recorder, progress: s.Progress,
-		fieldManager: factory.FieldManager(), overrideManagers: s.OverrideManagers,
-		driftIgnore: s.DriftIgnore, newRevision: s.NewRevision}
-	h.opts.WaitContext = h.newRevisionContext()
-	if h.opts.StatusReaders, err = h.healthCheckReaders(s.HealthChecks); err != nil {
+	r.cfg, r.logs, r.writes, r.getter, r.target, r.fieldManager = cfg, logs, writes, factory.RESTClientGetter(), target, factory.FieldManager()
+	if r.statusReaders, err = r.healthCheckReaders(s.HealthChecks); err != nil {
 		return nil, err
 	}
-	return h, nil
+	return r, nil
+}
+
+// newRunner is the runner of obj over cfg with the per-release settings
+// decided once: the release name, the hook marks and the release's one
+// recreate policy.
+func newRunner(cfg *helmaction.Configuration, obj *v2.HelmRelease, s Settings) *Runner {
+	release := action.ReleaseName(obj)
+	return &Runner{cfg: cfg, obj: obj, config: s.Config, recorder: s.Recorder, progress: s.Progress,
+		overrideManagers: s.OverrideManagers, driftIgnore: s.DriftIgnore, newRevision: s.NewRevision,
+		settings: plan.Settings{Release: release, DefaultHookOrder: s.DefaultHookOrder, Helm3Defaults: s.Config.UseHelm3Defaults,
+			HookMarks: action.HookMarks(obj), Recreate: &recreate.Policy{
+				Gate:    s.Config.RecreateImmutable,
+				Release: recreate.Release{Name: release, Namespace: obj.GetReleaseNamespace()},
+				Memory:  s.Recreations,
+			}}}
 }
 
 // Target is the cluster and identity the runner's actions reach.
-func (h *Runner) Target() *connect.Target { return h.target }
+func (r *Runner) Target() *connect.Target { return r.target }
 
 // newRevisionContext is the context that abandons waits, nil without a
 // watch.
-func (h *Runner) newRevisionContext() context.Context {
-	if h.newRevision == nil {
+func (r *Runner) newRevisionContext() context.Context {
+	if r.newRevision == nil {
 		return nil
 	}
-	return h.newRevision.Context()
+	return r.newRevision.Context()
 }
 
 // newRevisionTrigger names what asked for a new reconcile, or is empty.
-func (h *Runner) newRevisionTrigger() string {
-	if h.newRevision == nil {
+func (r *Runner) newRevisionTrigger() string {
+	if r.newRevision == nil {
 		return ""
 	}
-	return h.newRevision.Trigger()
+	return r.newRevision.Trigger()
 }
 
 // canceled turns an action error caused by a new revision into a
 // *reconcile.HealthCheckCanceledError; other errors pass unchanged.
-func (h *Runner) canceled(err error) error {
-	return reconcile.CanceledBy(h.newRevisionTrigger(), err)
+func (r *Runner) canceled(err error) error {
+	return reconcile.CanceledBy(r.newRevisionTrigger(), err)
 }

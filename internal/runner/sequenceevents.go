@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/plan"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 	"github.com/afterhooks/helm-controller/internal/sequencing"
 )
@@ -47,9 +48,9 @@ const shownResources = 5
 // Reconciling condition naming the group being applied or waited for,
 // and the "group" phase of the phase duration metric.
 type sequenceObserver struct {
-	obj      *v2.HelmRelease
-	verb     string
-	strategy string
+	obj       *v2.HelmRelease
+	verb      plan.Verb
+	hookOrder string
 	// recorder and progress may be nil.
 	recorder reconcile.EventRecorder
 	progress Progress
@@ -73,7 +74,7 @@ func (o *sequenceObserver) observe(p sequencing.Progress) {
 		}
 	case sequencing.PhaseReady:
 		if began, ok := o.took(p.Index); ok {
-			phaseDuration.WithLabelValues(o.verb, o.strategy, "group").Observe(time.Since(began).Seconds())
+			phaseDuration.WithLabelValues(string(o.verb), o.hookOrder, "group").Observe(time.Since(began).Seconds())
 		}
 		o.event(eventv1.EventTypeTrace, ResourceGroupReadyReason, fmt.Sprintf("Resource group %s (%d/%d) is ready", p.Batch, p.Index, p.Total))
 	case sequencing.PhaseDeleting:
@@ -127,8 +128,8 @@ const pendingPhase = "pending"
 // sequenceStatus is the status form of a plan: batches in order, with
 // the positions (from 1) of those each needs, all pending. An uninstall
 // goes last first: a batch waits for the batches that needed it.
-func sequenceStatus(verb string, p sequencing.Planned) *v2.SequenceStatus {
-	seq := &v2.SequenceStatus{Action: verb}
+func sequenceStatus(verb plan.Verb, p sequencing.Planned) *v2.SequenceStatus {
+	seq := &v2.SequenceStatus{Action: string(verb)}
 	for i, b := range p.Plan.Batches {
 		if i == shownBatches {
 			seq.Warnings = append(seq.Warnings, fmt.Sprintf("%d more batches not shown", len(p.Plan.Batches)-shownBatches))
@@ -200,16 +201,16 @@ func (o *sequenceObserver) event(eventType, reason, msg string) {
 	if o.recorder == nil {
 		return
 	}
-	o.recorder.AnnotatedEventf(o.obj, nil, attemptEventMeta(o.obj), eventType, reason, actionOfVerb(o.verb).String(), "%s", msg)
+	o.recorder.AnnotatedEventf(o.obj, nil, attemptEventMeta(o.obj), eventType, reason, o.verb.EventAction().String(), "%s", msg)
 }
 
 // newSequenceObserver returns the observer of one action (verb: install,
-// upgrade, rollback or uninstall) of obj under the hook wait strategy.
-func newSequenceObserver(obj *v2.HelmRelease, verb string, strategy v2.HookWaitStrategy, recorder reconcile.EventRecorder, progress Progress) *sequenceObserver {
-	if strategy == "" {
-		strategy = v2.BeforeHooks
+// upgrade, rollback or uninstall) of obj under the hook order.
+func newSequenceObserver(obj *v2.HelmRelease, verb plan.Verb, hookOrder v2.HookWaitStrategy, recorder reconcile.EventRecorder, progress Progress) *sequenceObserver {
+	if hookOrder == "" {
+		hookOrder = v2.BeforeHooks
 	}
-	return &sequenceObserver{obj: obj, verb: verb, strategy: string(strategy), recorder: recorder, progress: progress, started: map[int]time.Time{}}
+	return &sequenceObserver{obj: obj, verb: verb, hookOrder: string(hookOrder), recorder: recorder, progress: progress, started: map[int]time.Time{}}
 }
 
 // listed names up to shownResources objects, then how many more.

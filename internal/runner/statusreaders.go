@@ -11,11 +11,11 @@ import (
 // healthCheckReaders builds the status readers of compiled
 // spec.healthCheckExprs on the REST mapper of the release's target cluster
 // (which may be remote); nil when there are no expressions.
-func (h *Runner) healthCheckReaders(build healthcheck.Readers) ([]engine.StatusReader, error) {
+func (r *Runner) healthCheckReaders(build healthcheck.Readers) ([]engine.StatusReader, error) {
 	if build == nil {
 		return nil, nil
 	}
-	mapper, err := h.RESTMapper()
+	mapper, err := r.RESTMapper()
 	if err != nil {
 		return nil, fmt.Errorf("REST mapper for healthCheckExprs: %w", err)
 	}

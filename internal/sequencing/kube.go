@@ -118,7 +118,7 @@ type Client struct {
 	// known are the objects of the release manifests seen, with their
 	// chart and annotations as the manifest has them: the objects Helm
 	// hands over may have lost annotations the API server refuses (see
-	// kubeclient.StripUnappliable) by the time a deletion needs them.
+	// helmclient.StripUnappliable) by the time a deletion needs them.
 	known    map[ObjectID]Resource
 	warned   map[string]bool
 	rootName string

@@ -60,7 +60,7 @@ func TestImmutableCustomResource(t *testing.T) {
 		{name: "force", force: true, claim: true, want: "not recreated: it owns PersistentVolumeClaim/%s/cr-data"},
 		{name: "gate", gate: true, claim: true, want: "not recreated: it owns PersistentVolumeClaim/%s/cr-data"},
 		{name: "annotated", annotated: true, claim: true,
-			want: "not recreated: it owns PersistentVolumeClaim/%s/cr-data, which a recreate would delete with it"},
+			want: "not recreated: it owns PersistentVolumeClaim/%s/cr-data, whose data a recreate would delete"},
 		{name: "force-no-dependents", force: true, want: "annotate it helm.toolkit.fluxcd.io/force: enabled to let the controller recreate it"},
 		{name: "annotated-no-dependents", annotated: true},
 	} {

@@ -287,6 +287,17 @@ func TestImmutableDriftCorrection(t *testing.T) {
 		return env.Client.Create(ctx, handMade.DeepCopy())
 	})
 	handMadeUID := uidOf(t, named(&batchv1.Job{}, ns, "imm-migrate"))
+	// A recreate never stops a Job that has not finished.
+	env.Eventually(t, time.Minute, "hand-made Job finished", func(ctx context.Context) error {
+		job := &batchv1.Job{}
+		if err := env.Get(ctx, job, ns, "imm-migrate"); err != nil {
+			return err
+		}
+		if job.Status.Succeeded < 1 {
+			return fmt.Errorf("not finished: %+v", job.Status)
+		}
+		return nil
+	})
 
 	env.WaitReconcileHandled(t, hr, env.RequestReconcile(t, hr), 2*time.Minute)
 	env.WaitEvent(t, ns, hr.Name, framework.EventWant{Reason: framework.ResourceRecreatedReason,
