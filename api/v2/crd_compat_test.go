@@ -69,25 +69,27 @@ func joinPath(parent, name string) string {
 // ourAdditions are the only differences our CRD may have from upstream's:
 // a waitStrategy property and a CEL rule rejecting afterHooks with
 // disableWait on each of install, upgrade and rollback, a
-// deleteHookResources property on uninstall, and one more
+// deleteHookResources property on uninstall with its optional
+// deleteHookResourceKinds, and one more
 // spec.waitStrategy name (ordered), which only widens its enum, with its
 // readinessTimeout, and status.sequence, the plan of an ordered action.
 // Each is optional, so every manifest upstream accepts is still accepted.
 // A new path's children are new with it.
 var ourAdditions = map[string][]string{
-	"spec.waitStrategy":                  {"(properties)"},
-	"spec.waitStrategy.name":             {"description", "enum"},
-	"spec.waitStrategy.readinessTimeout": {"(new)"},
-	"status":                             {"(properties)"},
-	"status.sequence":                    {"(new)"},
-	"spec.install":                       {"(properties)", "x-kubernetes-validations"},
-	"spec.upgrade":                       {"(properties)", "x-kubernetes-validations"},
-	"spec.rollback":                      {"(properties)", "x-kubernetes-validations"},
-	"spec.install.waitStrategy":          {"(new)"},
-	"spec.upgrade.waitStrategy":          {"(new)"},
-	"spec.rollback.waitStrategy":         {"(new)"},
-	"spec.uninstall":                     {"(properties)"},
-	"spec.uninstall.deleteHookResources": {"(new)"},
+	"spec.waitStrategy":                      {"(properties)"},
+	"spec.waitStrategy.name":                 {"description", "enum"},
+	"spec.waitStrategy.readinessTimeout":     {"(new)"},
+	"status":                                 {"(properties)"},
+	"status.sequence":                        {"(new)"},
+	"spec.install":                           {"(properties)", "x-kubernetes-validations"},
+	"spec.upgrade":                           {"(properties)", "x-kubernetes-validations"},
+	"spec.rollback":                          {"(properties)", "x-kubernetes-validations"},
+	"spec.install.waitStrategy":              {"(new)"},
+	"spec.upgrade.waitStrategy":              {"(new)"},
+	"spec.rollback.waitStrategy":             {"(new)"},
+	"spec.uninstall":                         {"(properties)"},
+	"spec.uninstall.deleteHookResources":     {"(new)"},
+	"spec.uninstall.deleteHookResourceKinds": {"(new)"},
 }
 
 // underNewPath tells whether path lies below one of our new paths.

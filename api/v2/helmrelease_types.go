@@ -235,11 +235,13 @@ type Uninstall struct {
 	// helm.toolkit.fluxcd.io/hook-release (storage namespace/release name),
 	// and on uninstall deletes, among the objects named by the hooks of any
 	// stored revision (the pre- and post-delete hooks the uninstall just ran
-	// included), only hook objects with this release's mark. Never deleted:
-	// Namespaces, PersistentVolumeClaims, PersistentVolumes,
-	// CustomResourceDefinitions and objects with
-	// helm.sh/resource-policy: keep; objects left are named in a
-	// HookResourcesLeft event. Jobs are deleted with background
+	// included), only hook objects with this release's mark, and only of
+	// the kinds that hold no data: Jobs, Pods, ServiceAccounts, Roles,
+	// RoleBindings, ClusterRoles and ClusterRoleBindings, plus those listed
+	// in deleteHookResourceKinds. Never deleted: Namespaces,
+	// PersistentVolumeClaims, PersistentVolumes, CustomResourceDefinitions
+	// and objects with helm.sh/resource-policy: keep; objects left are
+	// named in a HookResourcesLeft event. Jobs are deleted with background
 	// propagation, so their pods go too. The deletions are waited for as the
 	// uninstall waits for its own (not with disableWait), within what is
 	// left of the uninstall timeout. The release records are kept until the
@@ -248,6 +250,21 @@ type Uninstall struct {
 	// succeeded. Defaults to false: Helm's behaviour.
 	// +optional
 	DeleteHookResources bool `json:"deleteHookResources,omitempty"`
+
+	// DeleteHookResourceKinds lists more kinds of hook objects for
+	// deleteHookResources to delete, beyond Jobs, Pods, ServiceAccounts and
+	// RBAC: each "Kind" for the core group (Secret, ConfigMap) or
+	// "Kind.group" (Certificate.cert-manager.io), or "*" for every kind.
+	// Those kinds are left by default because they may hold data the
+	// release needs back: a hook's Secret may hold a generated password
+	// the chart reads back with lookup, whose PersistentVolumeClaims
+	// outlive the uninstall; a custom resource's operator may delete
+	// storage with it. The never-deleted kinds and keep stay out of reach
+	// whatever is listed. Has no effect without deleteHookResources.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:Pattern=`^(\*|[A-Za-z][A-Za-z0-9]*(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)$`
+	DeleteHookResourceKinds []string `json:"deleteHookResourceKinds,omitempty"`
 }
 
 // GetWaitStrategy returns the strategy for the install, falling back to

@@ -55,11 +55,13 @@ type hookCleanup struct {
 	release string
 	// origin is the mark the release's hook objects carry.
 	origin string
+	// kinds are the kinds of hook objects it may delete.
+	kinds hookcleanup.Kinds
 	// hooks are those of every stored revision, read before the uninstall,
 	// each manifest once.
 	hooks []*releasev1.Hook
-	// readErr is why the hooks could not be read; reported after the
-	// uninstall, which must not depend on the cleanup.
+	// readErr is why the hooks or the kinds could not be read; reported
+	// after the uninstall, which must not depend on the cleanup.
 	readErr error
 }
 
@@ -80,7 +82,14 @@ func newHookCleanup(cfg *helmaction.Configuration, obj *v2.HelmRelease) *hookCle
 		return nil
 	}
 	c := &hookCleanup{cfg: cfg, release: ReleaseName(obj), origin: hookOrigin(obj)}
-	c.hooks, c.readErr = recordedHooks(cfg, c.release)
+	c.kinds, c.readErr = hookcleanup.ParseKinds(obj.GetUninstall().DeleteHookResourceKinds)
+	if c.readErr != nil {
+		return c
+	}
+	var err error
+	if c.hooks, err = recordedHooks(cfg, c.release); err != nil {
+		c.readErr = fmt.Errorf("reading the release's hooks: %w", err)
+	}
 	return c
 }
 
@@ -114,7 +123,7 @@ func recordedHooks(cfg *helmaction.Configuration, release string) ([]*releasev1.
 func (c *hookCleanup) run(deadline time.Time, strategy kube.WaitStrategy, opts []kube.WaitOption) (hookCleanupReport, error) {
 	var report hookCleanupReport
 	if c.readErr != nil {
-		return report, &HookCleanupError{Release: c.release, Err: fmt.Errorf("reading the release's hooks: %w", c.readErr)}
+		return report, &HookCleanupError{Release: c.release, Err: c.readErr}
 	}
 	infos, errs := c.build()
 	var deleted kube.ResourceList
@@ -207,7 +216,7 @@ func (c *hookCleanup) inspect(info *resource.Info) (uid types.UID, reason string
 	if err != nil {
 		return "", "", fmt.Errorf("reading %s: %w", objectName(info), err)
 	}
-	if reason := hookcleanup.Judge(info.Mapping.GroupVersionKind.GroupKind(), obj, recordedMeta(info), c.origin); reason != "" {
+	if reason := hookcleanup.Judge(info.Mapping.GroupVersionKind.GroupKind(), obj, recordedMeta(info), c.origin, c.kinds); reason != "" {
 		return "", reason, nil
 	}
 	return obj.GetUID(), "", nil

@@ -88,6 +88,7 @@ func hookLeftoversChart(other string) *chartv2.Chart {
 		"cm.yaml":           configMapTemplate,
 		"post-install.yaml": hookManifest("ServiceAccount", "", "{{ .Release.Name }}-post-install", hook("post-install")),
 		"pre-install.yaml":  hookManifest("ConfigMap", "", "{{ .Release.Name }}-pre-install", hook("pre-install")),
+		"password.yaml":     hookManifest("Secret", "", "{{ .Release.Name }}-password", hook("pre-install")),
 		"pre-upgrade.yaml":  hookManifest("ConfigMap", "", "{{ .Release.Name }}-pre-upgrade", hook("pre-upgrade")),
 		"versioned.yaml":    hookManifest("ConfigMap", "", "{{ .Release.Name }}-versioned-{{ .Values.rev }}", hook("post-install,post-upgrade")),
 		"keep.yaml":         hookManifest("ConfigMap", "", "{{ .Release.Name }}-keep", hook("pre-install", "helm.sh/resource-policy", "keep")),
@@ -164,11 +165,14 @@ func TestAgainstAPIServerUninstallDeleteHookResources(t *testing.T) {
 		name        string
 		deleteHooks bool
 		keepHistory bool
+		// kinds is spec.uninstall.deleteHookResourceKinds.
+		kinds []string
 	}{
 		{name: "helm-default"},
 		{name: "helm-default-keep-history", keepHistory: true},
 		{name: "delete-hooks", deleteHooks: true},
-		{name: "delete-hooks-keep-history", deleteHooks: true, keepHistory: true},
+		{name: "delete-hooks-data-kinds", deleteHooks: true, kinds: []string{"ConfigMap", "Secret"}},
+		{name: "delete-hooks-keep-history", deleteHooks: true, keepHistory: true, kinds: []string{"*"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -176,7 +180,8 @@ func TestAgainstAPIServerUninstallDeleteHookResources(t *testing.T) {
 			createNamespaces(t, cs, ns, other)
 			obj := newHR(withTimeout(30*time.Second), func(o *v2.HelmRelease) {
 				o.Name, o.Namespace = "hooks", ns
-				o.Spec.Uninstall = &v2.Uninstall{Uninstall: helmv2.Uninstall{KeepHistory: tt.keepHistory}, DeleteHookResources: tt.deleteHooks}
+				o.Spec.Uninstall = &v2.Uninstall{Uninstall: helmv2.Uninstall{KeepHistory: tt.keepHistory},
+					DeleteHookResources: tt.deleteHooks, DeleteHookResourceKinds: tt.kinds}
 			})
 			cfg, err := factory.Build(ns, ns, withLogger(testr.New(t)), WithHookMarks(HookMarks(obj)))
 			if err != nil {
@@ -207,15 +212,31 @@ func TestAgainstAPIServerUninstallDeleteHookResources(t *testing.T) {
 				t.Fatalf("uninstall: %v", err)
 			}
 
+			// leftovers are deleted with the option; dataLeftovers only
+			// when their kind is listed (the pre-install Secret stands for
+			// a generated password the chart reads back with lookup).
 			leftovers := []string{
 				"ServiceAccount/" + ns + "/hooks-post-install",
+				"ServiceAccount/" + ns + "/hooks-post-delete",
+			}
+			dataLeftovers := []string{
 				"ConfigMap/" + ns + "/hooks-pre-install",
+				"Secret/" + ns + "/hooks-password",
 				"ConfigMap/" + ns + "/hooks-pre-upgrade",
 				"ConfigMap/" + ns + "/hooks-versioned-1",
 				"ConfigMap/" + ns + "/hooks-versioned-2",
 				"ConfigMap/" + ns + "/hooks-pre-delete",
-				"ServiceAccount/" + ns + "/hooks-post-delete",
 				"ConfigMap/" + other + "/hooks-elsewhere",
+			}
+			wantGone := slices.Clone(leftovers)
+			var dataLeft []string
+			for _, id := range dataLeftovers {
+				kind := strings.SplitN(id, "/", 2)[0]
+				if slices.Contains(tt.kinds, kind) || slices.Contains(tt.kinds, "*") {
+					wantGone = append(wantGone, id)
+				} else {
+					dataLeft = append(dataLeft, id)
+				}
 			}
 			// always stay, with the reason reported.
 			always := map[string]string{
@@ -225,8 +246,11 @@ func TestAgainstAPIServerUninstallDeleteHookResources(t *testing.T) {
 				"PersistentVolumeClaim/" + ns + "/hooks-data": "a PersistentVolumeClaim is never deleted",
 				"ConfigMap/" + ns + "/shared-hook":            "created by the hooks of release " + other + "/hooks",
 			}
-			for _, id := range leftovers {
+			for _, id := range wantGone {
 				wantExists(t, cs, id, !tt.deleteHooks)
+			}
+			for _, id := range dataLeft {
+				wantExists(t, cs, id, true)
 			}
 			for id := range always {
 				wantExists(t, cs, id, true)
@@ -235,9 +259,14 @@ func TestAgainstAPIServerUninstallDeleteHookResources(t *testing.T) {
 
 			var wantDeleted, wantLeft []string
 			if tt.deleteHooks {
-				wantDeleted = leftovers
+				wantDeleted = wantGone
 				for id, reason := range always {
 					wantLeft = append(wantLeft, id+" ("+reason+")")
+				}
+				for _, id := range dataLeft {
+					kind := strings.SplitN(id, "/", 2)[0]
+					wantLeft = append(wantLeft, fmt.Sprintf("%s (a %s may hold data: deleted only when %s lists %s)",
+						id, kind, hookcleanup.KindsField, kind))
 				}
 			}
 			slices.Sort(wantDeleted)
@@ -341,7 +370,10 @@ func TestAgainstAPIServerHookCleanupObjects(t *testing.T) {
 		// finalizer keeps the live object from going away.
 		finalizer bool
 		// late runs the cleanup with its deadline passed.
-		late        bool
+		late bool
+		// listed is spec.uninstall.deleteHookResourceKinds; ConfigMap
+		// when nil.
+		listed      []string
 		wantDeleted []string
 		// wantLeft are the reasons reported for the object left; nil
 		// when it is not reported.
@@ -413,6 +445,27 @@ func TestAgainstAPIServerHookCleanupObjects(t *testing.T) {
 			wantLeft: []string{"ConfigMap/%s/kept-chart (helm.sh/resource-policy: keep)"},
 		},
 		{
+			name:     "a hook Secret, by default",
+			recorded: []string{hookManifest("Secret", "", "password", hookOnly)},
+			live:     hookManifest("Secret", "", "password", ours(hookOnly)),
+			listed:   []string{},
+			wantLeft: []string{"Secret/%s/password (a Secret may hold data: deleted only when " + hookcleanup.KindsField + " lists Secret)"},
+		},
+		{
+			name:        "a hook Secret, its kind listed",
+			recorded:    []string{hookManifest("Secret", "", "password", hookOnly)},
+			live:        hookManifest("Secret", "", "password", ours(hookOnly)),
+			listed:      []string{"Secret"},
+			wantDeleted: []string{"Secret/%s/password"},
+		},
+		{
+			name:        "a hook Job and its ServiceAccount, by default",
+			recorded:    []string{hookManifest("Job", "", "seed", hookOnly), hookManifest("ServiceAccount", "", "seed", hookOnly)},
+			live:        hookManifest("Job", "", "seed", ours(hookOnly)) + "---\n" + hookManifest("ServiceAccount", "", "seed", ours(hookOnly)),
+			listed:      []string{},
+			wantDeleted: []string{"Job/%s/seed", "ServiceAccount/%s/seed"},
+		},
+		{
 			name:     "a PersistentVolumeClaim, even marked",
 			recorded: []string{hookManifest("PersistentVolumeClaim", "", "data", hookOnly)},
 			live:     hookManifest("PersistentVolumeClaim", "", "data", ours(hookOnly)),
@@ -467,7 +520,17 @@ func TestAgainstAPIServerHookCleanupObjects(t *testing.T) {
 			if tt.live != "" {
 				live = createLive(t, cfg, strings.ReplaceAll(tt.live, "%s", ns), tt.finalizer)
 			}
-			c := &hookCleanup{cfg: cfg, release: "cleanup", origin: hookcleanup.Origin(ns, "cleanup")}
+			// ConfigMaps stand for any hook object in these cases; the
+			// cases with listed set test the kinds themselves.
+			listed := tt.listed
+			if listed == nil {
+				listed = []string{"ConfigMap"}
+			}
+			kinds, err := hookcleanup.ParseKinds(listed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &hookCleanup{cfg: cfg, release: "cleanup", origin: hookcleanup.Origin(ns, "cleanup"), kinds: kinds}
 			for _, m := range tt.recorded {
 				c.hooks = append(c.hooks, &releasev1.Hook{Manifest: strings.ReplaceAll(m, "%s", ns), Path: "templates/hook.yaml"})
 			}
@@ -554,7 +617,8 @@ func TestAgainstAPIServerHookCleanupIdentity(t *testing.T) {
 	}
 	obj := newHR(withTimeout(30*time.Second), func(o *v2.HelmRelease) {
 		o.Name, o.Namespace = "hooks", ns
-		o.Spec.Uninstall = &v2.Uninstall{DeleteHookResources: true}
+		// The hooks are ConfigMaps: a kind deleted only when listed.
+		o.Spec.Uninstall = &v2.Uninstall{DeleteHookResources: true, DeleteHookResourceKinds: []string{"ConfigMap"}}
 	})
 	chart := &chartv2.Chart{
 		Metadata: &chartv2.Metadata{APIVersion: chartv2.APIVersionV2, Name: "identity", Version: "1.0.0"},
@@ -626,7 +690,8 @@ func installHooks(t *testing.T, restCfg *rest.Config, ns string, hooks []string,
 	}
 	obj := newHR(withTimeout(30*time.Second), func(o *v2.HelmRelease) {
 		o.Name, o.Namespace = "hooks", ns
-		o.Spec.Uninstall = &v2.Uninstall{DeleteHookResources: true}
+		// The hooks are ConfigMaps: a kind deleted only when listed.
+		o.Spec.Uninstall = &v2.Uninstall{DeleteHookResources: true, DeleteHookResourceKinds: []string{"ConfigMap"}}
 	})
 	for _, m := range mutators {
 		m(obj)
@@ -867,6 +932,8 @@ func wantExists(t *testing.T, cs kubernetes.Interface, id string, exists bool) {
 		_, err = cs.CoreV1().ConfigMaps(parts[1]).Get(ctx, parts[2], metav1.GetOptions{})
 	case parts[0] == "ServiceAccount":
 		_, err = cs.CoreV1().ServiceAccounts(parts[1]).Get(ctx, parts[2], metav1.GetOptions{})
+	case parts[0] == "Secret":
+		_, err = cs.CoreV1().Secrets(parts[1]).Get(ctx, parts[2], metav1.GetOptions{})
 	case parts[0] == "PersistentVolumeClaim":
 		_, err = cs.CoreV1().PersistentVolumeClaims(parts[1]).Get(ctx, parts[2], metav1.GetOptions{})
 	default:

@@ -393,9 +393,10 @@ func (r *HelmReleaseReconciler) outcome(obj *v2.HelmRelease, err error) (ctrl.Re
 
 // markRetrying shows a failure that will be retried as upstream does:
 // Reconciling True with reason ProgressingWithRetry and Ready's message;
-// the next reconcile marks it Progressing again.
+// the next reconcile marks it Progressing again. Ready is False, or
+// Unknown after a drift correction that failed.
 func markRetrying(obj *v2.HelmRelease) {
-	if conditions.IsFalse(obj, meta.ReadyCondition) {
+	if !conditions.IsTrue(obj, meta.ReadyCondition) {
 		conditions.MarkReconciling(obj, meta.ProgressingWithRetryReason, "%s", conditions.GetMessage(obj, meta.ReadyCondition))
 	}
 }

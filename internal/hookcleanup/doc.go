@@ -37,6 +37,14 @@
 // data or other objects with it), nor an object marked
 // helm.sh/resource-policy: keep, in the chart or on the live object.
 //
+// # Kinds
+//
+// Of the rest, only the kinds that hold no data go by default: Jobs, Pods,
+// ServiceAccounts and RBAC objects (kinds.go). A hook Secret may hold a
+// generated password that the chart reads back with lookup, and a custom
+// resource's operator may delete storage with it; such kinds go only when
+// spec.uninstall.deleteHookResourceKinds lists them (or "*").
+//
 // # An interrupted cleanup
 //
 // The release records are the only list of a release's hooks, and Helm's

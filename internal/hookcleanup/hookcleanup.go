@@ -53,11 +53,12 @@ func Stamp(obj metav1.Object, origin string) {
 	obj.SetAnnotations(annotations)
 }
 
-// Judge decides whether the cleanup of the release origin may delete
-// live, an object of kind gk found under the name of one of the release's
-// recorded hooks (recorded: that hook's manifest, may be nil). It returns
-// "" when it may, else why not, in words for an event.
-func Judge(gk schema.GroupKind, live, recorded metav1.Object, origin string) string {
+// Judge decides whether the cleanup of the release origin, which may
+// delete objects of kinds, may delete live, an object of kind gk found
+// under the name of one of the release's recorded hooks (recorded: that
+// hook's manifest, may be nil). It returns "" when it may, else why not,
+// in words for an event.
+func Judge(gk schema.GroupKind, live, recorded metav1.Object, origin string, kinds Kinds) string {
 	switch {
 	case NeverDeleted(gk):
 		return fmt.Sprintf("a %s is never deleted", gk.Kind)
@@ -71,6 +72,8 @@ func Judge(gk schema.GroupKind, live, recorded metav1.Object, origin string) str
 		return "no " + OriginAnnotation + " mark to prove this release's hooks created it"
 	case mark != origin:
 		return "created by the hooks of release " + mark
+	case !kinds.Allows(gk):
+		return leftReason(gk)
 	}
 	return ""
 }

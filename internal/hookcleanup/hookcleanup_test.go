@@ -24,11 +24,15 @@ func TestJudge(t *testing.T) {
 		return &metav1.ObjectMeta{Annotations: a}
 	}
 	job := schema.GroupKind{Group: "batch", Kind: "Job"}
+	secret := schema.GroupKind{Kind: "Secret"}
+	cert := schema.GroupKind{Group: "cert-manager.io", Kind: "Certificate"}
 	tests := []struct {
 		name     string
 		gk       schema.GroupKind
 		live     *metav1.ObjectMeta
 		recorded *metav1.ObjectMeta
+		// listed is spec.uninstall.deleteHookResourceKinds.
+		listed []string
 		// want is "" for a deletion, else a part of the reason.
 		want string
 	}{
@@ -43,6 +47,23 @@ func TestJudge(t *testing.T) {
 		{name: "PersistentVolumeClaim", gk: schema.GroupKind{Kind: "PersistentVolumeClaim"}, live: with(hook, OriginAnnotation, ours), want: "never deleted"},
 		{name: "PersistentVolume", gk: schema.GroupKind{Kind: "PersistentVolume"}, live: with(hook, OriginAnnotation, ours), want: "never deleted"},
 		{name: "CustomResourceDefinition", gk: schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}, live: with(hook, OriginAnnotation, ours), want: "never deleted"},
+		{name: "a Pod", gk: schema.GroupKind{Kind: "Pod"}, live: with(hook, OriginAnnotation, ours)},
+		{name: "a ServiceAccount", gk: schema.GroupKind{Kind: "ServiceAccount"}, live: with(hook, OriginAnnotation, ours)},
+		{name: "a RoleBinding", gk: schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "RoleBinding"}, live: with(hook, OriginAnnotation, ours)},
+		{name: "a Secret, by default", gk: secret, live: with(hook, OriginAnnotation, ours),
+			want: "a Secret may hold data: deleted only when spec.uninstall.deleteHookResourceKinds lists Secret"},
+		{name: "a Secret, listed", gk: secret, live: with(hook, OriginAnnotation, ours), listed: []string{"Secret"}},
+		{name: "a ConfigMap, another kind listed", gk: schema.GroupKind{Kind: "ConfigMap"}, live: with(hook, OriginAnnotation, ours), listed: []string{"Secret"},
+			want: "lists ConfigMap"},
+		{name: "a custom resource, by default", gk: cert, live: with(hook, OriginAnnotation, ours), want: "lists Certificate.cert-manager.io"},
+		{name: "a custom resource, listed", gk: cert, live: with(hook, OriginAnnotation, ours), listed: []string{" Certificate.cert-manager.io "}},
+		{name: "a custom resource, its Kind listed without its group", gk: cert, live: with(hook, OriginAnnotation, ours), listed: []string{"Certificate"},
+			want: "lists Certificate.cert-manager.io"},
+		{name: "every kind", gk: cert, live: with(hook, OriginAnnotation, ours), listed: []string{"*"}},
+		{name: "every kind, still not another release's", gk: secret, live: with(hook, OriginAnnotation, "other/web"), listed: []string{"*"}, want: "created by the hooks"},
+		{name: "every kind, still keep", gk: secret, live: with(hook, OriginAnnotation, ours, "helm.sh/resource-policy", "keep"), listed: []string{"*"}, want: "resource-policy: keep"},
+		{name: "a PersistentVolumeClaim listed, still never", gk: schema.GroupKind{Kind: "PersistentVolumeClaim"}, live: with(hook, OriginAnnotation, ours),
+			listed: []string{"*", "PersistentVolumeClaim"}, want: "never deleted"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -50,7 +71,11 @@ func TestJudge(t *testing.T) {
 			if tt.recorded != nil {
 				recorded = tt.recorded
 			}
-			got := Judge(tt.gk, tt.live, recorded, ours)
+			kinds, err := ParseKinds(tt.listed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := Judge(tt.gk, tt.live, recorded, ours, kinds)
 			if tt.want == "" && got != "" {
 				t.Fatalf("Judge = %q, want a deletion", got)
 			}
@@ -96,5 +121,18 @@ func TestPending(t *testing.T) {
 				t.Fatalf("Pending = %t, want %t", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestParseKinds(t *testing.T) {
+	for _, bad := range []string{"", "  ", ".apps", "apps/v1", "Secret Map"} {
+		if _, err := ParseKinds([]string{"Secret", bad}); err == nil || !strings.Contains(err.Error(), KindsField+"[1]") {
+			t.Errorf("ParseKinds(%q) = %v, want an error naming the entry", bad, err)
+		}
+	}
+	want := []string{"ClusterRole.rbac.authorization.k8s.io", "ClusterRoleBinding.rbac.authorization.k8s.io",
+		"Job.batch", "Pod", "Role.rbac.authorization.k8s.io", "RoleBinding.rbac.authorization.k8s.io", "ServiceAccount"}
+	if got := DefaultKinds(); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("DefaultKinds = %v, want %v", got, want)
 	}
 }

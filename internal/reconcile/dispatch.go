@@ -154,14 +154,14 @@ func (m *Machine) stepFailed(ctx context.Context, req *Request) (bool, error) {
 		return true, m.failed(ctx, req, err)
 	}
 	// A failure that is not remediated (RetryOnFailure, or counters
-	// reset by a new attempt) is retried with the action that failed;
-	// Helm replaces a failed install in place.
-	action := req.Object.Status.LastAttemptedReleaseAction
-	if action != helmv2.ReleaseActionInstall {
-		action = helmv2.ReleaseActionUpgrade
-	}
-	if err := m.checkRetries(req, action); err != nil {
+	// reset by a new attempt) is retried, as upstream does, with an
+	// upgrade over the failed revision, a failed first install included:
+	// upgrade hooks, Upgrade* reasons, and upgrade remediation from then
+	// on. A release is installed afresh only when nothing of it is left
+	// (StateAbsent), e.g. after an uninstall remediation.
+	// The retries that count are those of the action that failed.
+	if err := m.checkRetries(req, req.Object.Status.LastAttemptedReleaseAction); err != nil {
 		return true, err
 	}
-	return false, m.failed(ctx, req, m.release(ctx, req, action))
+	return false, m.failed(ctx, req, m.release(ctx, req, helmv2.ReleaseActionUpgrade))
 }

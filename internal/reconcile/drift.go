@@ -6,9 +6,11 @@ import (
 	"strings"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/ssa/jsondiff"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/afterhooks/helm-controller/internal/drift"
@@ -102,7 +104,7 @@ func (m *Machine) drifted(ctx context.Context, req *Request, cur *releasev1.Rele
 		}
 		conditions.MarkTrue(obj, helmv2.DriftedCondition, helmv2.DriftDetectedReason, "%s\n%s", msg, b.String())
 		m.warning(req, latest, DriftCorrectionFailedReason, b.String())
-		return true, fmt.Errorf("%s", b.String())
+		return true, &DriftNotCorrectedError{msg: b.String()}
 	}
 	if applied == "" {
 		applied = "nothing needed applying"
@@ -116,9 +118,9 @@ func (m *Machine) drifted(ctx context.Context, req *Request, cur *releasev1.Rele
 // driftPersists ends a reconcile in which a correction ran and the objects
 // still differ, typically because another controller or a mutating webhook
 // writes the same fields. Correcting again at once, or on a fast backoff,
-// would only fight it: the drift is reported (Ready turns False, see
-// summarize) and the next correction waits for the next interval, as
-// upstream does. An ignore rule for those fields ends the fight.
+// would only fight it: the drift is reported (Ready turns Unknown, see
+// summarize) and the next correction waits for the next interval. An
+// ignore rule for those fields ends the fight.
 func (m *Machine) driftPersists(req *Request, cur *releasev1.Release, set jsondiff.DiffSet) error {
 	msg := fmt.Sprintf("%s\nThe objects still differ after a correction; if another controller manages these fields, add drift detection ignore rules for them",
 		driftMessage(cur, set))
@@ -127,19 +129,29 @@ func (m *Machine) driftPersists(req *Request, cur *releasev1.Release, set jsondi
 	return nil
 }
 
-// uncorrectedDrift returns the condition that keeps a release that is
-// otherwise Ready from being Ready: drift that could not be checked, or
-// that enabled mode could not correct. Drift in warn mode is only
-// reported, as upstream does.
-func uncorrectedDrift(req *Request) (reason, message string, found bool) {
+// DriftNotCorrectedError is a drift correction that failed. As upstream,
+// it leaves Ready Unknown (the release itself is as it was: the drift
+// correction is still in progress) instead of False, so that it reads as
+// a retry, not as a failed release; the reconcile is retried with backoff.
+type DriftNotCorrectedError struct{ msg string }
+
+func (e *DriftNotCorrectedError) Error() string { return e.msg }
+
+// uncorrectedDrift returns what keeps a release that is otherwise Ready
+// from being Ready: drift that could not be checked (Ready False, as it
+// is a failure to reconcile), or that enabled mode could not correct
+// (Ready Unknown with reason Progressing, as upstream's: the correction is
+// retried). Drift in warn mode is only reported, as upstream does.
+func uncorrectedDrift(req *Request) (status metav1.ConditionStatus, reason, message string, found bool) {
 	c := conditions.Get(req.Object, helmv2.DriftedCondition)
 	switch {
 	case c == nil:
-		return "", "", false
-	case c.Status == "Unknown":
-		return c.Reason, c.Message, true
-	case c.Status == "True" && req.Object.GetDriftDetection().GetMode() == helmv2.DriftDetectionEnabled:
-		return DriftCorrectionFailedReason, c.Message, true
+		return "", "", "", false
+	case c.Status == metav1.ConditionUnknown:
+		return metav1.ConditionFalse, c.Reason, c.Message, true
+	case c.Status == metav1.ConditionTrue && req.Object.GetDriftDetection().GetMode() == helmv2.DriftDetectionEnabled:
+		return metav1.ConditionUnknown, meta.ProgressingReason,
+			"Drift correction in progress, retried: " + c.Message, true
 	}
-	return "", "", false
+	return "", "", "", false
 }

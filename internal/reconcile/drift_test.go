@@ -88,13 +88,14 @@ func TestDriftStates(t *testing.T) {
 			name: "failed correction", mode: helmv2.DriftDetectionEnabled, drift: []jsondiff.DiffSet{replicasChanged},
 			correctErr: errors.New("admission webhook denied the request"), wantErr: "admission webhook denied",
 			wantCalls: []string{"install", "detect", "correct"}, wantDrifted: metav1.ConditionTrue, wantReason: helmv2.DriftDetectedReason,
-			wantReady: metav1.ConditionFalse, readyReason: DriftCorrectionFailedReason,
+			// As upstream: Ready Unknown, still progressing, not False.
+			wantReady: metav1.ConditionUnknown, readyReason: meta.ProgressingReason,
 			wantEvents: []string{helmv2.DriftDetectedReason, DriftCorrectionFailedReason},
 		},
 		{
 			name: "drift that survives its correction waits for the next interval", mode: helmv2.DriftDetectionEnabled, drift: []jsondiff.DiffSet{replicasChanged},
 			wantCalls: []string{"install", "detect", "correct", "detect"}, wantDrifted: metav1.ConditionTrue, wantReason: helmv2.DriftDetectedReason,
-			wantReady: metav1.ConditionFalse, readyReason: DriftCorrectionFailedReason,
+			wantReady: metav1.ConditionUnknown, readyReason: meta.ProgressingReason,
 			wantEvents: []string{helmv2.DriftDetectedReason, DriftCorrectedReason, DriftCorrectionFailedReason},
 		},
 		{

@@ -169,11 +169,20 @@ func (m *Machine) stored(rel *releasev1.Release) bool {
 }
 
 // markPreviousSuperseded mirrors in the history what Helm did in storage
-// when a new release was deployed.
+// when a new release was deployed: it supersedes the deployed revision or,
+// when none is (an upgrade over a failed install), the failed revision the
+// upgrade was made over. The history then keeps what upstream's keeps: the
+// new revision and the one before it.
 func markPreviousSuperseded(req *Request, current *helmv2.Snapshot) {
-	for _, s := range req.Object.Status.History {
+	history := req.Object.Status.History
+	superseded := false
+	for _, s := range history {
 		if s != current && s.Status == "deployed" {
-			s.Status = "superseded"
+			s.Status, superseded = "superseded", true
 		}
 	}
+	if !superseded && len(history) > 1 && history[0] == current && history[1].Status == "failed" {
+		history[1].Status = "superseded"
+	}
+	req.Object.Status.History.Truncate(ignoreTestFailures(req))
 }

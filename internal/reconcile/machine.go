@@ -100,6 +100,11 @@ func (m *Machine) notReady(req *Request, err error) {
 	if err == nil || conditions.IsFalse(req.Object, meta.ReadyCondition) {
 		return
 	}
+	if errors.As(err, new(*DriftNotCorrectedError)) {
+		// summarize made Ready Unknown, as upstream's does for a
+		// correction to retry; the event is out already.
+		return
+	}
 	reason := meta.ReconciliationFailedReason
 	if errors.As(err, new(*stateError)) {
 		reason = stateErrorReason

@@ -200,15 +200,16 @@ func TestInstallFailureRemediatedByUninstallUntilRetriesExhausted(t *testing.T) 
 	}
 	wantCalls(t, h)
 
-	// New values reset the counters and try again.
+	// New values reset the counters and try again: as upstream, with an
+	// upgrade over the failed install.
 	delete(h.helm.fail, "install")
 	h.values = map[string]any{"fixed": true}
 	h.mustRun(t)
 	if h.obj.Status.InstallFailures != 0 {
 		t.Errorf("counters not reset: %d", h.obj.Status.InstallFailures)
 	}
-	wantCalls(t, h, "install")
-	wantCondition(t, h, meta.ReadyCondition, metav1.ConditionTrue, helmv2.InstallSucceededReason)
+	wantCalls(t, h, "upgrade")
+	wantCondition(t, h, meta.ReadyCondition, metav1.ConditionTrue, helmv2.UpgradeSucceededReason)
 }
 
 func TestUpgradeFailureRollsBack(t *testing.T) {
@@ -270,15 +271,21 @@ func TestRetryOnFailureSkipsRemediation(t *testing.T) {
 		o.Spec.Install = &v2.Install{}
 		o.Spec.Install.Strategy = &helmv2.InstallStrategy{Name: string(helmv2.ActionStrategyRetryOnFailure),
 			RetryInterval: &metav1.Duration{Duration: 42 * time.Second}}
+		o.Spec.Upgrade = &v2.Upgrade{}
+		o.Spec.Upgrade.Strategy = &helmv2.UpgradeStrategy{Name: string(helmv2.ActionStrategyRetryOnFailure),
+			RetryInterval: &metav1.Duration{Duration: 42 * time.Second}}
 	})
 	h.helm.fail["install"] = errors.New("boom")
-	for i := 0; i < 3; i++ {
+	h.helm.fail["upgrade"] = errors.New("boom")
+	// As upstream: the failed install is retried with upgrades over it,
+	// whose own strategy counts from then on.
+	for i, action := range []string{"install", "upgrade", "upgrade"} {
 		err := h.run(t)
 		var retry *RetryAfterError
 		if !errors.As(err, &retry) || retry.After != 42*time.Second {
 			t.Fatalf("run %d: %v, want a retry after 42s", i, err)
 		}
-		wantCalls(t, h, "install")
+		wantCalls(t, h, action)
 	}
 }
 
@@ -581,8 +588,10 @@ func TestPendingWithoutMarkerIsUnlockedNotResumed(t *testing.T) {
 	h.obj.Status.LastAttemptedReleaseAction = helmv2.ReleaseActionInstall
 	_ = h.run(t)
 	calls := h.takeCalls()
-	if len(calls) < 2 || calls[0] != "unlock" || calls[1] != "install" {
-		t.Fatalf("calls %v, want unlock then a clean install", calls)
+	// As upstream: the unlocked revision is failed, and a failed release
+	// is tried again with an upgrade over it.
+	if len(calls) < 2 || calls[0] != "unlock" || calls[1] != "upgrade" {
+		t.Fatalf("calls %v, want unlock then an upgrade", calls)
 	}
 	if h.obj.Status.InstallFailures != 0 {
 		t.Errorf("an interrupted install counted as a failure: %d", h.obj.Status.InstallFailures)
@@ -916,7 +925,9 @@ func TestUnrecordedFailureIsNotRemediated(t *testing.T) {
 			delete(h.helm.fail, action)
 			h.helm.unrecorded = false
 			h.mustRun(t)
-			wantCalls(t, h, "unlock", action)
+			// As upstream: the unlocked revision is failed, and a failed
+			// release is tried again with an upgrade.
+			wantCalls(t, h, "unlock", "upgrade")
 			for _, rel := range h.helm.releases {
 				if rel.Info.Status.IsPending() {
 					t.Errorf("v%d left %s in storage", rel.Version, rel.Info.Status)
@@ -1466,4 +1477,64 @@ func TestInvalidOrderStalls(t *testing.T) {
 	if len(h.obj.Status.History) != 0 {
 		t.Errorf("history %v for a release that was never stored", h.obj.Status.History)
 	}
+}
+
+// A first install that failed is retried after a change of values the
+// way upstream retries it: an upgrade over the failed revision (upgrade
+// hooks, Upgrade* reasons), not a second install that replaces it.
+func TestFailedInstallRetriedAfterChangeIsUpgraded(t *testing.T) {
+	cases := []struct {
+		name        string
+		stillFails  bool
+		wantReady   metav1.ConditionStatus
+		wantReason  string
+		wantHistory string
+	}{
+		{name: "the upgrade succeeds", wantReady: metav1.ConditionTrue, wantReason: helmv2.UpgradeSucceededReason,
+			wantHistory: "v2 deployed, v1 superseded"},
+		{name: "the upgrade fails too", stillFails: true, wantReady: metav1.ConditionFalse, wantReason: helmv2.UpgradeFailedReason,
+			wantHistory: "v2 failed, v1 failed"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness()
+			h.helm.fail["install"] = errors.New("timed out waiting for the condition")
+			if err := h.run(t); !errors.Is(err, ErrRetriesExhausted) {
+				t.Fatalf("first install: %v, want retries exhausted (install.remediation.retries is 0)", err)
+			}
+			wantCalls(t, h, "install")
+
+			delete(h.helm.fail, "install")
+			if tc.stillFails {
+				h.helm.fail["upgrade"] = errors.New("timed out waiting for the condition")
+			}
+			h.values = map[string]any{"replicas": 2}
+			h.obj.Generation = 2
+			_ = h.run(t)
+			wantCalls(t, h, "upgrade")
+			wantCondition(t, h, helmv2.ReleasedCondition, tc.wantReady, tc.wantReason)
+			wantCondition(t, h, meta.ReadyCondition, tc.wantReady, tc.wantReason)
+			if got := h.obj.Status.LastAttemptedReleaseAction; got != helmv2.ReleaseActionUpgrade {
+				t.Errorf("last attempted action %q, want upgrade", got)
+			}
+			if latest := h.obj.Status.History.Latest(); latest == nil || latest.Version != 2 || latest.Action != helmv2.ReleaseActionUpgrade {
+				t.Errorf("latest snapshot %+v, want v2 made by an upgrade", latest)
+			}
+			// As Helm does in storage, the upgrade supersedes the failed
+			// revision it was made over; as upstream's, the history keeps
+			// the latest revision and the one before it.
+			if got, want := snapshotStatuses(h.obj.Status.History), tc.wantHistory; got != want {
+				t.Errorf("history %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+// snapshotStatuses is "v<version> <status>" of each snapshot, newest first.
+func snapshotStatuses(history helmv2.Snapshots) string {
+	var out []string
+	for _, s := range history {
+		out = append(out, fmt.Sprintf("v%d %s", s.Version, s.Status))
+	}
+	return strings.Join(out, ", ")
 }

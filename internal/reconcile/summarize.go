@@ -15,7 +15,12 @@ func summarize(req *Request) {
 	// Drift that could not be checked or corrected keeps a release that
 	// is otherwise Ready from being Ready; failures of the release itself
 	// speak first.
-	if reason, msg, found := uncorrectedDrift(req); found && conditions.IsTrue(req.Object, meta.ReadyCondition) {
+	status, reason, msg, found := uncorrectedDrift(req)
+	switch {
+	case !found || !conditions.IsTrue(req.Object, meta.ReadyCondition):
+	case status == metav1.ConditionUnknown:
+		conditions.MarkUnknown(req.Object, meta.ReadyCondition, reason, "%s", msg)
+	default:
 		conditions.MarkFalse(req.Object, meta.ReadyCondition, reason, "%s", msg)
 	}
 }

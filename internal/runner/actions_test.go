@@ -24,15 +24,17 @@ func phaseCount(t *testing.T, action, hookOrder, phase string) uint64 {
 	return m.GetHistogram().GetSampleCount()
 }
 
-// An install over a failed or uninstalled release installs again (Helm's
-// replace); over a deployed one Helm refuses, as upstream's does.
-func TestInstallReplacesAFailedOrUninstalledRelease(t *testing.T) {
+// An install over an uninstalled release whose history was kept installs
+// again (Helm's replace). Over a failed one Helm refuses, as it does over a
+// deployed one: the state machine upgrades a failed release, as upstream
+// does, and never installs over it.
+func TestInstallReplacesOnlyAnUninstalledRelease(t *testing.T) {
 	for _, tt := range []struct {
 		last    common.Status
 		wantErr bool
 	}{
-		{last: common.StatusFailed},
 		{last: common.StatusUninstalled},
+		{last: common.StatusFailed, wantErr: true},
 		{last: common.StatusDeployed, wantErr: true},
 	} {
 		t.Run(string(tt.last), func(t *testing.T) {
@@ -51,7 +53,7 @@ func TestInstallReplacesAFailedOrUninstalledRelease(t *testing.T) {
 			rel, err := r.Install(t.Context(), configMapChart("1.0.1"), nil)
 			if tt.wantErr {
 				if err == nil {
-					t.Fatal("installed over a deployed release")
+					t.Fatalf("installed over a %s release", tt.last)
 				}
 				return
 			}

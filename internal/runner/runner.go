@@ -124,10 +124,11 @@ func (r *Runner) LastWritten() *releasev1.Release { return r.writes.Last() }
 
 func (r *Runner) Install(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
 	obj := r.obj
-	// Helm refuses to install over a failed or uninstalled release unless
-	// told to replace it; for us both mean "install again".
-	if last, err := r.LastRelease(ctx); err == nil && last.Info != nil &&
-		(last.Info.Status == common.StatusFailed || last.Info.Status == common.StatusUninstalled) {
+	// Helm refuses to install over an uninstalled release whose history
+	// was kept unless told to replace it. The state machine installs only
+	// when nothing of the release is left (a failed one is upgraded, as
+	// upstream does), so that is the one case.
+	if last, err := r.LastRelease(ctx); err == nil && last.Info != nil && last.Info.Status == common.StatusUninstalled {
 		obj = obj.DeepCopy()
 		install := obj.GetInstall()
 		install.Replace = true

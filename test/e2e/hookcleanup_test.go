@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ const hookRelease = "hooks"
 // leftover is one object of the chart (or the test) and whether it must
 // still exist after the uninstall.
 type leftover struct {
-	kind string // Job, ConfigMap, PersistentVolumeClaim or Namespace
+	kind string // Job, ConfigMap, Secret, PersistentVolumeClaim or Namespace
 	name string // without the release prefix (a Namespace's: without "<namespace>-<release>-")
 	stay bool
 }
@@ -50,55 +51,54 @@ func TestHookCleanup(t *testing.T) {
 	t.Run("helm-default-leaves-hooks", func(t *testing.T) {
 		t.Parallel()
 		ns := uninstallHookLeftovers(t, nil)
-		wantLeftovers(t, ns, []leftover{
-			{kind: "ConfigMap", name: "app", stay: false}, // the release's own object
-			{kind: "Job", name: "post-install", stay: true},
-			{kind: "Job", name: "pre-upgrade", stay: true},
-			{kind: "Job", name: "failed-policy", stay: true},
-			{kind: "Job", name: "pre-delete", stay: true},
-			{kind: "ConfigMap", name: "pre-install", stay: true},
-			{kind: "ConfigMap", name: "post-delete", stay: true},
-			{kind: "ConfigMap", name: "keep", stay: true},
-			{kind: "Job", name: "succeeded", stay: false},
-			{kind: "ConfigMap", name: "transient", stay: true}, // the test's own, see uninstallHookLeftovers
-			{kind: "PersistentVolumeClaim", name: "data", stay: true},
-			{kind: "Namespace", name: "ns", stay: true},
-		})
+		wantLeftovers(t, ns, hookObjects()) // only the release's own ConfigMap and the hook-succeeded Job go
 		wantRivalHook(t, ns)
 		env.WantNoEvent(t, ns, hookRelease, framework.EventWant{Reason: hookResourcesDeletedReason})
 		env.WantNoEvent(t, ns, hookRelease, framework.EventWant{Reason: hookResourcesLeftReason})
 	})
 
-	// With deleteHookResources the uninstall deletes every hook object
-	// without a delete policy that this release's hooks created (Jobs with
-	// their pods), the pre- and post-delete hooks it just ran included.
-	// These stay, and are reported: the hook the chart keeps, the hook
-	// Namespace and PersistentVolumeClaim, the ConfigMap that only shares
-	// a hook's name, and another release's hook of the same name as one
-	// of this release's.
-	t.Run("delete-hook-resources", func(t *testing.T) {
+	// With deleteHookResources alone the uninstall deletes the hook Jobs
+	// (with their pods) without a delete policy that this release's hooks
+	// created, the pre-delete one it just ran included: the kinds that
+	// hold no data. The hook Secret with the generated password stays, and
+	// so do the hook ConfigMaps, reported with the field that would list
+	// their kind.
+	t.Run("delete-hook-resources-keeps-data", func(t *testing.T) {
 		t.Parallel()
 		ns := uninstallHookLeftovers(t, func(hr *v2.HelmRelease) {
 			hr.Spec.Uninstall = &v2.Uninstall{DeleteHookResources: true}
 		})
-		wantLeftovers(t, ns, []leftover{
-			{kind: "ConfigMap", name: "app", stay: false},
-			{kind: "Job", name: "post-install", stay: false},
-			{kind: "Job", name: "pre-upgrade", stay: false},
-			{kind: "Job", name: "failed-policy", stay: false},
-			{kind: "Job", name: "pre-delete", stay: false},
-			{kind: "ConfigMap", name: "pre-install", stay: false},
-			{kind: "ConfigMap", name: "post-delete", stay: false},
-			{kind: "ConfigMap", name: "keep", stay: true},
-			{kind: "Job", name: "succeeded", stay: false},
-			{kind: "ConfigMap", name: "transient", stay: true},
-			{kind: "PersistentVolumeClaim", name: "data", stay: true},
-			{kind: "Namespace", name: "ns", stay: true},
+		wantLeftovers(t, ns, hookObjects("Job/post-install", "Job/pre-upgrade", "Job/failed-policy", "Job/pre-delete"))
+		env.WaitEvent(t, ns, hookRelease, framework.EventWant{
+			Reason:   hookResourcesDeletedReason,
+			Contains: "Deleted 4 object(s) left by the hooks of release " + hookRelease,
 		})
+		// The event names only the first five; the reason given for the
+		// Secret is checked against the API server in internal/action.
+		env.WaitEvent(t, ns, hookRelease, framework.EventWant{
+			Reason:   hookResourcesLeftReason,
+			Contains: "Left 8 object(s) found under the names of the hooks of release " + hookRelease,
+		})
+		env.WantNoEvent(t, ns, hookRelease, framework.EventWant{Reason: hookCleanupFailedReason})
+	})
+
+	// With deleteHookResourceKinds listing ConfigMap and Secret the
+	// uninstall also deletes the hook objects of those kinds, the Secret
+	// with the password included. These stay, and are reported: the hook
+	// the chart keeps, the hook Namespace and PersistentVolumeClaim, the
+	// ConfigMap that only shares a hook's name, and another release's hook
+	// of the same name as one of this release's.
+	t.Run("delete-hook-resources-of-listed-kinds", func(t *testing.T) {
+		t.Parallel()
+		ns := uninstallHookLeftovers(t, func(hr *v2.HelmRelease) {
+			hr.Spec.Uninstall = &v2.Uninstall{DeleteHookResources: true, DeleteHookResourceKinds: []string{"ConfigMap", "Secret"}}
+		})
+		wantLeftovers(t, ns, hookObjects("Job/post-install", "Job/pre-upgrade", "Job/failed-policy", "Job/pre-delete",
+			"ConfigMap/pre-install", "Secret/password", "ConfigMap/post-delete"))
 		wantRivalHook(t, ns)
 		env.WaitEvent(t, ns, hookRelease, framework.EventWant{
 			Reason:   hookResourcesDeletedReason,
-			Contains: "Deleted 6 object(s) left by the hooks of release " + hookRelease,
+			Contains: "Deleted 7 object(s) left by the hooks of release " + hookRelease,
 		})
 		left := env.WaitEvent(t, ns, hookRelease, framework.EventWant{
 			Reason:   hookResourcesLeftReason,
@@ -226,6 +226,27 @@ func uninstallHookLeftovers(t *testing.T, configure func(*v2.HelmRelease)) strin
 	return ns
 }
 
+// hookObjects lists the objects of the chart (and the test's transient
+// ConfigMap) that wantLeftovers checks: the release's own ConfigMap and the
+// hook-succeeded Job are gone after any uninstall, those named in gone
+// ("Kind/name") too, and every other stays.
+func hookObjects(gone ...string) []leftover {
+	all := []leftover{
+		{kind: "ConfigMap", name: "app"}, {kind: "Job", name: "succeeded"},
+		{kind: "Job", name: "post-install"}, {kind: "Job", name: "pre-upgrade"},
+		{kind: "Job", name: "failed-policy"}, {kind: "Job", name: "pre-delete"},
+		{kind: "ConfigMap", name: "pre-install"}, {kind: "Secret", name: "password"},
+		{kind: "ConfigMap", name: "post-delete"}, {kind: "ConfigMap", name: "keep"},
+		{kind: "ConfigMap", name: "transient"}, // the test's own, see uninstallHookLeftovers
+		{kind: "PersistentVolumeClaim", name: "data"}, {kind: "Namespace", name: "ns"},
+	}
+	for i := range all {
+		id := all[i].kind + "/" + all[i].name
+		all[i].stay = i > 1 && !slices.Contains(gone, id)
+	}
+	return all
+}
+
 // wantLeftovers checks each object after the uninstall: those that stay
 // exist (a Job with its succeeded pods), the others are gone (a Job's pods
 // too, removed by the garbage collector).
@@ -273,6 +294,8 @@ func leftoverObject(kind, ns, name string) client.Object {
 		return &corev1.PersistentVolumeClaim{ObjectMeta: meta}
 	case "Namespace":
 		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	case "Secret":
+		return &corev1.Secret{ObjectMeta: meta}
 	}
 	return &corev1.ConfigMap{ObjectMeta: meta}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -136,6 +139,63 @@ func TestUpstreamParity(t *testing.T) {
 			steps: []parityStep{{name: "ready", settled: parityReady, want: []string{"Ready: True/InstallSucceeded"}}},
 		},
 		{
+			// The first install times out and stays failed (no retries);
+			// a values change then retries it. Upstream upgrades over the
+			// failed install: upgrade hooks, UpgradeFailed, then
+			// UpgradeSucceeded once the values are fixed.
+			name: "install-fail-then-values-change",
+			release: func(t *testing.T, ns, repo string) *v2.HelmRelease {
+				hr := parityPodinfo(t, ns, repo, crashloop)
+				hr.Spec.Timeout = short
+				return hr
+			},
+			steps: []parityStep{
+				{name: "install failed", settled: parityStalled, want: []string{"Ready: False/InstallFailed", "history [v1 failed]"}},
+				{name: "upgrade over it failed", settled: parityReason(helmv2.UpgradeFailedReason), want: []string{
+					"Ready: False/UpgradeFailed", `last action "upgrade"`}, change: func(hr *v2.HelmRelease) {
+					hr.Spec.Values = framework.JSONFrom(map[string]any{"replicaCount": 2, "podAnnotations": crashloop["podAnnotations"]})
+				}},
+				{name: "upgrade over it succeeded", settled: parityReady, want: []string{"Ready: True/UpgradeSucceeded"},
+					change: func(hr *v2.HelmRelease) { hr.Spec.Values, hr.Spec.Timeout = nil, nil }},
+			},
+		},
+		{
+			// RetryOnFailure on the install only: the failed install is
+			// retried with an upgrade over it, as any failed release,
+			// whose own strategy (RemediateOnFailure, no retries) then
+			// counts: upstream stalls after that upgrade failed.
+			name: "install-retry-on-failure",
+			release: func(t *testing.T, ns, repo string) *v2.HelmRelease {
+				hr := parityPodinfo(t, ns, repo, crashloop)
+				hr.Spec.Timeout = short
+				hr.Spec.Install = &v2.Install{Install: helmv2.Install{Strategy: &helmv2.InstallStrategy{
+					Name: string(helmv2.ActionStrategyRetryOnFailure), RetryInterval: short}}}
+				return hr
+			},
+			steps: []parityStep{{name: "stalled", settled: parityStalled, want: []string{
+				"Ready: False/UpgradeFailed", `last action "upgrade"`}}},
+		},
+		{
+			// Drift detection enabled; the Deployment is scaled by hand
+			// and an admission policy refuses the correction. Both the
+			// conditions and the events' types and reasons are compared.
+			name: "drift-correction-fails",
+			release: func(t *testing.T, ns, repo string) *v2.HelmRelease {
+				hr := parityPodinfo(t, ns, repo, map[string]any{"replicaCount": 1})
+				hr.Spec.DriftDetection = &helmv2.DriftDetection{Mode: helmv2.DriftDetectionEnabled}
+				return hr
+			},
+			steps: []parityStep{
+				{name: "installed", settled: parityReady},
+				{name: "correction refused", settled: parityEvent("DriftCorrectionFailed"), events: true,
+					act: func(t *testing.T, hr *v2.HelmRelease) {
+						refuseReplicas(t, hr.Namespace, hr.Name, 1)
+						driftScale(t, hr.Namespace, hr.Name, 3)
+						env.RequestReconcile(t, hr)
+					}},
+			},
+		},
+		{
 			// Helm's force on an upgrade the API server refuses: a custom
 			// resource whose CRD makes spec.size immutable, with a
 			// PersistentVolumeClaim its operator made under it. Upstream
@@ -193,6 +253,9 @@ func TestUpstreamParity(t *testing.T) {
 				got := map[string]paritySnapshot{}
 				for _, side := range sides {
 					snap := side.settle(t, step)
+					if step.events {
+						snap.events = side.eventReasons(t)
+					}
 					if step.backoff {
 						snap = snap.failuresCounted()
 					}
@@ -243,6 +306,9 @@ type parityStep struct {
 	// verify, when set, checks the cluster of each side once the step
 	// settled.
 	verify func(t *testing.T, hr *v2.HelmRelease)
+	// events: compare the types and reasons of the HelmRelease's events
+	// too.
+	events bool
 }
 
 // paritySide is one controller running the scenario in a namespace of
@@ -287,10 +353,13 @@ type paritySnapshot struct {
 	installFailures, upgradeFailures, failure int64
 	lastAction                                string
 	history, storage                          []string
+	// events are the HelmRelease's events as "Type/Reason", each once,
+	// sorted; only for a step that compares them.
+	events []string
 }
 
 var parityConditions = []string{meta.ReadyCondition, helmv2.ReleasedCondition, helmv2.RemediatedCondition,
-	helmv2.TestSuccessCondition, meta.StalledCondition}
+	helmv2.TestSuccessCondition, meta.StalledCondition, helmv2.DriftedCondition}
 
 func (s *paritySide) snapshot(t *testing.T) paritySnapshot {
 	t.Helper()
@@ -342,6 +411,7 @@ func (s paritySnapshot) diff(o paritySnapshot) string {
 	line("lastAttemptedReleaseAction", s.lastAction, o.lastAction)
 	line("history", s.history, o.history)
 	line("storage", s.storage, o.storage)
+	line("events", s.events, o.events)
 	return b.String()
 }
 
@@ -355,6 +425,9 @@ func (s paritySnapshot) String() string {
 	}
 	fmt.Fprintf(&b, "  failures: install %d upgrade %d total %d; last action %q\n  history %v\n  storage %v",
 		s.installFailures, s.upgradeFailures, s.failure, s.lastAction, s.history, s.storage)
+	if s.events != nil {
+		fmt.Fprintf(&b, "\n  events %v", s.events)
+	}
 	return b.String()
 }
 
@@ -398,4 +471,103 @@ func ownedBy(obj metav1.Object, uid types.UID) bool {
 		}
 	}
 	return false
+}
+
+// eventReasons lists the types and reasons of the HelmRelease's events,
+// each once, sorted.
+func (s *paritySide) eventReasons(t *testing.T) []string {
+	t.Helper()
+	events, err := env.Events(context.Background(), s.ns, s.hr.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	out := []string{}
+	for _, ev := range events {
+		if r := ev.Type + "/" + ev.Reason; !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// parityReason: a reconcile of the current spec ended with Ready False
+// for reason.
+func parityReason(reason string) func(hr *v2.HelmRelease) error {
+	return func(hr *v2.HelmRelease) error {
+		c := conditions.Get(hr, meta.ReadyCondition)
+		if hr.Status.LastAttemptedGeneration != hr.Generation || c == nil || c.Status != metav1.ConditionFalse || c.Reason != reason {
+			return fmt.Errorf("not %s yet: %s", reason, framework.Conditions(hr))
+		}
+		return nil
+	}
+}
+
+// parityEvent: the HelmRelease has an event of reason.
+func parityEvent(reason string) func(hr *v2.HelmRelease) error {
+	return func(hr *v2.HelmRelease) error {
+		_, err := env.FindEvent(context.Background(), hr.Namespace, hr.Name, framework.EventWant{Reason: reason})
+		return err
+	}
+}
+
+// refuseReplicas installs an admission policy that refuses any update
+// setting the Deployment ns/name's spec.replicas to replicas (a drift
+// correction back to it), and waits until the API server applies it.
+// Dry runs pass: drift detection compares through them.
+func refuseReplicas(t *testing.T, ns, name string, replicas int32) {
+	t.Helper()
+	policy := &admissionv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "refuse-replicas-" + ns},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionv1.Fail),
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				ResourceNames: []string{name},
+				RuleWithOperations: admissionv1.RuleWithOperations{
+					Operations: []admissionv1.OperationType{admissionv1.Update},
+					Rule:       admissionv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"}},
+				},
+			}}},
+			Validations: []admissionv1.Validation{{
+				Expression: fmt.Sprintf("request.dryRun || !has(object.spec.replicas) || object.spec.replicas != %d", replicas),
+				Message:    fmt.Sprintf("spec.replicas may not be set to %d (the test's admission policy)", replicas),
+			}},
+		},
+	}
+	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        policy.Name,
+			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+			MatchResources: &admissionv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}},
+		},
+	}
+	env.Create(t, policy)
+	env.Create(t, binding)
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), binding)
+		_ = env.Client.Delete(context.Background(), policy)
+	})
+	env.Eventually(t, 30*time.Second, "the admission policy refuses the update", func(ctx context.Context) error {
+		d := &appsv1.Deployment{}
+		if err := env.Get(ctx, d, ns, name); err != nil {
+			return err
+		}
+		// The replicas are still the ones the policy refuses: an update
+		// that passes (the policy is not in force yet) changes nothing the
+		// release manages.
+		d.Spec.Replicas = ptr.To(replicas)
+		if d.Annotations == nil {
+			d.Annotations = map[string]string{}
+		}
+		d.Annotations["parity.afterhooks.io/probe"] = time.Now().Format(time.RFC3339Nano)
+		err := env.Client.Update(ctx, d)
+		if err == nil || !strings.Contains(err.Error(), "may not be set") {
+			return fmt.Errorf("an update was not refused: %v", err)
+		}
+		return nil
+	})
 }

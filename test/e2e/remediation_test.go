@@ -122,19 +122,21 @@ func TestInstallFailureUninstallRemediation(t *testing.T) {
 		})
 	})
 
-	framework.Step(t, "new-values-install", func(t *testing.T) {
+	// As upstream, new values retry the failed release with an upgrade
+	// over it (the parity scenario install-fail-then-values-change).
+	framework.Step(t, "new-values-upgrade", func(t *testing.T) {
 		env.PatchSpec(t, hr, func(hr *v2.HelmRelease) { hr.Spec.Values = nil })
-		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
+		env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason})
 		if hr.Status.InstallFailures != 0 || hr.Status.Failures != 0 {
 			t.Errorf("failure counters not reset by the new values: installFailures %d failures %d",
 				hr.Status.InstallFailures, hr.Status.Failures)
 		}
 		for _, typ := range []string{meta.StalledCondition, helmv2.RemediatedCondition} {
 			if c := conditions.Get(hr, typ); c != nil {
-				t.Errorf("%s condition still present after a successful install: %+v", typ, c)
+				t.Errorf("%s condition still present after a successful upgrade: %+v", typ, c)
 			}
 		}
-		if err := framework.Condition(hr, helmv2.ReleasedCondition, metav1.ConditionTrue, helmv2.InstallSucceededReason); err != nil {
+		if err := framework.Condition(hr, helmv2.ReleasedCondition, metav1.ConditionTrue, helmv2.UpgradeSucceededReason); err != nil {
 			t.Error(err)
 		}
 		if latest := hr.Status.History.Latest(); latest == nil || latest.Status != "deployed" {
@@ -235,20 +237,25 @@ func TestUpgradeFailureRollback(t *testing.T) {
 }
 
 // TestInstallRetryOnFailure retries a failing install on an interval
-// instead of remediating it, and installs once the values are fixed.
+// instead of remediating it, and deploys once the values are fixed. As
+// upstream, the failed install is retried with upgrades over it, so the
+// upgrade's strategy is RetryOnFailure too: with the install's alone, the
+// first failed upgrade stalls, as under upstream (the parity scenario
+// install-retry-on-failure).
 func TestInstallRetryOnFailure(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	repo := env.HelmRepository(t, ns)
 	hr := env.PodinfoRelease(ns, "podinfo", repo.Name, crashloopValues)
+	retry := &metav1.Duration{Duration: 5 * time.Second}
+	hr.Spec.Timeout = &metav1.Duration{Duration: 5 * time.Second}
 	hr.Spec.Install = &v2.Install{Install: helmv2.Install{
-		Timeout: &metav1.Duration{Duration: 5 * time.Second},
-		Strategy: &helmv2.InstallStrategy{
-			Name:          string(helmv2.ActionStrategyRetryOnFailure),
-			RetryInterval: &metav1.Duration{Duration: 5 * time.Second},
-		},
+		Strategy: &helmv2.InstallStrategy{Name: string(helmv2.ActionStrategyRetryOnFailure), RetryInterval: retry},
 		// Remediation settings are not used with RetryOnFailure.
 		Remediation: &helmv2.InstallRemediation{Retries: 3},
+	}}
+	hr.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{
+		Strategy: &helmv2.UpgradeStrategy{Name: string(helmv2.ActionStrategyRetryOnFailure), RetryInterval: retry},
 	}}
 	env.Create(t, hr)
 
@@ -287,7 +294,7 @@ func TestInstallRetryOnFailure(t *testing.T) {
 	framework.Step(t, "failure-retried", func(t *testing.T) {
 		// Wait for the retry to have failed and been recorded, so that the
 		// values change below lands between two attempts.
-		env.Eventually(t, time.Minute, "install retried over the failed release", func(ctx context.Context) error {
+		env.Eventually(t, time.Minute, "failed install retried with an upgrade over it", func(ctx context.Context) error {
 			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
@@ -308,7 +315,7 @@ func TestInstallRetryOnFailure(t *testing.T) {
 			retried = last.Version
 			return nil
 		})
-		if err := framework.Condition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason); err != nil {
+		if err := framework.Condition(hr, meta.ReadyCondition, metav1.ConditionFalse, helmv2.UpgradeFailedReason); err != nil {
 			t.Error(err)
 		}
 		if env.HasEvent(t, ns, hr.Name, helmv2.UninstallSucceededReason) {
@@ -332,11 +339,14 @@ func TestInstallRetryOnFailure(t *testing.T) {
 			return nil
 		})
 		t.Logf("Ready: %s: %s", conditions.GetReason(hr, meta.ReadyCondition), conditions.GetMessage(hr, meta.ReadyCondition))
-		// As upstream, an install starts the history afresh: the failed
-		// attempts stay in Helm storage, the history holds the new release.
+		// As upstream: an upgrade over the failed revision, which Helm
+		// supersedes; the history keeps the two.
 		h := hr.Status.History
-		if latest := h.Latest(); latest.Version != retried+1 || len(h) != 1 {
-			t.Errorf("history %s, want only the deployed v%d", framework.Snapshots(h), retried+1)
+		if latest := h.Latest(); latest.Version != retried+1 || len(h) != 2 || h[1].Status != "superseded" {
+			t.Errorf("history %s, want v%d deployed and v%d superseded", framework.Snapshots(h), retried+1, retried)
+		}
+		if err := framework.Condition(hr, meta.ReadyCondition, metav1.ConditionTrue, helmv2.UpgradeSucceededReason); err != nil {
+			t.Error(err)
 		}
 		stored := env.Storage(t, ns, "podinfo")
 		if last := stored[len(stored)-1].Release; last.Version != retried+1 || last.Info.Status != "deployed" {
@@ -572,14 +582,16 @@ func TestResetAndForceRequests(t *testing.T) {
 
 		reset := strconv.FormatInt(time.Now().UnixNano(), 10)
 		env.Annotate(t, hr, map[string]string{meta.ReconcileRequestAnnotation: reset, helmv2.ResetRequestAnnotation: reset})
-		env.Eventually(t, time.Minute, "reset release installed", func(ctx context.Context) error {
+		// As upstream, the reset failed release is retried with an upgrade
+		// over it.
+		env.Eventually(t, time.Minute, "reset release upgraded", func(ctx context.Context) error {
 			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
 				return err
 			}
 			if hr.Status.LastHandledResetAt != reset {
 				return fmt.Errorf("lastHandledResetAt %q, want %q", hr.Status.LastHandledResetAt, reset)
 			}
-			if err := framework.Condition(hr, meta.ReadyCondition, metav1.ConditionTrue, helmv2.InstallSucceededReason); err != nil {
+			if err := framework.Condition(hr, meta.ReadyCondition, metav1.ConditionTrue, helmv2.UpgradeSucceededReason); err != nil {
 				return err
 			}
 			// Flux's patch helper writes the conditions and the rest of
@@ -591,7 +603,7 @@ func TestResetAndForceRequests(t *testing.T) {
 			return nil
 		})
 		if hr.Status.InstallFailures != 0 || hr.Status.Failures != 0 {
-			t.Errorf("failure counters after the reset and install: installFailures %d failures %d",
+			t.Errorf("failure counters after the reset and upgrade: installFailures %d failures %d",
 				hr.Status.InstallFailures, hr.Status.Failures)
 		}
 		if c := conditions.Get(hr, meta.StalledCondition); c != nil {
