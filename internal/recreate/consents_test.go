@@ -2,6 +2,7 @@ package recreate
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -121,5 +122,32 @@ func TestConsentsOfNothing(t *testing.T) {
 	}
 	if (Consents{}).has(Refused{Kind: jobKind}, "shop") {
 		t.Error("a refusal without a manifest has consent")
+	}
+}
+
+// Consents print as the sorted names of the objects consented to, so a
+// plan that carries them can be shown; none print as an empty list.
+func TestConsentsPrint(t *testing.T) {
+	tests := []struct {
+		name     string
+		manifest string
+		want     string
+	}{
+		{name: "a manifest with consents", manifest: rolledBackFrom, want: `["Job.batch/elsewhere/seed","Job.batch/migrate"]`},
+		{name: "a core kind", manifest: "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  annotations:\n    helm.toolkit.fluxcd.io/force: enabled\n",
+			want: `["Service/web"]`},
+		{name: "no consent", manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n", want: `[]`},
+		{name: "no manifest", want: `[]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := json.Marshal(ConsentsOf(tt.manifest))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tt.want {
+				t.Errorf("printed %s, want %s", got, tt.want)
+			}
+		})
 	}
 }
