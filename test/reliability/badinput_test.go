@@ -758,6 +758,8 @@ func badInputCases() []badCase {
 			rules: []string{"spec.timeout pattern"}, reject: []string{"spec.timeout", "should match"}},
 		{name: "settings: uninstall.timeout pattern", id: "pattern-uninstall-timeout", spec: `{"uninstall":{"timeout":"forever"}}`,
 			rules: []string{"spec.uninstall.timeout pattern"}, reject: []string{"spec.uninstall.timeout", "should match"}},
+		{name: "settings: uninstall.deleteHookResourceKinds pattern", id: "pattern-hook-kinds", spec: `{"uninstall":{"deleteHookResources":true,"deleteHookResourceKinds":["secrets/v1"]}}`,
+			rules: []string{"spec.uninstall.deleteHookResourceKinds[] pattern"}, reject: []string{"spec.uninstall.deleteHookResourceKinds[0]", "should match"}},
 		{name: "settings: upgrade.strategy.retryInterval pattern", id: "pattern-upgrade-retry", spec: `{"upgrade":{"strategy":{"name":"RetryOnFailure","retryInterval":"2 m"}}}`,
 			rules: []string{"spec.upgrade.strategy.retryInterval pattern"}, reject: []string{"spec.upgrade.strategy.retryInterval", "should match"}},
 		{name: "settings: upgrade.timeout pattern", id: "pattern-upgrade-timeout", spec: `{"upgrade":{"timeout":"1w"}}`,

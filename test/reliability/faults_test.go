@@ -976,12 +976,24 @@ func (tr *trials) wantEnd() func(*v2.HelmRelease) error {
 			return nil
 		}
 	}
-	reason := helmv2.InstallSucceededReason
 	if tr.cell.action != "install" {
-		reason = helmv2.UpgradeSucceededReason
+		return func(hr *v2.HelmRelease) error {
+			return framework.ReleaseReady(hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason})
+		}
 	}
+	// An install the fault left failed (a pending install the restart
+	// unlocked, a held afterHooks install) is retried with an upgrade over
+	// it, as upstream retries a failed release; one the fault did not
+	// interrupt ends installed.
 	return func(hr *v2.HelmRelease) error {
-		return framework.ReleaseReady(hr, framework.ReleaseWant{Reason: reason})
+		installed := framework.ReleaseReady(hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason})
+		if installed == nil {
+			return nil
+		}
+		if framework.ReleaseReady(hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason}) == nil {
+			return nil
+		}
+		return installed
 	}
 }
 
