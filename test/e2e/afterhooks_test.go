@@ -125,18 +125,7 @@ func TestAfterHooks(t *testing.T) {
 		env.PatchSpec(t, hr, func(hr *v2.HelmRelease) {
 			hr.Spec.Values = framework.JSON(`{"podAnnotations":{"sim.afterhooks.io/fail":"crashloop"}}`)
 		})
-		env.Eventually(t, 90*time.Second, "failed upgrade rolled back", func(ctx context.Context) error {
-			if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
-				return err
-			}
-			if err := framework.Condition(hr, helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.RollbackSucceededReason); err != nil {
-				return err
-			}
-			if latest := hr.Status.History.Latest(); latest == nil || latest.Version < 3 {
-				return fmt.Errorf("history %s, waiting for the rollback's snapshot", framework.Snapshots(hr.Status.History))
-			}
-			return nil
-		})
+		env.WaitRolledBack(t, hr, 90*time.Second)
 		released := conditions.Get(hr, helmv2.ReleasedCondition)
 		if released == nil || released.Reason != helmv2.UpgradeFailedReason ||
 			!strings.Contains(released.Message, "Deployment/"+ns+"/app") {

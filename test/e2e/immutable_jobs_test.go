@@ -158,18 +158,7 @@ func TestImmutableRollbackOfConsent(t *testing.T) {
 
 	setValues(t, hr, `{"migrateVersion":"2","force":{"migrate":"enabled"},"appFail":"crashloop"}`)
 	env.WaitEvent(t, ns, hr.Name, framework.EventWant{Reason: framework.ResourceRecreatedReason, Contains: "Job/" + ns + "/imm-migrate recreated"})
-	env.Eventually(t, 3*time.Minute, "the failed upgrade rolled back", func(ctx context.Context) error {
-		if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
-			return err
-		}
-		if err := framework.Condition(hr, helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.RollbackSucceededReason); err != nil {
-			return err
-		}
-		if latest := hr.Status.History.Latest(); latest == nil || latest.Version < 3 {
-			return fmt.Errorf("history %s, waiting for the rollback's snapshot", framework.Snapshots(hr.Status.History))
-		}
-		return nil
-	})
+	env.WaitRolledBack(t, hr, 3*time.Minute)
 	wantMigrated(t, ns, "1")
 }
 

@@ -175,6 +175,27 @@ func (e *Env) WaitNotReady(t testing.TB, hr *v2.HelmRelease, reason, contains st
 	})
 }
 
+// WaitRolledBack waits until hr records a rollback remediation
+// (Remediated=True/RollbackSucceeded) and the history holds the snapshot of
+// the rollback, revision 3 or later (install, failed upgrade, rollback).
+// Flux's patch helper writes the conditions and the rest of the status in
+// two requests, so the condition alone can come before the history.
+func (e *Env) WaitRolledBack(t testing.TB, hr *v2.HelmRelease, timeout time.Duration) {
+	t.Helper()
+	e.Eventually(t, timeout, "the failed upgrade rolled back", func(ctx context.Context) error {
+		if err := e.Get(ctx, hr, hr.Namespace, hr.Name); err != nil {
+			return err
+		}
+		if err := Condition(hr, helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.RollbackSucceededReason); err != nil {
+			return err
+		}
+		if latest := hr.Status.History.Latest(); latest == nil || latest.Version < 3 {
+			return fmt.Errorf("history %s, waiting for the rollback's snapshot", Snapshots(hr.Status.History))
+		}
+		return nil
+	})
+}
+
 // ReleaseReady returns nil when hr, as read, is what WaitRelease waits for.
 func ReleaseReady(hr *v2.HelmRelease, want ReleaseWant) error {
 	if hr.Status.ObservedGeneration != hr.Generation || hr.Status.LastAttemptedGeneration != hr.Generation {
