@@ -72,7 +72,10 @@ func startJob(t *testing.T, cs kubernetes.Interface, ns, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	started := metav1.NewTime(time.Now().Add(-time.Second))
+	// Started well before any time FinishJob would write, so that
+	// finishing it must keep this start time (the API server refuses to
+	// change it).
+	started := metav1.NewTime(time.Now().Add(-2 * time.Minute))
 	job.Status = batchv1.JobStatus{StartTime: &started, Active: 1}
 	if _, err := cs.BatchV1().Jobs(ns).UpdateStatus(ctx, job, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("marking Job %s/%s running: %v", ns, name, err)

@@ -24,7 +24,8 @@ func CompleteJobStatus() batchv1.JobStatus {
 }
 
 // FinishJob marks the Job ns/name Complete (CompleteJobStatus) and
-// returns it.
+// returns it. A start time already written is kept: the API server
+// refuses to change it on a Job that is not suspended.
 func FinishJob(t testing.TB, cs kubernetes.Interface, ns, name string) *batchv1.Job {
 	t.Helper()
 	ctx := context.Background()
@@ -32,7 +33,11 @@ func FinishJob(t testing.TB, cs kubernetes.Interface, ns, name string) *batchv1.
 	if err != nil {
 		t.Fatal(err)
 	}
+	started := job.Status.StartTime
 	job.Status = CompleteJobStatus()
+	if started != nil {
+		job.Status.StartTime = started
+	}
 	if job, err = cs.BatchV1().Jobs(ns).UpdateStatus(ctx, job, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("marking Job %s/%s complete: %v", ns, name, err)
 	}
