@@ -164,7 +164,7 @@ func TestFeatureGateEffects(t *testing.T) {
 		{features.CorrectDrift, "true", noEffect},
 	}
 
-	defaults := features.Defaults()
+	defaults := gateDefaults(t)
 	covered := map[string]bool{}
 	for _, tt := range tests {
 		covered[tt.gate] = true

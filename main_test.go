@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,7 +23,6 @@ import (
 	"github.com/afterhooks/helm-controller/test/envtestserver"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
-	"github.com/afterhooks/helm-controller/internal/features"
 )
 
 // upstreamFlags is every flag upstream helm-controller v1.6.x accepts, each
@@ -311,7 +309,7 @@ func TestRejectsBadArguments(t *testing.T) {
 }
 
 // TestEveryFlagIsDocumented parses --help and checks docs/flags.md lists
-// each flag and each feature gate.
+// each flag, and no flag that --help lacks.
 func TestEveryFlagIsDocumented(t *testing.T) {
 	binary := controllerBinary(t)
 	out, err := exec.Command(binary, "--help").CombinedOutput()
@@ -341,21 +339,7 @@ func TestEveryFlagIsDocumented(t *testing.T) {
 			t.Errorf("docs/flags.md documents %s, which --help does not offer", m[1])
 		}
 	}
-	for _, m := range regexp.MustCompile("(?m)^\\| `([A-Z][A-Za-z0-9]+)` \\|").FindAllStringSubmatch(string(docs), -1) {
-		if _, ok := features.Defaults()[m[1]]; !ok {
-			t.Errorf("docs/flags.md documents feature gate %s, which the controller does not accept", m[1])
-		}
-	}
-	gates := make([]string, 0)
-	for gate := range features.Defaults() {
-		gates = append(gates, gate)
-	}
-	sort.Strings(gates)
-	for _, gate := range gates {
-		if !strings.Contains(string(docs), "`"+gate+"`") {
-			t.Errorf("feature gate %s is not documented in docs/flags.md", gate)
-		}
-	}
+	// Feature gates: internal/features' TestDocsListEveryGateWithItsDefault.
 }
 
 // TestDocsListNothingAsNotImplemented keeps docs/flags.md free of flags or

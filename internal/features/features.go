@@ -82,11 +82,6 @@ func defaults() map[string]bool {
 	}
 }
 
-// Defaults returns a fresh copy of every supported gate with its default.
-func Defaults() map[string]bool {
-	return defaults()
-}
-
 // Load validates the gates set on the command line against the supported
 // set and makes them visible to Enabled. Unknown gates are an error.
 func Load(cli *feathelper.FeatureGates) error {

@@ -1,6 +1,10 @@
 package features
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -31,7 +35,7 @@ func TestDefaults(t *testing.T) {
 		"ObjectLevelWorkloadIdentity":    false,
 		"UseHelm3Defaults":               false,
 	}
-	got := Defaults()
+	got := defaults()
 	if len(got) != len(want) {
 		t.Errorf("got %d gates, want %d: %v", len(got), len(want), got)
 	}
@@ -41,8 +45,36 @@ func TestDefaults(t *testing.T) {
 		}
 	}
 	got["ExternalArtifact"] = true
-	if Defaults()["ExternalArtifact"] {
-		t.Error("Defaults returned shared state: mutating one copy changed the next")
+	if defaults()["ExternalArtifact"] {
+		t.Error("defaults returned shared state: mutating one copy changed the next")
+	}
+}
+
+// The gate table of docs/flags.md is the list the root package's tests
+// (and users) read: it must hold every supported gate, with its default in
+// the Ours column, and no gate the controller refuses.
+func TestDocsListEveryGateWithItsDefault(t *testing.T) {
+	docs, err := os.ReadFile(filepath.Join("..", "..", "docs", "flags.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([A-Z][A-Za-z0-9]+)` \\| [^|]+ \\| ([^|]+) \\|").FindAllStringSubmatch(string(docs), -1) {
+		rows[m[1]] = strings.TrimSpace(m[2])
+	}
+	supported := defaults()
+	for gate, def := range supported {
+		ours, ok := rows[gate]
+		if !ok {
+			t.Errorf("docs/flags.md has no row for gate %s", gate)
+		} else if want := fmt.Sprintf("`%v`", def); ours != want {
+			t.Errorf("docs/flags.md gate %s: Ours column %s, want %s", gate, ours, want)
+		}
+	}
+	for gate := range rows {
+		if _, ok := supported[gate]; !ok {
+			t.Errorf("docs/flags.md documents feature gate %s, which the controller does not accept", gate)
+		}
 	}
 }
 
