@@ -121,7 +121,7 @@ func TestWrapHoldsDeployedUntilCommitOrFail(t *testing.T) {
 						t.Fatalf("after the action: %s, want %s", got, sc.pending)
 					}
 					if !held.Holding() || helmFailedOf(held) {
-						t.Fatalf("Holding=%v HelmFailed=%v, want true, false", held.Holding(), helmFailedOf(held))
+						t.Fatalf("Holding=%v helm failed=%v, want true, false", held.Holding(), helmFailedOf(held))
 					}
 					if got := supersededOf(held); !slices.Equal(got, sc.superseded) {
 						t.Errorf("Superseded() = %v, want %v", got, sc.superseded)
@@ -302,7 +302,7 @@ func TestHelmFailuresPassThrough(t *testing.T) {
 					continue
 				}
 				if held.Holding() || helmFailedOf(held) != tt.helmFailed {
-					t.Errorf("Holding=%v HelmFailed=%v, want false, %v", held.Holding(), helmFailedOf(held), tt.helmFailed)
+					t.Errorf("Holding=%v helm failed=%v, want false, %v", held.Holding(), helmFailedOf(held), tt.helmFailed)
 				}
 				if _, err := held.Commit(context.Background(), e.d); !errors.Is(err, ErrNotHeld) {
 					t.Errorf("Commit: %v, want ErrNotHeld", err)
