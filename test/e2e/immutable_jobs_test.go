@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -39,13 +38,7 @@ func podUIDs(t *testing.T, ns, name string) []types.UID {
 // recreates it.
 func TestImmutableRunningJob(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
-	repo := env.HelmRepository(t, ns)
-	ref := env.PublishChart(t, immutableChart, "0.1.0", ns)
-	ctl := env.StartShard(t, ns, framework.ControllerOptions{
-		Shard: "running-" + rand.String(8),
-		Args:  []string{"--feature-gates=RecreateImmutableResources=true"},
-	})
+	ns, repo, ref, ctl := gatedImmutableChart(t, "running")
 	hr := framework.Sharded(framework.WithWaitStrategy(framework.Release(ns, "imm", repo.Name, ref.Name, ref.Version,
 		`{"migrateVersion":"1","migrateWaitsFor":"go"}`), v2.BeforeHooks, 30*time.Second), ctl)
 	hr.Spec.Install.DisableWaitForJobs = true

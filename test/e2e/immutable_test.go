@@ -9,6 +9,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/chartserver"
 	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
@@ -103,21 +105,11 @@ func TestImmutableMigrationJob(t *testing.T) {
 		}
 	})
 
-	for _, tc := range []struct {
-		name     string
-		strategy v2.HookWaitStrategy
-		ordered  bool
-	}{
-		{name: "beforeHooks", strategy: v2.BeforeHooks},
-		{name: "afterHooks", strategy: v2.AfterHooks},
-		{name: "ordered", strategy: v2.BeforeHooks, ordered: true},
-	} {
+	for _, tc := range everyWaitMethod {
 		t.Run("annotated-recreated-"+tc.name, func(t *testing.T) {
 			t.Parallel()
 			ns, hr := immutableRelease(t, `{"migrateVersion":"1","force":{"migrate":"enabled"}}`, tc.strategy)
-			if tc.ordered {
-				hr.Spec.WaitStrategy = &v2.WaitStrategy{Name: v2.WaitStrategyOrdered}
-			}
+			tc.orderIfAsked(hr)
 			env.Create(t, hr)
 			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 			wantMigrated(t, ns, "1")
@@ -318,13 +310,7 @@ func TestImmutableDriftCorrection(t *testing.T) {
 // unannotated Job is recreated, one annotated disabled is not.
 func TestRecreateImmutableResourcesGate(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
-	repo := env.HelmRepository(t, ns)
-	ref := env.PublishChart(t, immutableChart, "0.1.0", ns)
-	ctl := env.StartShard(t, ns, framework.ControllerOptions{
-		Shard: "recreate-" + rand.String(8),
-		Args:  []string{"--feature-gates=RecreateImmutableResources=true"},
-	})
+	ns, repo, ref, ctl := gatedImmutableChart(t, "recreate")
 	release := func(name, force string) *v2.HelmRelease {
 		values := `{"migrateVersion":"1","force":{"migrate":"` + force + `"}}`
 		hr := framework.Sharded(framework.WithWaitStrategy(framework.Release(ns, name, repo.Name, ref.Name, ref.Version, values), v2.BeforeHooks, 90*time.Second), ctl)
@@ -349,4 +335,42 @@ func TestRecreateImmutableResourcesGate(t *testing.T) {
 	if uidOf(t, named(&batchv1.Job{}, ns, "optout-migrate")) != optOutJob {
 		t.Error("the Job that opted out was recreated")
 	}
+}
+
+// waitMethod is one way a release waits for its objects: a hook order,
+// ordered batches on top of it or not.
+type waitMethod struct {
+	name     string
+	strategy v2.HookWaitStrategy
+	ordered  bool
+}
+
+// everyWaitMethod is beforeHooks, afterHooks and ordered.
+var everyWaitMethod = []waitMethod{
+	{name: "beforeHooks", strategy: v2.BeforeHooks},
+	{name: "afterHooks", strategy: v2.AfterHooks},
+	{name: "ordered", strategy: v2.BeforeHooks, ordered: true},
+}
+
+// orderIfAsked applies the release's objects in ordered batches when the
+// method is ordered.
+func (m waitMethod) orderIfAsked(hr *v2.HelmRelease) {
+	if m.ordered {
+		hr.Spec.WaitStrategy = &v2.WaitStrategy{Name: v2.WaitStrategyOrdered}
+	}
+}
+
+// gatedImmutableChart is a fresh namespace with a HelmRepository serving
+// the immutable test chart, and a controller of its own (shard named
+// after prefix) started with the RecreateImmutableResources gate.
+func gatedImmutableChart(t *testing.T, prefix string) (string, *sourcev1.HelmRepository, chartserver.ChartRef, *framework.Controller) {
+	t.Helper()
+	ns := env.Namespace(t)
+	repo := env.HelmRepository(t, ns)
+	ref := env.PublishChart(t, immutableChart, "0.1.0", ns)
+	ctl := env.StartShard(t, ns, framework.ControllerOptions{
+		Shard: prefix + "-" + rand.String(8),
+		Args:  []string{"--feature-gates=RecreateImmutableResources=true"},
+	})
+	return ns, repo, ref, ctl
 }

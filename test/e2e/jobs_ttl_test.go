@@ -26,24 +26,14 @@ const jobsTTLTimeout = 30 * time.Second
 // as upstream installs and upgrades it.
 func TestJobsWithTTLInstallAndUpgrade(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name     string
-		strategy v2.HookWaitStrategy
-		ordered  bool
-	}{
-		{name: "beforeHooks", strategy: v2.BeforeHooks},
-		{name: "afterHooks", strategy: v2.AfterHooks},
-		{name: "ordered", strategy: v2.BeforeHooks, ordered: true},
-	} {
+	for _, tc := range everyWaitMethod {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ns := env.Namespace(t)
 			repo := env.HelmRepository(t, ns)
 			chart := env.PublishChart(t, jobsTTLChart, "0.1.0", ns)
 			hr := framework.WithWaitStrategy(framework.Release(ns, "ttl", repo.Name, chart.Name, chart.Version, ""), tc.strategy, jobsTTLTimeout)
-			if tc.ordered {
-				hr.Spec.WaitStrategy = &v2.WaitStrategy{Name: v2.WaitStrategyOrdered}
-			}
+			tc.orderIfAsked(hr)
 			env.Create(t, hr)
 			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1})
 
