@@ -12,7 +12,7 @@ import (
 
 // row is one line of the table: one kind of trial, run Runs times.
 type row struct {
-	// Section groups rows: "Faults", "Load", "Bad input".
+	// Section groups rows: "Faults", "Load", "Shards", "Bad input".
 	Section string
 	// Case says what was done, e.g. "install, afterHooks, post hooks:
 	// SIGKILL".
@@ -42,7 +42,7 @@ func (t *table) add(r row) {
 }
 
 // sectionOrder is the order sections appear in.
-var sectionOrder = []string{"Faults", "Load", "Bad input"}
+var sectionOrder = []string{"Faults", "Load", "Shards", "Bad input"}
 
 // markdown renders the table with the machine and the date.
 func (t *table) markdown(full bool) string {
