@@ -19,6 +19,7 @@ VERSION ?= $(shell hack/version.sh)
 DIST_DIR ?= $(CURDIR)/dist
 # Fleet sizes for `make bench`, comma-separated (e.g. 100,400).
 BENCH_N ?= 100
+BENCH_DIR ?= docs/bench
 FUZZTIME ?= 1m
 # Packages that need no cluster binaries beyond envtest's API server.
 UNIT_PKGS = $$(go list ./... | grep -v '/test/')
@@ -98,7 +99,7 @@ vet: ## Run go vet on every package.
 	go vet ./...
 
 .PHONY: tools
-tools: ## Build (or reuse cached) etcd, kube-*, kwok, source-controller, upstream helm-controller and the helm CLI; fetch Flux's manifests and the real charts of hack/tools/charts.
+tools: ## Build (or reuse cached) etcd, kube-*, kwok, source-controller, upstream helm-controller and the helm CLI; fetch Flux's manifests.
 	hack/tools/build.sh >/dev/null
 
 ##@ Test
@@ -124,8 +125,9 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 1m), one after the oth
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: bench
-bench: tools ## Benchmark upstream helm-controller against ours on BENCH_N podinfo releases (default 100) and print a table.
-	go run ./hack/bench -n $(BENCH_N)
+bench: tools ## Benchmark upstream helm-controller against ours on BENCH_N podinfo releases (default 100; a list such as 100,400 for several sizes); print the table and write it, the measurements (JSON) and SVG charts against N into BENCH_DIR (default docs/bench).
+	mkdir -p $(BENCH_DIR)
+	go run ./hack/bench -n $(BENCH_N) -out $(BENCH_DIR)/bench.md -json $(BENCH_DIR)/bench.json -svg $(BENCH_DIR)
 
 ##@ Charts
 

@@ -3,13 +3,19 @@
 // (`make bench`):
 //
 //	go run ./hack/bench -n 100,400 -controllers upstream,ours -out bench.md
+//	go run ./hack/bench -n 100,400 -json runs.json -svg docs/bench
+//	go run ./hack/bench -from upstream.json,ours.json -svg docs/bench
 //
-// Every run gets a fresh local cluster; runs never overlap. See package
-// test/bench for what is measured and how.
+// Every run gets a fresh local cluster; runs never overlap. -json keeps
+// the measurements; -from draws and prints saved ones without running
+// anything, so that runs made apart (upstream's take long) end up in one
+// table and one set of charts. See package test/bench for what is
+// measured and how.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +34,9 @@ type flags struct {
 	out         string
 	concurrent  int
 	profileDir  string
+	svgDir      string
+	jsonOut     string
+	from        []string
 }
 
 func main() {
@@ -61,12 +70,16 @@ func parseFlags(args []string) (flags, error) {
 	fs.StringVar(&f.out, "out", "", "also write the tables as Markdown to this file")
 	fs.IntVar(&f.concurrent, "concurrent", bench.DefaultConcurrent, "--concurrent for both controllers")
 	fs.StringVar(&f.profileDir, "profile", "", "save CPU (install and no-op phases) and heap profiles of ours to this directory")
+	fs.StringVar(&f.svgDir, "svg", "", "draw CPU per release, peak RSS and time to Ready against N as SVG charts into this directory")
+	fs.StringVar(&f.jsonOut, "json", "", "save the measurements as JSON to this file")
+	from := fs.String("from", "", "comma-separated JSON files of earlier runs (-json) to print and draw instead of running")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	f.from = splitList(*from)
 	var err error
 	if f.releases, err = parseSizes(*releases); err != nil {
 		return f, err
@@ -104,13 +117,7 @@ func splitList(list string) []string {
 }
 
 func run(ctx context.Context, f flags) error {
-	rows, runErr := bench.Run(ctx, bench.Options{
-		Releases:    f.releases,
-		Controllers: f.controllers,
-		Concurrent:  f.concurrent,
-		ProfileDir:  f.profileDir,
-		Progress:    os.Stderr,
-	})
+	rows, runErr := measure(ctx, f)
 	// Whatever was measured before a failure is still worth printing.
 	if len(rows) == 0 {
 		return runErr
@@ -119,12 +126,65 @@ func run(ctx context.Context, f flags) error {
 	if err := bench.WriteText(os.Stdout, rows); err != nil {
 		return errors.Join(runErr, fmt.Errorf("printing the table: %w", err))
 	}
-	if f.out != "" {
-		if err := writeMarkdown(f.out, rows); err != nil {
-			return errors.Join(runErr, err)
-		}
+	return errors.Join(runErr, save(f, rows))
+}
+
+// measure runs the benchmark, or with -from reads the rows of earlier
+// runs.
+func measure(ctx context.Context, f flags) ([]bench.Row, error) {
+	if len(f.from) > 0 {
+		return readRows(f.from)
 	}
-	return runErr
+	return bench.Run(ctx, bench.Options{
+		Releases:    f.releases,
+		Controllers: f.controllers,
+		Concurrent:  f.concurrent,
+		ProfileDir:  f.profileDir,
+		Progress:    os.Stderr,
+	})
+}
+
+// save writes the rows where the flags ask: Markdown, JSON and charts.
+func save(f flags, rows []bench.Row) error {
+	var errs []error
+	if f.out != "" {
+		errs = append(errs, writeMarkdown(f.out, rows))
+	}
+	if f.jsonOut != "" {
+		errs = append(errs, writeJSON(f.jsonOut, rows))
+	}
+	if f.svgDir != "" {
+		errs = append(errs, bench.WritePlots(f.svgDir, rows))
+	}
+	return errors.Join(errs...)
+}
+
+func writeJSON(path string, rows []bench.Row) error {
+	data, err := json.MarshalIndent(rows, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding the measurements: %w", err)
+	}
+	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// readRows reads the rows saved by -json in each file, in order.
+func readRows(paths []string) ([]bench.Row, error) {
+	var all []bench.Row
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("reading measurements: %w", err)
+		}
+		var rows []bench.Row
+		if err := json.Unmarshal(data, &rows); err != nil {
+			return nil, fmt.Errorf("reading measurements from %s: %w", path, err)
+		}
+		all = append(all, rows...)
+	}
+	return all, nil
 }
 
 func writeMarkdown(path string, rows []bench.Row) error {
