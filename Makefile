@@ -92,6 +92,12 @@ charts-doc: ## Fetch the real charts of hack/tools/charts and regenerate docs/ch
 	hack/tools/build.sh charts >/dev/null
 	go run ./hack/charts-doc -o docs/charts.md
 
+.PHONY: charts-outcomes
+charts-outcomes: tools ## Run TestRealChartsParity, record each chart's outcomes in test/realcharts/outcomes.json and regenerate docs/charts.md.
+	HELM_CONTROLLER_CHARTS_OUTCOMES=$(CURDIR)/test/realcharts/outcomes.json \
+		go test $(GO_TEST_FLAGS) -timeout 30m -run 'TestRealChartsParity' ./test/e2e/
+	go run ./hack/charts-doc -o docs/charts.md
+
 .PHONY: verify-generated
 verify-generated: generate charts-doc ## Fail when generated files differ from what is committed.
 	@if [ -n "$$(git status --porcelain -- api config docs/charts.md)" ]; then \

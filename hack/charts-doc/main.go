@@ -62,8 +62,13 @@ func write(w io.Writer) error {
 		}
 		all = append(all, rendered{c, cov})
 	}
+	outcomes, err := realcharts.ReadOutcomes(realcharts.OutcomesFile())
+	if err != nil {
+		return err
+	}
 	header(w, all)
 	table(w, all)
+	outcomeTable(w, all, outcomes)
 	simulation(w, all)
 	summary(w, all)
 	return nil
@@ -98,6 +103,33 @@ func table(w io.Writer, all []rendered) {
 			r.cov.Total(), orNone(strings.Join(r.cov.Features(), "; ")))
 	}
 	fmt.Fprintln(w)
+}
+
+// outcomeTable shows how each install ended in the last recorded run of
+// TestRealChartsParity (make charts-outcomes).
+func outcomeTable(w io.Writer, all []rendered, outcomes realcharts.Outcomes) {
+	fmt.Fprintln(w, "## Outcomes")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "The install's Ready condition and the time it took to settle (a run's wall clock on the")
+	fmt.Fprintln(w, "2-core machine, next to other tests), as the last `make charts-outcomes` recorded them")
+	fmt.Fprintln(w, "(test/realcharts/outcomes.json). Every other field TestRealChartsParity compares is the same")
+	fmt.Fprintln(w, "under both controllers, except the differences listed in [differences.md](differences.md).")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| chart | upstream v1.6.4 | ours | ours, afterHooks |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- |")
+	for _, r := range all {
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", r.Name, outcomeCell(outcomes, r.Name, "upstream"),
+			outcomeCell(outcomes, r.Name, "default"), outcomeCell(outcomes, r.Name, "afterHooks"))
+	}
+	fmt.Fprintln(w)
+}
+
+func outcomeCell(outcomes realcharts.Outcomes, chart, mode string) string {
+	o, ok := outcomes[chart][mode]
+	if !ok {
+		return "not recorded"
+	}
+	return fmt.Sprintf("%s (%s)", o.Ready, o.Install)
 }
 
 func simulation(w io.Writer, all []rendered) {

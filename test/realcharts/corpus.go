@@ -35,15 +35,19 @@ type Chart struct {
 // ModuleVersion is module@version.
 func (c Chart) ModuleVersion() string { return c.Module + "@" + c.Version }
 
-// toolsDir is hack/tools/charts, found from this file's path so that any
-// test or program finds it whatever its working directory.
-func toolsDir() string {
+// packageDir is this package's directory, found from this file's path so
+// that any test or program finds the corpus whatever its working
+// directory.
+func packageDir() string {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
-		return filepath.Join("hack", "tools", "charts")
+		return filepath.Join("test", "realcharts")
 	}
-	return filepath.Join(filepath.Dir(file), "..", "..", "hack", "tools", "charts")
+	return filepath.Dir(file)
 }
+
+// toolsDir is hack/tools/charts.
+func toolsDir() string { return filepath.Join(packageDir(), "..", "..", "hack", "tools", "charts") }
 
 // Corpus reads the corpus from hack/tools/charts: corpus.txt for the
 // charts, go.mod for their versions, and this package's simulation table.

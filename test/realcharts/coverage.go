@@ -242,3 +242,31 @@ func sortedKeys(m map[string]bool) []string {
 	sort.Strings(out)
 	return out
 }
+
+// CRDNames lists the names of the CRDs in the crds/ directories of the
+// chart in dir and of its subcharts: Helm creates them before anything
+// else and never deletes them.
+func CRDNames(dir string) ([]string, error) {
+	ch, err := loader.LoadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("loading chart %s: %w", dir, err)
+	}
+	var names []string
+	for _, crd := range ch.CRDObjects() {
+		for _, doc := range releaseutil.SplitManifests(string(crd.File.Data)) {
+			var head struct {
+				Metadata struct {
+					Name string `json:"name"`
+				} `json:"metadata"`
+			}
+			if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
+				return nil, fmt.Errorf("reading %s of chart %s: %w", crd.Filename, dir, err)
+			}
+			if head.Metadata.Name != "" {
+				names = append(names, head.Metadata.Name)
+			}
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}

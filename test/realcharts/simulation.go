@@ -131,7 +131,10 @@ var simulations = map[string]Simulation{
 			"test cluster to a program that cannot answer"},
 	},
 	"karpenter": {
-		Values:    map[string]any{"settings": map[string]any{"clusterName": "corpus"}},
-		Simulated: []string{"settings.clusterName: corpus, which the chart requires"},
+		Values: map[string]any{"settings": map[string]any{"clusterName": "corpus"},
+			"replicas": 1, "topologySpreadConstraints": []any{}},
+		Simulated: []string{"settings.clusterName: corpus, which the chart requires",
+			"replicas: 1 and no topologySpreadConstraints: its pods refuse to share a node and spread over zones, " +
+				"and the test cluster has one node without a zone"},
 	},
 }
