@@ -108,20 +108,23 @@ func table(w io.Writer, all []rendered) {
 // outcomeTable shows how each install ended in the last recorded run of
 // TestRealChartsParity (make charts-outcomes).
 func outcomeTable(w io.Writer, all []rendered, outcomes realcharts.Outcomes) {
-	fmt.Fprintln(w, "## Outcomes")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "The install's Ready condition and the time it took to settle (a run's wall clock on the")
-	fmt.Fprintln(w, "2-core machine, next to other tests), as the last `make charts-outcomes` recorded them")
-	fmt.Fprintln(w, "(test/realcharts/outcomes.json). Every other field TestRealChartsParity compares is the same")
-	fmt.Fprintln(w, "under both controllers, except the differences listed in [differences.md](differences.md).")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| chart | upstream v1.6.4 | ours | ours, afterHooks |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- |")
+	section(w, "Outcomes", `The install's Ready condition and the time it took to settle (a run's wall clock on the
+2-core machine, next to other tests, six charts at a time: not a benchmark; upstream runs first
+for each chart), as the last `+"`make charts-outcomes`"+` recorded them
+(test/realcharts/outcomes.json). Every other field TestRealChartsParity compares is the same
+under both controllers, except the differences listed in [differences.md](differences.md).`,
+		"chart", "upstream v1.6.4", "ours", "ours, afterHooks")
 	for _, r := range all {
 		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", r.Name, outcomeCell(outcomes, r.Name, "upstream"),
 			outcomeCell(outcomes, r.Name, "default"), outcomeCell(outcomes, r.Name, "afterHooks"))
 	}
 	fmt.Fprintln(w)
+}
+
+// section writes a heading, its introduction and a table's header row.
+func section(w io.Writer, title, intro string, columns ...string) {
+	fmt.Fprintf(w, "## %s\n\n%s\n\n", title, intro)
+	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(columns, " | "), strings.Repeat(" --- |", len(columns)))
 }
 
 func outcomeCell(outcomes realcharts.Outcomes, chart, mode string) string {
@@ -133,15 +136,10 @@ func outcomeCell(outcomes realcharts.Outcomes, chart, mode string) string {
 }
 
 func simulation(w io.Writer, all []rendered) {
-	fmt.Fprintln(w, "## Simulation and packaging")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Only values (and the workload simulator's annotations passed through them) adapt a chart to the")
-	fmt.Fprintln(w, "simulated cluster; no template is edited. A part that needs a real program is turned off, and")
-	fmt.Fprintln(w, "listed under *off*. Claims are the PersistentVolumeClaims the test binds to volumes it makes (the")
-	fmt.Fprintln(w, "test cluster has no storage provisioner).")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| chart | values | simulated | off | packaging fixes | claims |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- |")
+	section(w, "Simulation and packaging", `Only values (and the workload simulator's annotations passed through them) adapt a chart to the
+simulated cluster; no template is edited. A part that needs a real program is turned off, and
+listed under *off*. Claims are the PersistentVolumeClaims the test binds to volumes it makes (the
+test cluster has no storage provisioner).`, "chart", "values", "simulated", "off", "packaging fixes", "claims")
 	for _, r := range all {
 		s := r.Sim
 		deadlock := ""
