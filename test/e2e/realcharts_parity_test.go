@@ -288,7 +288,7 @@ func (s *paritySide) releaseObjects(t *testing.T, dir string) []*unstructured.Un
 // leftovers so that the next run starts from the same cluster.
 func (s *paritySide) uninstalledSnapshot(t *testing.T, installed []*unstructured.Unstructured) realSnapshot {
 	t.Helper()
-	snap := realSnapshot{events: s.eventReasons(t)}
+	snap := realSnapshot{events: s.settledEvents(t)}
 	for _, r := range env.Storage(t, s.ns, s.hr.Name) {
 		snap.parity.storage = append(snap.parity.storage, fmt.Sprintf("v%d %s", r.Release.Version, r.Release.Info.Status))
 	}
@@ -312,6 +312,24 @@ func (s *paritySide) uninstalledSnapshot(t *testing.T, installed []*unstructured
 // (test Pods named with randAlphaNum 5): it differs on every render. A
 // fixed name's last five characters are normalised alike on both sides.
 var randomSuffix = regexp.MustCompile(`-[a-z0-9]{5}$`)
+
+// settledEvents are the HelmRelease's event reasons once they stayed the
+// same for a second: the uninstall's last events may still be on their
+// way when the HelmRelease is gone.
+func (s *paritySide) settledEvents(t *testing.T) []string {
+	t.Helper()
+	events := s.eventReasons(t)
+	env.Eventually(t, 30*time.Second, s.name+": events settled", func(ctx context.Context) error {
+		time.Sleep(time.Second)
+		next := s.eventReasons(t)
+		if !slices.Equal(next, events) {
+			events = next
+			return fmt.Errorf("events still arriving: %v", next)
+		}
+		return nil
+	})
+	return events
+}
 
 func (s *paritySide) normalise(text string) string {
 	return strings.ReplaceAll(text, s.ns, "<ns>")
