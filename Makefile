@@ -88,11 +88,22 @@ generate: ## Regenerate deepcopy code, the CRD (and its copies in config/flux an
 	go run ./hack/fluxinstance
 	go tool controller-gen rbac:roleName=helm-controller-manager paths=./internal/... output:rbac:dir=config/rbac
 
+.PHONY: charts-doc
+charts-doc: ## Fetch the real charts of hack/tools/charts and regenerate docs/charts.md (what each covers, how it is simulated).
+	hack/tools/build.sh charts >/dev/null
+	go run ./hack/charts-doc -o docs/charts.md
+
+.PHONY: charts-outcomes
+charts-outcomes: tools ## Run TestRealChartsParity, record each chart's outcomes in test/realcharts/outcomes.json and regenerate docs/charts.md.
+	HELM_CONTROLLER_CHARTS_OUTCOMES=$(CURDIR)/test/realcharts/outcomes.json \
+		go test $(GO_TEST_FLAGS) -timeout 30m -run 'TestRealChartsParity' ./test/e2e/
+	go run ./hack/charts-doc -o docs/charts.md
+
 .PHONY: verify-generated
-verify-generated: generate ## Fail when generated files differ from what is committed.
-	@if [ -n "$$(git status --porcelain -- api config)" ]; then \
-		echo "generated files are stale; run 'make generate' and commit:"; \
-		git status --porcelain -- api config; git diff -- api config | head -50; exit 1; fi
+verify-generated: generate charts-doc ## Fail when generated files differ from what is committed.
+	@if [ -n "$$(git status --porcelain -- api config docs/charts.md)" ]; then \
+		echo "generated files are stale; run 'make generate charts-doc' and commit:"; \
+		git status --porcelain -- api config docs/charts.md; git diff -- api config docs/charts.md | head -50; exit 1; fi
 
 .PHONY: vet
 vet: ## Run go vet on every package.

@@ -103,6 +103,32 @@ install_flux_manifests() {
 	ln -sfn "$target" "$bin_dir/flux2-manifests"
 }
 
+# install_charts copies the chart directory of each module that
+# hack/tools/charts pins (listed in its corpus.txt) into the cache, as
+# <bin>/charts/<name>. Only module zips are fetched, verified against the
+# module's go.sum; nothing is compiled.
+install_charts() {
+	local key
+	key=$(cat "$here/charts/go.mod" "$here/charts/go.sum" "$here/charts/corpus.txt" | sha256sum | cut -c1-16)
+	local target="$cache_root/charts-$key"
+	if [[ ! -d "$target" ]]; then
+		echo "[tools] fetching the real charts of hack/tools/charts (cache key $key)" >&2
+		rm -rf "$target.tmp"
+		mkdir -p "$target.tmp"
+		local name project module subdir mod_dir
+		while read -r name project module subdir; do
+			[[ -z $name || $name == \#* ]] && continue
+			mod_dir=$(cd "$here/charts" && go mod download -json "$module" |
+				sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+			[[ -f "$mod_dir/$subdir/Chart.yaml" ]] || { echo "chart $name: no $module/$subdir/Chart.yaml" >&2; exit 1; }
+			cp -r "$mod_dir/$subdir" "$target.tmp/$name"
+		done <"$here/charts/corpus.txt"
+		chmod -R u+w "$target.tmp"
+		mv "$target.tmp" "$target"
+	fi
+	ln -sfn "$target" "$bin_dir/charts"
+}
+
 # helm_version is the Helm SDK the controller is built with; the helm CLI
 # of the tests must be the same, or a test of "what `helm package` keeps"
 # would test another Helm.
@@ -120,7 +146,7 @@ check_helm_pin() {
 }
 
 want=("$@")
-[[ ${#want[@]} -gt 0 ]] || want=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok source-controller helm-controller-upstream flux2-manifests helm)
+[[ ${#want[@]} -gt 0 ]] || want=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok source-controller helm-controller-upstream flux2-manifests charts helm)
 for tool in "${want[@]}"; do
 	case $tool in
 	etcd) build_tool etcd etcd go.etcd.io/etcd/server/v3 ;;
@@ -135,6 +161,7 @@ for tool in "${want[@]}"; do
 		build_tool helm-controller helm-controller-upstream github.com/fluxcd/helm-controller
 		install_module_dir helm-controller helm-controller-upstream-config github.com/fluxcd/helm-controller config ;;
 	flux2-manifests) install_flux_manifests ;;
+	charts) install_charts ;;
 	helm)
 		# The helm CLI, for tests that package and push charts as authors do.
 		check_helm_pin
