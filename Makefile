@@ -110,7 +110,7 @@ vet: ## Run go vet on every package.
 	go vet ./...
 
 .PHONY: tools
-tools: ## Build (or reuse cached) etcd, kube-*, kwok, source-controller, upstream helm-controller and the helm CLI; fetch Flux's manifests.
+tools: ## Build (or reuse cached) etcd, kube-*, kwok, source-controller, upstream helm-controller and the helm CLI; fetch Flux's manifests and the real charts of hack/tools/charts.
 	hack/tools/build.sh >/dev/null
 
 ##@ Test
