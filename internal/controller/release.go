@@ -359,7 +359,7 @@ func (r *HelmReleaseReconciler) updateInventory(ctx context.Context, helm *runne
 		ctrl.LoggerFrom(ctx).Error(err, "building the inventory: REST mapper of the target cluster")
 		return
 	}
-	inv, err := releaseInventory(rel, mapper)
+	inv, err := r.inventories.of(client.ObjectKeyFromObject(obj), rel, mapper)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "building the inventory")
 		return
