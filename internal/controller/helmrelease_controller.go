@@ -112,6 +112,9 @@ type HelmReleaseReconciler struct {
 	// inventories keeps the inventory of each release's record listed
 	// last.
 	inventories inventories
+	// appliedSources keeps what the chart template's source object was
+	// when an apply last found it unchanged.
+	appliedSources appliedSources
 }
 
 // HelmReleaseReconcilerOptions tunes the controller's work queue.
@@ -383,6 +386,7 @@ func (r *HelmReleaseReconciler) reconcileDelete(ctx context.Context, obj *v2.Hel
 	}
 	r.Charts.Forget(client.ObjectKeyFromObject(obj))
 	r.inventories.forget(client.ObjectKeyFromObject(obj))
+	r.appliedSources.forget(client.ObjectKeyFromObject(obj))
 	r.Targets.Forget(helmv2.HelmReleaseKind, obj.Namespace, obj.Name)
 	defer r.Redactions.Set(client.ObjectKeyFromObject(obj), nil)
 	controllerutil.RemoveFinalizer(obj, helmv2.HelmReleaseFinalizer)
