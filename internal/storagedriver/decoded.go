@@ -10,9 +10,10 @@ import (
 )
 
 // DefaultDecodedBudget is the decoded size (bytes of record JSON) a
-// Decoded cache keeps by default: a podinfo release is about 60 KiB, so a
-// few hundred releases are kept. Past it the releases read least recently
-// are decoded again, which costs what every read cost without the cache.
+// Decoded cache keeps by default: a release of the podinfo chart is about
+// 120 KiB of JSON, so about 260 such releases are kept. Past it the
+// releases read least recently are decoded again, which costs what every
+// read cost without the cache.
 const DefaultDecodedBudget = 32 << 20
 
 // Decoded remembers decoded release records so that a reconcile that finds
