@@ -30,9 +30,7 @@ func TestBeforeChange(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness()
-			h.mustRun(t)
-			h.takeCalls()
+			h := installedHarness(t)
 			tc.change(h)
 			var got []int
 			m := &Machine{Helm: h.helm, Recorder: h.recorder, BeforeChange: func() {
