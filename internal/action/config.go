@@ -34,6 +34,10 @@ type ConfigFactory struct {
 	clusters *helmclient.Clusters
 	// fieldValidation is clusters' entry for this factory's API server.
 	fieldValidation *helmclient.FieldValidation
+	// decoded keeps the release records read, shared with every factory
+	// made by ForGetter: a reconcile that finds the record unchanged does
+	// not decode it again.
+	decoded *storagedriver.Decoded
 }
 
 // FactoryOption configures a ConfigFactory.
@@ -56,7 +60,8 @@ func NewConfigFactory(getter genericclioptions.RESTClientGetter, opts ...Factory
 	if getter == nil {
 		return nil, errors.New("action: nil RESTClientGetter")
 	}
-	f := &ConfigFactory{getter: getter, fieldManager: DefaultFieldManager, clusters: helmclient.NewClusters()}
+	f := &ConfigFactory{getter: getter, fieldManager: DefaultFieldManager, clusters: helmclient.NewClusters(),
+		decoded: storagedriver.NewDecoded(storagedriver.DefaultDecodedBudget)}
 	for _, o := range opts {
 		o(f)
 	}
@@ -103,7 +108,7 @@ func (f *ConfigFactory) ForGetter(getter genericclioptions.RESTClientGetter) (*C
 	if getter == nil {
 		return nil, errors.New("action: nil RESTClientGetter")
 	}
-	other := &ConfigFactory{getter: getter, fieldManager: f.fieldManager, clusters: f.clusters}
+	other := &ConfigFactory{getter: getter, fieldManager: f.fieldManager, clusters: f.clusters, decoded: f.decoded}
 	if err := other.connect(); err != nil {
 		return nil, err
 	}
@@ -190,7 +195,7 @@ func (f *ConfigFactory) Build(storageNamespace, releaseNamespace string, opts ..
 	kc.HookOrigin = o.hookOrigin
 	kc.SetLogger(o.handler)
 
-	secrets := storagedriver.NewSecrets(f.clientSet.CoreV1().Secrets(storageNamespace))
+	secrets := storagedriver.NewSecrets(f.clientSet.CoreV1().Secrets(storageNamespace)).WithDecoded(f.decoded)
 	secrets.SetLogger(o.handler)
 	var d driver.Driver = secrets
 	if o.wrapDriver != nil {

@@ -164,6 +164,23 @@ func (s *Source) Get(ctx context.Context, owner types.NamespacedName, artifact *
 	return f.chart.withRevision(artifact.Revision), nil
 }
 
+// Current tells whether owner's last successful Get was of artifact's
+// digest: a re-check of a release whose chart did not change. Its chart is
+// then cached, unless the cache's bound evicted it since. Unlike a lookup
+// it counts no cache request.
+func (s *Source) Current(owner types.NamespacedName, artifact *meta.Artifact) bool {
+	if artifact == nil {
+		return false
+	}
+	want, err := parseDigest(artifact.Digest)
+	if err != nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.owners[owner] == want.String()
+}
+
 // start runs the download detached from the caller's cancellation, so that
 // one reconciler giving up does not fail the others waiting for the same
 // digest; it is cancelled only when every waiter has left. Callers hold s.mu.

@@ -2,19 +2,24 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"strings"
+	"sync"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	eventv1 "github.com/fluxcd/pkg/apis/event/v1"
 	"github.com/fluxcd/pkg/ssa"
+	ssautil "github.com/fluxcd/pkg/ssa/utils"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"helm.sh/helm/v4/pkg/registry"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
@@ -155,9 +160,83 @@ func (r *HelmReleaseReconciler) applyTemplateSource(ctx context.Context, obj *v2
 	}
 	rm := ssa.NewResourceManager(r.Client, nil, ssa.Owner{Group: helmv2.GroupVersion.Group, Field: manager})
 	rm.SetOwnerLabels([]*unstructured.Unstructured{u}, obj.Name, obj.Namespace)
+	key := client.ObjectKeyFromObject(obj)
+	want, err := json.Marshal(u.Object)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the %T: %w", desired, err)
+	}
+	current := desired.DeepCopyObject().(client.Object)
+	if err := r.Get(ctx, client.ObjectKeyFromObject(desired), current); err != nil {
+		current = nil
+	}
+	if r.appliedSources.unchanged(key, want, current) {
+		return &ssa.ChangeSetEntry{Subject: ssautil.FmtUnstructured(u), Action: ssa.UnchangedAction}, nil
+	}
 	opts := ssa.DefaultApplyOptions()
 	opts.Cleanup.FieldManagers = []ssa.FieldManager{{Name: manager, ExactMatch: true, OperationType: metav1.ManagedFieldsOperationUpdate}}
-	return rm.Apply(ctx, u, opts)
+	entry, err := rm.Apply(ctx, u, opts)
+	if err == nil && entry.Action == ssa.UnchangedAction {
+		r.appliedSources.record(key, want, current)
+	} else {
+		r.appliedSources.forget(key)
+	}
+	return entry, err
+}
+
+// appliedSources remembers, per HelmRelease, the template source a
+// server-side apply last found unchanged, and the object's generation,
+// labels and annotations as the cache showed it then, so that a reconcile
+// that asks for the same object, and finds it as it was, applies nothing.
+// Any change of the object's spec (its generation), labels or annotations,
+// or its replacement (its UID), shows in the cache and makes the next
+// reconcile apply again, as does a change of what the template asks for.
+type appliedSources struct {
+	mu    sync.Mutex
+	byKey map[types.NamespacedName]appliedSource
+}
+
+type appliedSource struct {
+	want       [sha256.Size]byte
+	uid        types.UID
+	generation int64
+	metadata   [sha256.Size]byte
+}
+
+func (a *appliedSources) unchanged(key types.NamespacedName, want []byte, current client.Object) bool {
+	if current == nil {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	got, ok := a.byKey[key]
+	return ok && got == sourceState(want, current)
+}
+
+func (a *appliedSources) record(key types.NamespacedName, want []byte, current client.Object) {
+	if current == nil {
+		a.forget(key)
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.byKey == nil {
+		a.byKey = map[types.NamespacedName]appliedSource{}
+	}
+	a.byKey[key] = sourceState(want, current)
+}
+
+func (a *appliedSources) forget(key types.NamespacedName) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.byKey, key)
+}
+
+// sourceState is the applied object want and the state of current that a
+// change by anyone else would alter.
+func sourceState(want []byte, current client.Object) appliedSource {
+	// encoding/json writes map keys sorted: equal maps, equal bytes.
+	metadata, _ := json.Marshal([]map[string]string{current.GetLabels(), current.GetAnnotations()})
+	return appliedSource{want: sha256.Sum256(want), uid: current.GetUID(), generation: current.GetGeneration(), metadata: sha256.Sum256(metadata)}
 }
 
 // deleteStaleChart removes the object recorded in the status when the

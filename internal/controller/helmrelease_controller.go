@@ -108,6 +108,13 @@ type HelmReleaseReconciler struct {
 	// condition message, event or logged error carries them. Set up by
 	// SetupWithManager.
 	Redactions *redact.Registry
+
+	// inventories keeps the inventory of each release's record listed
+	// last.
+	inventories inventories
+	// appliedSources keeps what the chart template's source object was
+	// when an apply last found it unchanged.
+	appliedSources appliedSources
 }
 
 // HelmReleaseReconcilerOptions tunes the controller's work queue.
@@ -378,6 +385,8 @@ func (r *HelmReleaseReconciler) reconcileDelete(ctx context.Context, obj *v2.Hel
 		ctrl.LoggerFrom(ctx).Info("deleting a suspended HelmRelease: the Helm release and its HelmChart are left in place")
 	}
 	r.Charts.Forget(client.ObjectKeyFromObject(obj))
+	r.inventories.forget(client.ObjectKeyFromObject(obj))
+	r.appliedSources.forget(client.ObjectKeyFromObject(obj))
 	r.Targets.Forget(helmv2.HelmReleaseKind, obj.Namespace, obj.Name)
 	defer r.Redactions.Set(client.ObjectKeyFromObject(obj), nil)
 	controllerutil.RemoveFinalizer(obj, helmv2.HelmReleaseFinalizer)

@@ -34,6 +34,9 @@ type progressReporter struct {
 	owner   string
 	// redactions keep Secret values out of the conditions written.
 	redactions *redact.Registry
+	// deferred: the Reconciling mark of the reconcile's start is not
+	// written yet (see markInProgress); begin writes it.
+	deferred bool
 }
 
 // The runner reports through it.
@@ -61,9 +64,24 @@ func (p *progressReporter) Update(change func(*v2.HelmRelease), msg string) {
 	if msg != "" {
 		conditions.MarkReconciling(p.obj, meta.ProgressingReason, "%s", msg)
 	}
+	p.deferred = false
 	redactConditions(p.obj, p.redactions)
 	if err := p.patcher.Patch(p.ctx, p.obj, patch.WithOwnedConditions{Conditions: ownedConditions}, patch.WithFieldOwner(p.owner)); err != nil {
 		ctrl.LoggerFrom(p.ctx).V(1).Info("could not report progress", "message", msg, "error", err.Error())
+	}
+}
+
+// begin writes the Reconciling mark held back at the start of the
+// reconcile, once, before the reconcile does more than check the release.
+func (p *progressReporter) begin() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	deferred := p.deferred
+	p.mu.Unlock()
+	if deferred {
+		p.Update(nil, "")
 	}
 }
 

@@ -50,11 +50,9 @@ const (
 // reconcileRelease resolves chart and values and runs the release state
 // machine.
 func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *patch.SerialPatcher, obj *v2.HelmRelease) (ctrl.Result, error) {
-	// Upstream's wording, which `flux get hr` shows.
-	conditions.MarkReconciling(obj, meta.ProgressingReason, "Fulfilling prerequisites")
-	redactConditions(obj, r.Redactions)
-	if err := patcher.Patch(ctx, obj, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
-		return ctrl.Result{}, fmt.Errorf("failed to mark reconciliation in progress: %w", err)
+	progress := &progressReporter{ctx: ctx, obj: obj, patcher: patcher, owner: r.FieldManager, redactions: r.Redactions}
+	if err := r.markInProgress(ctx, patcher, obj, progress); err != nil {
+		return ctrl.Result{}, err
 	}
 
 	driftIgnore, healthChecks, invalid := r.checkSpec(ctx, obj)
@@ -73,6 +71,9 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	if err != nil {
 		return r.fail(obj, helmv2.ActionResolveSource, helmv2.ArtifactFailedReason, err)
 	}
+	if !r.Charts.Current(client.ObjectKeyFromObject(obj), artifact) {
+		progress.begin()
+	}
 	chart, err := r.Charts.Get(ctx, client.ObjectKeyFromObject(obj), artifact)
 	if err != nil {
 		return r.downloadFailed(ctx, obj, fmt.Errorf("chart artifact %s: %w", artifact.Revision, err))
@@ -85,6 +86,7 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	}
 	clearPassedCheck(obj, ValuesErrorReason)
 	if reason := releaseTargetChanged(obj); reason != "" {
+		progress.begin()
 		return r.uninstallPreviousTarget(ctx, obj, reason)
 	}
 
@@ -93,7 +95,6 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		return r.fail(obj, helmv2.ActionResolveSource, ChartMutateErrorReason, err)
 	}
 
-	progress := &progressReporter{ctx: ctx, obj: obj, patcher: patcher, owner: r.FieldManager, redactions: r.Redactions}
 	newRevision := r.watchForNewRevision(ctx, obj, artifact)
 	defer newRevision.Stop()
 	runner, err := r.newHelmRunner(ctx, obj, runnerExtras{progress: progress, driftIgnore: driftIgnore,
@@ -108,13 +109,38 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 	obj.Status.StorageNamespace = obj.GetStorageNamespace()
 	r.handleAnnotations(obj, req)
 
-	machine := &reconcile.Machine{Helm: runner, Recorder: runner.RecorderWithLogs(r.EventRecorder), Progress: progress.Report}
+	machine := &reconcile.Machine{Helm: runner, Recorder: runner.RecorderWithLogs(r.EventRecorder),
+		Progress: progress.Report, BeforeChange: progress.begin}
 	runErr := machine.Run(ctx, req)
 	// From here on the reconcile owns the object again; late progress
 	// reports from Helm's goroutines are dropped.
 	progress.close()
 	r.updateInventory(ctx, runner, obj)
 	return r.outcome(obj, runErr)
+}
+
+// markInProgress marks obj Reconciling, as upstream marks the start of
+// every reconcile, and writes that at once, unless the last reconcile of
+// this generation succeeded. A reconcile from there is most often a check
+// that finds the release in sync (its interval, a requestedAt), and then
+// writes its status once, at its end, or not at all when nothing in it
+// changed; the mark is written later, by progress.begin, as soon as the
+// reconcile does more than check: before a chart download or anything
+// that changes the release.
+func (r *HelmReleaseReconciler) markInProgress(ctx context.Context, patcher *patch.SerialPatcher, obj *v2.HelmRelease, progress *progressReporter) error {
+	settled := obj.Status.ObservedGeneration == obj.Generation && conditions.IsReady(obj) &&
+		!conditions.Has(obj, meta.ReconcilingCondition) && !conditions.Has(obj, meta.StalledCondition)
+	// Upstream's wording, which `flux get hr` shows.
+	conditions.MarkReconciling(obj, meta.ProgressingReason, "Fulfilling prerequisites")
+	if settled {
+		progress.deferred = true
+		return nil
+	}
+	redactConditions(obj, r.Redactions)
+	if err := patcher.Patch(ctx, obj, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
+		return fmt.Errorf("failed to mark reconciliation in progress: %w", err)
+	}
+	return nil
 }
 
 // invalidSpec is a setting of the spec that stops the reconcile before
@@ -333,7 +359,7 @@ func (r *HelmReleaseReconciler) updateInventory(ctx context.Context, helm *runne
 		ctrl.LoggerFrom(ctx).Error(err, "building the inventory: REST mapper of the target cluster")
 		return
 	}
-	inv, err := releaseInventory(rel, mapper)
+	inv, err := r.inventories.of(client.ObjectKeyFromObject(obj), rel, mapper)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "building the inventory")
 		return

@@ -46,12 +46,16 @@ func (m *Machine) Run(ctx context.Context, req *Request) (err error) {
 					return m.driftPersists(req, cur, set)
 				}
 				correctedDrift = true
+				m.beforeChange()
 				done, err := m.drifted(ctx, req, cur, set)
 				if err != nil || done {
 					return err
 				}
 				continue
 			}
+		}
+		if obs.State != StateInSync {
+			m.beforeChange()
 		}
 		done, err := m.step(ctx, req, cur, obs)
 		if err != nil || done {

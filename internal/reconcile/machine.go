@@ -46,6 +46,20 @@ type Machine struct {
 	// Reconciling message the machine has just set, so the caller can write
 	// the status while Helm works. May be nil.
 	Progress func(msg string)
+	// BeforeChange, when set, is called before the reconcile changes
+	// anything about the release (an action, a drift correction, an
+	// unlock, a record of what an earlier run left): the caller may have
+	// held back its "in progress" status write until it knew the
+	// reconcile was more than a check of a release in sync. It may be
+	// called more than once per Run. May be nil.
+	BeforeChange func()
+}
+
+// beforeChange tells the caller that the reconcile is about to act.
+func (m *Machine) beforeChange() {
+	if m.BeforeChange != nil {
+		m.BeforeChange()
+	}
 }
 
 // announce shows the action about to run, as upstream does: Reconciling

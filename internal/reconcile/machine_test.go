@@ -44,6 +44,16 @@ func newHarness(mutate ...func(*v2.HelmRelease)) *harness {
 		chart: newFakeChart("podinfo", "6.0.0"), values: map[string]any{"replicas": 1}}
 }
 
+// installedHarness is a harness whose release a first reconcile
+// installed, its Helm calls forgotten.
+func installedHarness(t *testing.T) *harness {
+	t.Helper()
+	h := newHarness()
+	h.mustRun(t)
+	h.takeCalls()
+	return h
+}
+
 func (h *harness) request() *Request {
 	return &Request{Object: h.obj, Chart: h.chart, Values: h.values, ConfigDigest: h.configDigest()}
 }
@@ -140,9 +150,7 @@ func TestUpgradeOnChange(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness()
-			h.mustRun(t)
-			h.takeCalls()
+			h := installedHarness(t)
 			tc.change(h)
 			h.mustRun(t)
 			wantCalls(t, h, "upgrade")
@@ -156,9 +164,7 @@ func TestUpgradeOnChange(t *testing.T) {
 }
 
 func TestChartRenameReinstallsByDefault(t *testing.T) {
-	h := newHarness()
-	h.mustRun(t)
-	h.takeCalls()
+	h := installedHarness(t)
 	h.chart = newFakeChart("podinfo-ng", "1.0.0")
 	h.mustRun(t)
 	wantCalls(t, h, "uninstall", "install")
@@ -398,9 +404,7 @@ func TestLockedReleaseIsUnlockedAndRemediated(t *testing.T) {
 }
 
 func TestUninstallOnDeletion(t *testing.T) {
-	h := newHarness()
-	h.mustRun(t)
-	h.takeCalls()
+	h := installedHarness(t)
 	m := &Machine{Helm: h.helm, Recorder: h.recorder}
 	req := h.request()
 	if err := m.Uninstall(context.Background(), req); err != nil {
@@ -444,9 +448,7 @@ func TestUninstallOnDeletionFinishesAnInterruptedHookCleanup(t *testing.T) {
 		{name: "uninstalled, history kept", description: hookcleanup.CompletedDescription},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness()
-			h.mustRun(t)
-			h.takeCalls()
+			h := installedHarness(t)
 			h.helm.last().Info.Status = common.StatusUninstalled
 			h.helm.last().Info.Description = tc.description
 			m := &Machine{Helm: h.helm, Recorder: h.recorder}
@@ -489,9 +491,7 @@ func TestInterruptedHookCleanupOfARemediationIsFinished(t *testing.T) {
 }
 
 func TestForceUpgradesOnce(t *testing.T) {
-	h := newHarness()
-	h.mustRun(t)
-	h.takeCalls()
+	h := installedHarness(t)
 	m := &Machine{Helm: h.helm, Recorder: h.recorder}
 	req := h.request()
 	req.Force = true

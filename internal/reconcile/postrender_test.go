@@ -125,9 +125,7 @@ func TestEmptyObservedDigest(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness()
-			h.mustRun(t)
-			h.takeCalls()
+			h := installedHarness(t)
 			withImageTag("6.1")(h.obj)
 			withCommonLabel("blue")(h.obj)
 			h.obj.Status.ObservedPostRenderersDigest, h.obj.Status.ObservedCommonMetadataDigest = "", ""
@@ -224,9 +222,7 @@ func TestAdoptionWithDrift(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness()
-			h.mustRun(t)
-			h.takeCalls()
+			h := installedHarness(t)
 			withImageTag("6.1")(h.obj)
 			withDriftMode(tc.mode)(h.obj)
 			h.obj.Status.ObservedPostRenderersDigest, h.obj.Status.ObservedCommonMetadataDigest = "", ""

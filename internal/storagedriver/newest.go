@@ -37,7 +37,11 @@ func (s *Secrets) Newest(name string) (release.Releaser, error) {
 		return newestDecoded(items)
 	}
 	for _, item := range items {
-		if rls, err := decodeRecord(item); err == nil {
+		if rls := s.decoded.get(item); rls != nil {
+			return rls, nil
+		}
+		if rls, size, err := decodeRecord(item); err == nil {
+			s.decoded.put(item, rls, size)
 			return rls, nil
 		}
 	}
@@ -73,7 +77,7 @@ func pointers(items []corev1.Secret) []*corev1.Secret {
 func newestDecoded(items []*corev1.Secret) (release.Releaser, error) {
 	var newest *releasev1.Release
 	for _, item := range items {
-		rls, err := decodeRecord(item)
+		rls, _, err := decodeRecord(item)
 		if err != nil {
 			continue
 		}
@@ -92,26 +96,27 @@ func newestDecoded(items []*corev1.Secret) (release.Releaser, error) {
 var gzipMagic = []byte{0x1f, 0x8b, 0x08}
 
 // decodeRecord reads a release record as Helm's driver does (base64 of
-// gzipped JSON, or of JSON) and gives it the Secret's labels.
-func decodeRecord(item *corev1.Secret) (*releasev1.Release, error) {
+// gzipped JSON, or of JSON) and gives it the Secret's labels. size is the
+// length of the record's JSON.
+func decodeRecord(item *corev1.Secret) (rls *releasev1.Release, size int, err error) {
 	raw, err := base64.StdEncoding.DecodeString(string(item.Data["release"]))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if bytes.HasPrefix(raw, gzipMagic) {
 		r, err := gzip.NewReader(bytes.NewReader(raw))
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		defer r.Close()
 		if raw, err = io.ReadAll(r); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
-	var rls releasev1.Release
-	if err := json.Unmarshal(raw, &rls); err != nil {
-		return nil, err
+	rls = &releasev1.Release{}
+	if err := json.Unmarshal(raw, rls); err != nil {
+		return nil, 0, err
 	}
 	rls.Labels = item.Labels
-	return &rls, nil
+	return rls, len(raw), nil
 }

@@ -44,6 +44,8 @@ const releaseType = "helm.sh/release.v1"
 type Secrets struct {
 	*driver.Secrets
 	impl typedcorev1.SecretInterface
+	// decoded keeps the records Newest decoded; nil decodes every time.
+	decoded *Decoded
 }
 
 var _ driver.Driver = (*Secrets)(nil)
@@ -51,6 +53,13 @@ var _ driver.Driver = (*Secrets)(nil)
 // NewSecrets returns the driver for release records in impl's namespace.
 func NewSecrets(impl typedcorev1.SecretInterface) *Secrets {
 	return &Secrets{Secrets: driver.NewSecrets(impl), impl: impl}
+}
+
+// WithDecoded makes Newest keep the records it decodes in d (shared by the
+// drivers of every release) and read them from there while unchanged.
+func (s *Secrets) WithDecoded(d *Decoded) *Secrets {
+	s.decoded = d
+	return s
 }
 
 // Create stores rls under key; driver.ErrReleaseExists when key is taken.
