@@ -1380,6 +1380,38 @@ func TestFinishedButUnrecordedRollbackIsRecorded(t *testing.T) {
 	}
 }
 
+// A `helm rollback` by hand of a healthy release is not a remediation this
+// controller could have run (it rolls back only after a failure): the
+// next reconcile takes the release as unmanaged and upgrades it back to
+// the desired state, as upstream does.
+func TestRollbackByHandIsUpgradedOver(t *testing.T) {
+	h := newHarness()
+	h.mustRun(t) // v1 deployed
+	h.values = map[string]any{"replicas": 2}
+	h.obj.Generation = 2
+	h.mustRun(t) // v2 deployed
+	h.takeCalls()
+
+	// helm rollback app 1, by hand.
+	if err := h.helm.Rollback(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	h.helm.last().Info.Description = "Rollback to 1"
+	h.takeCalls()
+
+	h.mustRun(t)
+	if got := h.takeCalls(); !slices.Equal(got, []string{"upgrade"}) {
+		t.Fatalf("calls %v, want an upgrade over the rollback made by hand", got)
+	}
+	latest := h.obj.Status.History.Latest()
+	if latest.Version != 4 || latest.Status != "deployed" || latest.Action != helmv2.ReleaseActionUpgrade {
+		t.Errorf("latest snapshot %+v, want the upgrade v4 deployed", latest)
+	}
+	if c := conditions.Get(h.obj, helmv2.RemediatedCondition); c != nil {
+		t.Errorf("Remediated %s/%s: nothing was remediated", c.Status, c.Reason)
+	}
+}
+
 // An upgrade Helm finished (its revision deployed in storage) whose
 // controller was killed before writing the status: the history lacks the
 // revision. The next controller records it, made as it is from the desired

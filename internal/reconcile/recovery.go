@@ -42,10 +42,15 @@ func (m *Machine) finishRollback(ctx context.Context, req *Request) error {
 // to, when that release is a rollback Helm finished whose controller
 // stopped before writing it to the history: the revision right after the
 // history's latest, which Helm describes as "Rollback to N" with N in the
-// history. Otherwise it returns nil.
+// history, and which followed a failure (this controller rolls back only
+// to remediate one). Otherwise it returns nil: a rollback made by hand
+// over a healthy release is unmanaged and upgraded over, as upstream does.
 func unrecordedRollback(req *Request, cur *releasev1.Release) *helmv2.Snapshot {
 	latest := req.Object.Status.History.Latest()
 	if latest == nil || cur == nil || cur.Info == nil || !latest.Targets(cur.Name, cur.Namespace, cur.Version-1) {
+		return nil
+	}
+	if !remediable(latest) {
 		return nil
 	}
 	if cur.Info.Status != common.StatusDeployed && cur.Info.Status != common.StatusFailed {
@@ -65,6 +70,12 @@ func unrecordedRollback(req *Request, cur *releasev1.Release) *helmv2.Snapshot {
 		}
 	}
 	return nil
+}
+
+// remediable tells whether a snapshot is a failure a rollback could have
+// remediated: a failed release, or one whose tests failed.
+func remediable(s *helmv2.Snapshot) bool {
+	return s.Status == common.StatusFailed.String() || s.HasTestInPhase(releasev1.HookPhaseFailed.String())
 }
 
 // unrecordedRelease tells whether cur is an install or upgrade Helm

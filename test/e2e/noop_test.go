@@ -59,10 +59,11 @@ func TestNoOpReconcileWritesOnce(t *testing.T) {
 	})
 }
 
-// TestReleaseChangedBehindTheControllersBack: a helm upgrade by hand
-// after the controller read (and cached) the release: the next reconcile
-// sees the new revision and, as upstream does for a release its history
-// does not record, upgrades it back to the desired values.
+// TestReleaseChangedBehindTheControllersBack: a helm upgrade, then a helm
+// rollback, by hand after the controller read (and cached) the release:
+// each time the next reconcile sees the new revision and, as upstream does
+// for a release its history does not record, upgrades it back to the
+// desired values.
 func TestReleaseChangedBehindTheControllersBack(t *testing.T) {
 	ns := env.Namespace(t)
 	repo := env.HelmRepository(t, ns)
@@ -94,6 +95,18 @@ func TestReleaseChangedBehindTheControllersBack(t *testing.T) {
 	newest := stored[len(stored)-1]
 	if newest.Release.Version != 3 || newest.Release.Config["replicaCount"] != float64(1) {
 		t.Errorf("newest revision %d with values %v, want 3 with the desired replicaCount 1", newest.Release.Version, newest.Release.Config)
+	}
+
+	// A rollback by hand of the healthy release is no remediation of the
+	// controller's: it is upgraded over as well, as upstream does.
+	helm("rollback", hr.Name, "1", "--force-conflicts")
+	env.WantStorage(t, ns, hr.Name, "superseded", "superseded", "superseded", "deployed")
+	env.WaitReconcileHandled(t, hr, env.RequestReconcile(t, hr), 2*time.Minute)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 5})
+	stored = env.Storage(t, ns, hr.Name)
+	newest = stored[len(stored)-1]
+	if newest.Release.Version != 5 || newest.Release.Config["replicaCount"] != float64(1) {
+		t.Errorf("newest revision %d with values %v, want 5 with the desired replicaCount 1", newest.Release.Version, newest.Release.Config)
 	}
 }
 
