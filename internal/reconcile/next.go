@@ -24,9 +24,6 @@ const (
 	// StepReinstall uninstalls a release whose chart was renamed, then
 	// installs the new chart.
 	StepReinstall Step = "reinstall"
-	// StepRemediate undoes a failure a cancelled readiness wait left:
-	// a rollback or an uninstall, as the active remediation says.
-	StepRemediate Step = "remediate"
 	// StepUnlock marks a release stuck pending as failed; the reconcile
 	// then observes it again.
 	StepUnlock Step = "unlock"
@@ -93,7 +90,7 @@ func predictFailed(req *Request) (Step, string) {
 		return StepRollback, "a rollback remediating a failed upgrade was interrupted"
 	}
 	if err := canceledWaitFailure(req); err != nil {
-		return StepRemediate, remediationOf(req)
+		return remediationOf(req)
 	}
 	return guarded(req, req.Object.Status.LastAttemptedReleaseAction, StepUpgrade)
 }
@@ -106,15 +103,25 @@ func guarded(req *Request, action helmv2.ReleaseAction, step Step) (Step, string
 	return step, ""
 }
 
-// remediationOf says which remediation remediate would run.
-func remediationOf(req *Request) string {
+// remediationOf is the remediation remediate would run after a failure
+// a cancelled readiness wait left: a rollback or an uninstall.
+func remediationOf(req *Request) (Step, string) {
 	rem := req.Object.GetActiveRemediation()
 	switch {
 	case rem == nil:
-		return "no remediation configured; an upgrade follows next time"
-	case req.Object.Status.LastAttemptedReleaseAction == helmv2.ReleaseActionInstall,
-		rem.GetStrategy() == helmv2.UninstallRemediationStrategy:
-		return "remediation: uninstall"
+		return StepNone, "no remediation configured; an upgrade follows when something changes"
+	case req.Object.RetriesExhausted(rem) && !rem.MustRemediateLastFailure():
+		return StepNone, "retries exhausted"
 	}
-	return "remediation: rollback"
+	why := "remediation of the failed " + string(req.Object.Status.LastAttemptedReleaseAction)
+	switch req.Object.Status.LastAttemptedReleaseAction {
+	case helmv2.ReleaseActionInstall:
+		return StepUninstall, why
+	case helmv2.ReleaseActionUpgrade:
+		if rem.GetStrategy() == helmv2.UninstallRemediationStrategy {
+			return StepUninstall, why
+		}
+		return StepRollback, why
+	}
+	return StepNone, ""
 }

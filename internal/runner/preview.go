@@ -44,3 +44,26 @@ func (r *Runner) DryRun(ctx context.Context, v plan.Verb, chart *chartv2.Chart, 
 	}
 	return action.DryRun(ctx, r.cfg, obj, chart, values, action.Call{Config: r.config, Plan: p})
 }
+
+// HookLeftovers are the objects the release's hooks left that an
+// uninstall would delete, and those it would leave with the reason
+// (spec.uninstall.deleteHookResources), judged now; see
+// action.HookLeftovers.
+func (r *Runner) HookLeftovers() (deleted, left []string, err error) {
+	return action.HookLeftovers(r.cfg, r.obj)
+}
+
+// Revision returns the stored revision version of the release, for the
+// manifest a rollback would restore.
+func (r *Runner) Revision(version int) (*releasev1.Release, error) {
+	rels, err := action.History(r.cfg, r.releaseName())
+	if err != nil {
+		return nil, err
+	}
+	for _, rel := range rels {
+		if rel.Version == version {
+			return rel, nil
+		}
+	}
+	return nil, fmt.Errorf("release %s has no revision %d in storage", r.releaseName(), version)
+}
