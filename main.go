@@ -9,7 +9,9 @@ import (
 	goflag "flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"slices"
+	"syscall"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -57,6 +59,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/crdguard"
 	"github.com/afterhooks/helm-controller/internal/features"
 	"github.com/afterhooks/helm-controller/internal/oomwatch"
+	"github.com/afterhooks/helm-controller/internal/plancmd"
 	"github.com/afterhooks/helm-controller/internal/recreate"
 	"github.com/afterhooks/helm-controller/internal/served"
 )
@@ -154,6 +157,11 @@ const (
 )
 
 func main() {
+	// The plan subcommand previews a reconcile (docs/plan.md); the
+	// manager's own flags and behaviour stay exactly as upstream's.
+	if len(os.Args) > 1 && os.Args[1] == "plan" {
+		os.Exit(runPlan(os.Args[2:]))
+	}
 	err := run(os.Args[1:])
 	if err == nil {
 		return
@@ -168,6 +176,16 @@ func main() {
 	// upstream's start-up errors do.
 	ctrl.Log.WithName("setup").Error(err, "unable to start the controller")
 	os.Exit(exitStartFailed)
+}
+
+// runPlan runs `helm-controller plan` until it is done or interrupted
+// and returns its exit code.
+func runPlan(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	info, err := os.Stdout.Stat()
+	terminal := err == nil && info.Mode()&os.ModeCharDevice != 0
+	return plancmd.Run(ctx, args, os.Stdout, os.Stderr, terminal)
 }
 
 // errUsage marks command-line arguments pflag could not parse.

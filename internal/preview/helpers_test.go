@@ -101,7 +101,7 @@ func (e *env) reconcile(obj *v2.HelmRelease, chrt func() *chartv2.Chart, values 
 
 type chart struct{ load func() *chartv2.Chart }
 
-func (c chart) Metadata() *chartv2.Metadata     { return c.load().Metadata }
+func (c chart) Metadata() *chartv2.Metadata   { return c.load().Metadata }
 func (c chart) Load() (*chartv2.Chart, error) { return c.load(), nil }
 
 // testChart is a chart named web of version with the given templates.

@@ -8,8 +8,8 @@ import (
 	"github.com/fluxcd/pkg/chartutil"
 	"github.com/opencontainers/go-digest"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
-	"helm.sh/helm/v4/pkg/storage/driver"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
@@ -147,7 +147,7 @@ func chartID(md *chartv2.Metadata) string {
 // chart is the desired chart as the state machine reads it.
 type chart struct{ c *chartv2.Chart }
 
-func (c chart) Metadata() *chartv2.Metadata     { return c.c.Metadata }
+func (c chart) Metadata() *chartv2.Metadata   { return c.c.Metadata }
 func (c chart) Load() (*chartv2.Chart, error) { return c.c, nil }
 
 // orderOf is the order an ordered action applies (or deletes) manifest
