@@ -29,7 +29,8 @@ func (d dirChart) Load() (*chartv2.Chart, error) { return loader.Load(d.dir) }
 
 // After a reconcile the plan of the same chart and values is no change
 // (exit 0); the same HelmRelease in a file with other values is an
-// upgrade (exit 1) naming the changed key.
+// upgrade (exit 1) naming the changed key, under the controller's default
+// hook order given on the command line.
 func TestPlanCommandNoChangeThenFile(t *testing.T) {
 	c := newCluster(t)
 	obj := c.createHR(t, "web", nil)
@@ -62,11 +63,12 @@ func TestPlanCommandNoChangeThenFile(t *testing.T) {
 	if err := os.WriteFile(file, []byte(hr), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut = run(t, "-n", c.ns, "--file", file, "--chart", chart, "--kubeconfig", c.kubeconfig)
+	code, out, errOut = run(t, "-n", c.ns, "--file", file, "--chart", chart, "--kubeconfig", c.kubeconfig, "--default-wait-strategy", "afterHooks")
 	if code != ExitChanges {
 		t.Fatalf("exit %d, stderr %q, want %d:\n%s", code, errOut, ExitChanges, out)
 	}
-	for _, want := range []string{"next step: upgrade", "values changed: a", "~ ConfigMap/web (data.a)"} {
+	for _, want := range []string{"next step: upgrade", "values changed: a", "~ ConfigMap/web (data.a)",
+		"3. run 0 post-upgrade hooks\n    4. wait for readiness (afterHooks"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
