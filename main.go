@@ -28,7 +28,6 @@ import (
 	"github.com/fluxcd/pkg/runtime/metrics"
 	"github.com/fluxcd/pkg/runtime/pprof"
 	"github.com/fluxcd/pkg/runtime/probes"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/go-logr/logr"
 	"github.com/opencontainers/go-digest"
 	"github.com/spf13/pflag"
@@ -39,8 +38,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -61,6 +58,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/oomwatch"
 	"github.com/afterhooks/helm-controller/internal/plancmd"
 	"github.com/afterhooks/helm-controller/internal/recreate"
+	"github.com/afterhooks/helm-controller/internal/scheme"
 	"github.com/afterhooks/helm-controller/internal/served"
 )
 
@@ -308,13 +306,7 @@ func defaultHookOrder(defaultToAfterHooks bool) v2.HookWaitStrategy {
 	return v2.BeforeHooks
 }
 
-func newScheme() *runtime.Scheme {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(sourcev1.AddToScheme(scheme))
-	utilruntime.Must(v2.AddToScheme(scheme))
-	return scheme
-}
+func newScheme() *runtime.Scheme { return scheme.New() }
 
 // checkServedKinds fails when the API server does not serve a kind the
 // reconciler watches, naming its CRD. The manager would fail too, but

@@ -16,10 +16,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -27,14 +24,6 @@ import (
 	"github.com/afterhooks/helm-controller/internal/chartsource"
 	"github.com/afterhooks/helm-controller/internal/redact"
 )
-
-func scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(sourcev1.AddToScheme(s))
-	utilruntime.Must(v2.AddToScheme(s))
-	return s
-}
 
 // helmRelease is the HelmRelease to plan: the live one, or the file's
 // spec with the live status (none for a HelmRelease not applied yet).

@@ -17,6 +17,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/preview"
 	"github.com/afterhooks/helm-controller/internal/runner"
+	"github.com/afterhooks/helm-controller/internal/scheme"
 )
 
 // Exit codes, as `flux diff` has them.
@@ -112,7 +113,7 @@ func plan(ctx context.Context, o *options) (*preview.Preview, error) {
 	if o.namespace == "" {
 		o.namespace = namespace
 	}
-	c, err := client.New(restCfg, client.Options{Scheme: scheme()})
+	c, err := client.New(restCfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the cluster: %w", err)
 	}

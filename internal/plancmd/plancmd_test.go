@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/scheme"
 	"github.com/afterhooks/helm-controller/test/envtestserver"
 )
 
@@ -54,7 +55,7 @@ func newCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,4 +226,3 @@ func (c *cluster) userWhoCanOnlyReadHelmReleases(t *testing.T) string {
 	}
 	return writeKubeconfig(t, c.cfg, "reader")
 }
-

@@ -16,7 +16,7 @@ func TestPredictMatchesTheFirstAction(t *testing.T) {
 	deployed := func(t *testing.T, h *harness) { h.mustRun(t) }
 	cases := []struct {
 		name   string
-		mutate func(*v2.HelmRelease)
+		mutate []func(*v2.HelmRelease)
 		setup  func(*testing.T, *harness)
 		want   Step
 		call   string // the first Helm call of the run; "" for none
@@ -40,9 +40,9 @@ func TestPredictMatchesTheFirstAction(t *testing.T) {
 			h.obj.Spec.Test = &helmv2.Test{Enable: true}
 		}, want: StepTest, call: "test"},
 		{name: "install retries used up",
-			mutate: func(o *v2.HelmRelease) {
+			mutate: []func(*v2.HelmRelease){func(o *v2.HelmRelease) {
 				o.Spec.Install = &v2.Install{Install: helmv2.Install{Remediation: &helmv2.InstallRemediation{Retries: 0}}}
-			},
+			}},
 			setup: func(t *testing.T, h *harness) {
 				h.helm.fail["install"] = errors.New("boom")
 				_ = h.run(t)
@@ -50,11 +50,7 @@ func TestPredictMatchesTheFirstAction(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var mutate []func(*v2.HelmRelease)
-			if tc.mutate != nil {
-				mutate = append(mutate, tc.mutate)
-			}
-			h := newHarness(mutate...)
+			h := newHarness(tc.mutate...)
 			tc.setup(t, h)
 			delete(h.helm.fail, "install")
 			h.takeCalls()
