@@ -116,6 +116,16 @@ func TestPreview(t *testing.T) {
 		want: want{step: reconcile.StepInstall, verbs: []string{"install"},
 			create: []string{"ConfigMap/app", "ConfigMap/db"}, wait: preview.WaitBeforeHooks, batches: 2},
 	}, {
+		name:   "chart renamed: reinstall",
+		before: chartV1, next: func() *chartv2.Chart {
+			c := chartV2()
+			c.Metadata.Name = "site"
+			return c
+		}, values: values("a", "1"),
+		want: want{step: reconcile.StepReinstall, verbs: []string{"uninstall", "install"},
+			delete: []string{"ConfigMap/app", "ConfigMap/dropped"}, keep: []string{"ConfigMap/kept"},
+			hooks: []string{"pre-delete:post:0"}, wait: preview.WaitBeforeHooks},
+	}, {
 		name: "uninstall with hook cleanup",
 		hr: []func(*v2.HelmRelease){func(o *v2.HelmRelease) {
 			o.Spec.Uninstall = &v2.Uninstall{DeleteHookResources: true, DeleteHookResourceKinds: []string{"ConfigMap"}}
