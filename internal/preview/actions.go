@@ -116,6 +116,9 @@ func (a *Action) apply(ctx context.Context, in Input, v plan.Verb, cur *releasev
 	if a.Objects, err = compareManifests(from, rendered.Manifest); err != nil {
 		return err
 	}
+	if err := a.compareLive(ctx, in, rendered); err != nil {
+		return err
+	}
 	pre, post := phases(v)
 	a.Hooks = append(hooksOf(rendered.Hooks, pre), hooksOf(rendered.Hooks, post)...)
 	a.Order, err = orderOf(a.Plan, in.Chart, rendered.Manifest)

@@ -20,6 +20,11 @@ type Object struct {
 	// Fields are the changed fields of an update, as dotted paths (the
 	// manifests compared, not the live object); never their values.
 	Fields []string `json:"fields,omitempty"`
+	// Live is what applying the object changes in its live copy, from a
+	// server-side apply dry run: JSON patch operations and paths ("replace
+	// /data/a"), or one of the Live* notes; empty for an object not in the
+	// cluster. Never values.
+	Live []string `json:"live,omitempty"`
 }
 
 func (o Object) String() string {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/fluxcd/pkg/chartutil"
+	"github.com/fluxcd/pkg/ssa/jsondiff"
 	"github.com/opencontainers/go-digest"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
@@ -28,6 +29,9 @@ type Helm interface {
 	Plan(v plan.Verb) (plan.Plan, error)
 	DryRun(ctx context.Context, v plan.Verb, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error)
 	HookLeftovers() (deleted, left []string, err error)
+	// DetectDrift compares the objects of rel's manifest with the cluster
+	// by a server-side apply dry run.
+	DetectDrift(ctx context.Context, rel *releasev1.Release) (jsondiff.DiffSet, error)
 }
 
 // Input is what a preview works on: what a reconcile would be given.
@@ -104,7 +108,6 @@ func Compute(ctx context.Context, in Input) (*Preview, error) {
 // notShown is what no preview predicts yet.
 var notShown = []string{
 	"recreates of objects the API server refuses to change in place (immutable fields): the recreate policy is shown, not which objects it will recreate",
-	"field changes against the live objects: updates list the fields that differ between the stored and the new manifest",
 	"drift detection and correction (spec.driftDetection)",
 	"objects the hooks create besides the hooks themselves",
 }

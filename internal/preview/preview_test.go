@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -37,6 +38,26 @@ func chartV2() *chartv2.Chart {
 	)
 }
 
+// jobChart is a chart of a Job whose pod template holds the values: a
+// change of them is refused in place.
+func jobChart() *chartv2.Chart {
+	return testChart("1.0.0", `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: migrate
+spec:
+  template:
+    metadata:
+      annotations:
+        a: {{ .Values.data.a | quote }}
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: migrate
+        image: busybox
+`)
+}
+
 // ordered is a chart of two resource groups, db before app.
 func orderedChart() *chartv2.Chart {
 	return testChart("1.0.0",
@@ -63,6 +84,8 @@ type want struct {
 	sequence                     []string
 	batches                      int
 	leftovers                    []string
+	// live are the expected live changes of objects, by Kind/name.
+	live map[string][]string
 }
 
 func TestPreview(t *testing.T) {
@@ -94,10 +117,23 @@ func TestPreview(t *testing.T) {
 		want: want{step: reconcile.StepUpgrade, verbs: []string{"upgrade"},
 			update:        []string{"ConfigMap/app", "ConfigMap/dropped", "ConfigMap/kept"},
 			valuesChanged: []string{"data.a", "data.b"},
+			live:          map[string][]string{"ConfigMap/app": {"replace /data"}},
 			hooks:         []string{"pre-upgrade:pre-a:-2", "pre-upgrade:pre-b:5", "post-upgrade:post:0"},
 			wait:          preview.WaitBeforeHooks,
 			sequence: []string{"run 2 pre-upgrade hooks", "apply: create 0, update 3, delete 0, keep 0",
 				"wait for readiness (beforeHooks, watcher, jobs: true, timeout 30s)", "run 1 post-upgrade hooks"}},
+	}, {
+		name: "immutable Job field",
+		hr: []func(*v2.HelmRelease){func(o *v2.HelmRelease) {
+			// No Job controller on the test API server: nothing waits.
+			o.Spec.Install = &v2.Install{Install: helmv2.Install{DisableWait: true}}
+			o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{DisableWait: true}}
+		}},
+		before: jobChart, next: jobChart, values: values("a", "2"),
+		want: want{step: reconcile.StepUpgrade, verbs: []string{"upgrade"},
+			update:        []string{"Job/migrate"},
+			valuesChanged: []string{"data.a"}, wait: preview.WaitNone,
+			live: map[string][]string{"Job/migrate": {preview.LiveImmutable}}},
 	}, {
 		name: "chart upgrade, afterHooks, keep", hr: []func(*v2.HelmRelease){afterHooks},
 		before: chartV1, next: chartV2, values: values("a", "1"),
@@ -190,6 +226,15 @@ func checkPreview(t *testing.T, e *env, pv *preview.Preview, w want) {
 		if batches != w.batches {
 			t.Errorf("%d batches, want %d", batches, w.batches)
 		}
+	}
+	for name, want := range w.live {
+		var got []string
+		for _, o := range append(append([]preview.Object{}, a.Objects.Update...), a.Objects.Create...) {
+			if o.Kind+"/"+o.Name == name {
+				got = o.Live
+			}
+		}
+		eq(t, "live changes of "+name, got, want)
 	}
 	if w.leftovers != nil {
 		var want []string

@@ -102,10 +102,10 @@ func (p *printer) action(a Action) {
 
 func (p *printer) objects(o Objects) {
 	for _, obj := range o.Create {
-		p.line("  %s %s", p.paint(green, "+"), obj)
+		p.line("  %s %s%s", p.paint(green, "+"), obj, live(obj))
 	}
 	for _, obj := range o.Update {
-		p.line("  %s %s (%s)", p.paint(yellow, "~"), obj, strings.Join(obj.Fields, ", "))
+		p.line("  %s %s (%s)%s", p.paint(yellow, "~"), obj, strings.Join(obj.Fields, ", "), live(obj))
 	}
 	for _, obj := range o.Delete {
 		p.line("  %s %s", p.paint(red, "-"), obj)
@@ -113,7 +113,25 @@ func (p *printer) objects(o Objects) {
 	for _, obj := range o.Keep {
 		p.line("  = %s (kept: helm.sh/resource-policy keep)", obj)
 	}
-	if n := len(o.Unchanged); n > 0 {
+	n := 0
+	for _, obj := range o.Unchanged {
+		if len(obj.Live) == 0 || obj.Live[0] == LiveNoChange {
+			n++
+			continue
+		}
+		// The manifest did not change, the live object did: applying
+		// the manifest changes it back.
+		p.line("  %s %s (manifest unchanged)%s", p.paint(yellow, "~"), obj, live(obj))
+	}
+	if n > 0 {
 		p.line("  %d objects unchanged", n)
 	}
+}
+
+// live is what applying obj changes in the cluster, for its line.
+func live(obj Object) string {
+	if len(obj.Live) == 0 {
+		return ""
+	}
+	return "; live: " + strings.Join(obj.Live, ", ")
 }
