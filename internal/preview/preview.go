@@ -107,7 +107,7 @@ func Compute(ctx context.Context, in Input) (*Preview, error) {
 
 // notShown is what no preview predicts yet.
 var notShown = []string{
-	"recreates of objects the API server refuses to change in place (immutable fields): the recreate policy is shown, not which objects it will recreate",
+	"recreates: the objects the API server refuses in place are marked (live), not whether the consent and the guards let each one be recreated",
 	"drift detection and correction (spec.driftDetection)",
 	"objects the hooks create besides the hooks themselves",
 }

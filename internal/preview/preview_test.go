@@ -2,6 +2,7 @@ package preview_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,6 +186,11 @@ func TestPreview(t *testing.T) {
 				obj.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 			}
 			pv := e.preview(obj, tt.next(), tt.values)
+			var text strings.Builder
+			if err := preview.WriteText(&text, pv, false); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("\n%s", text.String())
 			checkPreview(t, e, pv, tt.want)
 		})
 	}
