@@ -66,8 +66,12 @@ func actionsOf(ctx context.Context, in Input, next reconcile.Next, cur *releasev
 		verbs = []plan.Verb{plan.Test}
 	}
 	var out []Action
-	for _, v := range verbs {
-		a, err := actionOf(ctx, in, v, cur)
+	for i, v := range verbs {
+		// An install after the uninstall of the same step finds the
+		// cluster without the release's objects: the live comparison
+		// would compare with what the uninstall deletes first.
+		live := i == 0
+		a, err := actionOf(ctx, in, v, cur, live)
 		if err != nil {
 			return nil, fmt.Errorf("previewing the %s: %w", v, err)
 		}
@@ -76,8 +80,9 @@ func actionsOf(ctx context.Context, in Input, next reconcile.Next, cur *releasev
 	return out, nil
 }
 
-// actionOf previews the action v over the release cur (nil: none).
-func actionOf(ctx context.Context, in Input, v plan.Verb, cur *releasev1.Release) (Action, error) {
+// actionOf previews the action v over the release cur (nil: none),
+// compared with the live objects when live is set.
+func actionOf(ctx context.Context, in Input, v plan.Verb, cur *releasev1.Release, live bool) (Action, error) {
 	p, err := in.Helm.Plan(v)
 	if err != nil {
 		return Action{}, err
@@ -85,9 +90,9 @@ func actionOf(ctx context.Context, in Input, v plan.Verb, cur *releasev1.Release
 	a := Action{Verb: v, Plan: p}
 	switch v {
 	case plan.Install, plan.Upgrade:
-		err = a.apply(ctx, in, v, cur)
+		err = a.apply(ctx, in, v, cur, live)
 	case plan.Rollback:
-		err = a.rollback(in, cur)
+		err = a.rollback(ctx, in, cur)
 	case plan.Uninstall:
 		err = a.uninstall(in, cur)
 	case plan.Test:
@@ -104,7 +109,7 @@ func actionOf(ctx context.Context, in Input, v plan.Verb, cur *releasev1.Release
 // apply previews an install or upgrade: Helm's dry run of it, compared
 // with what is stored (nothing for an install: a release installed again
 // over an uninstalled one starts afresh).
-func (a *Action) apply(ctx context.Context, in Input, v plan.Verb, cur *releasev1.Release) error {
+func (a *Action) apply(ctx context.Context, in Input, v plan.Verb, cur *releasev1.Release, live bool) error {
 	rendered, err := in.Helm.DryRun(ctx, v, in.Chart, in.Values)
 	if err != nil {
 		return err
@@ -116,8 +121,10 @@ func (a *Action) apply(ctx context.Context, in Input, v plan.Verb, cur *releasev
 	if a.Objects, err = compareManifests(from, rendered.Manifest); err != nil {
 		return err
 	}
-	if err := a.compareLive(ctx, in, rendered); err != nil {
-		return err
+	if live {
+		if err := a.compareLive(ctx, in, rendered); err != nil {
+			return err
+		}
 	}
 	pre, post := phases(v)
 	a.Hooks = append(hooksOf(rendered.Hooks, pre), hooksOf(rendered.Hooks, post)...)
@@ -126,12 +133,15 @@ func (a *Action) apply(ctx context.Context, in Input, v plan.Verb, cur *releasev
 }
 
 // rollback previews the rollback to the revision the plan follows.
-func (a *Action) rollback(in Input, cur *releasev1.Release) error {
+func (a *Action) rollback(ctx context.Context, in Input, cur *releasev1.Release) error {
 	target, err := in.Helm.Revision(a.Plan.Revision.Version)
 	if err != nil {
 		return err
 	}
 	if a.Objects, err = compareManifests(cur.Manifest, target.Manifest); err != nil {
+		return err
+	}
+	if err := a.compareLive(ctx, in, target); err != nil {
 		return err
 	}
 	a.Hooks = append(hooksOf(target.Hooks, releasev1.HookPreRollback), hooksOf(target.Hooks, releasev1.HookPostRollback)...)

@@ -20,10 +20,11 @@ const (
 	LiveImmutable = "refused in place by the API server (immutable field): recreated only with consent"
 )
 
-// compareLive adds to the objects to create and update what a server-side
+// compareLive adds to the objects to update what a server-side
 // apply dry run of the rendered manifest changes in the live objects: the
 // drift checker's comparison (runner.DetectDrift), run on the manifest
-// the action would apply. Only the operations and paths are kept, never
+// the action would apply; an object to create that is already there is
+// taken over instead. Only the operations and paths are kept, never
 // values.
 func (a *Action) compareLive(ctx context.Context, in Input, rendered *releasev1.Release) error {
 	set, err := in.Helm.DetectDrift(ctx, rendered)
@@ -35,17 +36,41 @@ func (a *Action) compareLive(ctx context.Context, in Input, rendered *releasev1.
 		diffs[liveKey(d.GroupVersionKind().Kind, d.GetNamespace(), d.GetName())] = d
 	}
 	releaseNS := in.Object.GetReleaseNamespace()
-	for _, list := range [][]Object{a.Objects.Create, a.Objects.Update, a.Objects.Unchanged} {
+	find := func(o Object) *jsondiff.Diff {
+		if d := diffs[liveKey(o.Kind, o.Namespace, o.Name)]; d != nil || o.Namespace != "" {
+			return d
+		}
+		return diffs[liveKey(o.Kind, releaseNS, o.Name)]
+	}
+	for _, list := range [][]Object{a.Objects.Update, a.Objects.Unchanged} {
 		for i := range list {
-			o := &list[i]
-			d := diffs[liveKey(o.Kind, o.Namespace, o.Name)]
-			if d == nil && o.Namespace == "" {
-				d = diffs[liveKey(o.Kind, releaseNS, o.Name)]
-			}
-			o.Live = liveChanges(d)
+			list[i].Live = liveChanges(find(list[i]))
 		}
 	}
+	a.Objects.takeOver(find)
 	return nil
+}
+
+// takeOver moves the objects to create that are already in the cluster
+// to those updated or unchanged: Helm takes them over, with their live
+// state as the baseline.
+func (o *Objects) takeOver(find func(Object) *jsondiff.Diff) {
+	create := o.Create[:0]
+	for _, obj := range o.Create {
+		d := find(obj)
+		switch {
+		case d == nil || d.Type == jsondiff.DiffTypeCreate || d.Type == jsondiff.DiffTypeExclude:
+			create = append(create, obj)
+		case d.Type == jsondiff.DiffTypeNone:
+			obj.Live = []string{LiveExists, LiveNoChange}
+			o.Unchanged = append(o.Unchanged, obj)
+		default:
+			obj.Live = append([]string{LiveExists}, liveChanges(d)...)
+			o.Update = append(o.Update, obj)
+		}
+	}
+	o.Create = create
+	o.sort()
 }
 
 func liveKey(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }
