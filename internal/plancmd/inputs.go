@@ -113,22 +113,22 @@ func composeValues(ctx context.Context, c client.Client, obj *v2.HelmRelease, fi
 }
 
 // loadChart loads the local chart, else the source's artifact.
-func loadChart(ctx context.Context, c client.Client, obj *v2.HelmRelease, path string) (*chartv2.Chart, error) {
-	if path != "" {
+func loadChart(ctx context.Context, c client.Client, obj *v2.HelmRelease, o *options) (*chartv2.Chart, error) {
+	if path := o.chart; path != "" {
 		chrt, err := loader.Load(path)
 		if err != nil {
 			return nil, fmt.Errorf("loading chart %s: %w", path, err)
 		}
 		return chrt, nil
 	}
-	return sourceChart(ctx, c, obj)
+	return sourceChart(ctx, c, obj, o.sourceHost)
 }
 
 // sourceChart downloads the chart of obj's source as the controller does
 // (digest checked), once the source is ready. Its artifact URL must be
-// reachable from here (in the cluster, or through a port-forward with
-// --chart as the alternative).
-func sourceChart(ctx context.Context, c client.Client, obj *v2.HelmRelease) (*chartv2.Chart, error) {
+// reachable from here: in the cluster, or through a port-forward of
+// source-controller given as host (--source-host).
+func sourceChart(ctx context.Context, c client.Client, obj *v2.HelmRelease, host string) (*chartv2.Chart, error) {
 	src, key := sourceOf(obj)
 	if src == nil {
 		return nil, fmt.Errorf("HelmRelease %s/%s has neither spec.chart nor spec.chartRef: plan it with --chart", obj.Namespace, obj.Name)
@@ -144,7 +144,7 @@ func sourceChart(ctx context.Context, c client.Client, obj *v2.HelmRelease) (*ch
 		}
 		return nil, fmt.Errorf("source %s is not ready: %s", key, why)
 	}
-	chrt, err := chartsource.New(chartsource.Options{}).Get(ctx, types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}, src.GetArtifact())
+	chrt, err := chartsource.New(chartsource.Options{HostOverride: host}).Get(ctx, types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}, src.GetArtifact())
 	if err != nil {
 		return nil, fmt.Errorf("fetching the chart of source %s (or plan with --chart): %w", key, err)
 	}

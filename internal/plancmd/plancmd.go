@@ -38,6 +38,7 @@ type options struct {
 	kubecontext string
 	hookOrder   string
 	color       string
+	sourceHost  string
 	name        string
 	// namespaceFlag: -n was given, and wins over the file's namespace.
 	namespaceFlag bool
@@ -77,6 +78,7 @@ func parse(args []string) (*options, error) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to the kubeconfig (default: KUBECONFIG, else ~/.kube/config)")
 	fs.StringVar(&o.kubecontext, "context", "", "the kubeconfig context to use")
 	fs.StringVar(&o.hookOrder, "default-wait-strategy", string(v2.BeforeHooks), "the hook order of actions that leave waitStrategy unset, as the controller runs with it: beforeHooks or afterHooks")
+	fs.StringVar(&o.sourceHost, "source-host", "", "HOST:PORT to download the source's artifact from instead of the host in its URL (a port-forward of source-controller)")
 	fs.StringVar(&o.color, "color", "auto", "colour the text: auto (on a terminal), always or never")
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
@@ -125,7 +127,7 @@ func plan(ctx context.Context, o *options) (*preview.Preview, error) {
 	if err != nil {
 		return nil, err
 	}
-	chrt, err := loadChart(ctx, c, obj, o.chart)
+	chrt, err := loadChart(ctx, c, obj, o)
 	if err != nil {
 		return nil, err
 	}
