@@ -129,12 +129,12 @@ func loadChart(ctx context.Context, c client.Client, obj *v2.HelmRelease, o *opt
 // reachable from here: in the cluster, or through a port-forward of
 // source-controller given as host (--source-host).
 func sourceChart(ctx context.Context, c client.Client, obj *v2.HelmRelease, host string) (*chartv2.Chart, error) {
-	src, key := sourceOf(obj)
+	src, kind, key := sourceOf(obj)
 	if src == nil {
-		return nil, fmt.Errorf("HelmRelease %s/%s has neither spec.chart nor spec.chartRef: plan it with --chart", obj.Namespace, obj.Name)
+		return nil, fmt.Errorf("HelmRelease %s/%s has no source of kind HelmChart, OCIRepository or ExternalArtifact (spec.chart, spec.chartRef): plan it with --chart", obj.Namespace, obj.Name)
 	}
 	if err := c.Get(ctx, key, src); err != nil {
-		return nil, fmt.Errorf("reading the source %s %s: %w", src.GetObjectKind().GroupVersionKind().Kind, key, err)
+		return nil, fmt.Errorf("reading the source %s %s: %w", kind, key, err)
 	}
 	getter, _ := src.(conditions.Getter)
 	if getter == nil || !conditions.IsReady(getter) || src.GetArtifact() == nil {
@@ -142,11 +142,11 @@ func sourceChart(ctx context.Context, c client.Client, obj *v2.HelmRelease, host
 		if getter != nil && conditions.GetMessage(getter, meta.ReadyCondition) != "" {
 			why = conditions.GetMessage(getter, meta.ReadyCondition)
 		}
-		return nil, fmt.Errorf("source %s is not ready: %s", key, why)
+		return nil, fmt.Errorf("source %s %s is not ready: %s", kind, key, why)
 	}
 	chrt, err := chartsource.New(chartsource.Options{HostOverride: host}).Get(ctx, types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}, src.GetArtifact())
 	if err != nil {
-		return nil, fmt.Errorf("fetching the chart of source %s (or plan with --chart): %w", key, err)
+		return nil, fmt.Errorf("fetching the chart of source %s %s (or plan with --chart): %w", kind, key, err)
 	}
 	return chrt.Load()
 }
@@ -157,28 +157,26 @@ type artifactSource interface {
 	GetArtifact() *meta.Artifact
 }
 
-// sourceOf is the object serving obj's chart: spec.chartRef, or the
-// HelmChart or OCIRepository of its chart template.
-func sourceOf(obj *v2.HelmRelease) (artifactSource, types.NamespacedName) {
+// sourceOf is the object serving obj's chart, and its kind: spec.chartRef,
+// or the HelmChart or OCIRepository of its chart template; nil without
+// either.
+func sourceOf(obj *v2.HelmRelease) (artifactSource, string, types.NamespacedName) {
+	kind, key := "", types.NamespacedName{}
 	if ref := obj.Spec.ChartRef; ref != nil {
-		key := types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
+		kind, key = ref.Kind, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
 		if key.Namespace == "" {
 			key.Namespace = obj.Namespace
 		}
-		switch ref.Kind {
-		case sourcev1.OCIRepositoryKind:
-			return &sourcev1.OCIRepository{}, key
-		case sourcev1.ExternalArtifactKind:
-			return &sourcev1.ExternalArtifact{}, key
-		}
-		return &sourcev1.HelmChart{}, key
+	} else if ref := obj.GetHelmChartTemplateReference(); ref != nil {
+		kind, key = ref.Kind, ref.GetObjectKey()
 	}
-	ref := obj.GetHelmChartTemplateReference()
-	if ref == nil {
-		return nil, types.NamespacedName{}
+	switch kind {
+	case sourcev1.OCIRepositoryKind:
+		return &sourcev1.OCIRepository{}, kind, key
+	case sourcev1.ExternalArtifactKind:
+		return &sourcev1.ExternalArtifact{}, kind, key
+	case sourcev1.HelmChartKind:
+		return &sourcev1.HelmChart{}, kind, key
 	}
-	if ref.Kind == sourcev1.OCIRepositoryKind {
-		return &sourcev1.OCIRepository{}, ref.GetObjectKey()
-	}
-	return &sourcev1.HelmChart{}, ref.GetObjectKey()
+	return nil, kind, key
 }

@@ -48,23 +48,34 @@ type options struct {
 // returns the exit code. terminal tells whether stdout is a terminal (the
 // text is coloured then, unless --color says otherwise).
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer, terminal bool) int {
+	code, err := runPlan(ctx, args, stdout, terminal)
+	if err != nil {
+		fmt.Fprintln(stderr, "plan: "+oneLine(err.Error()))
+		return ExitError
+	}
+	return code
+}
+
+// runPlan is Run up to the error, which Run prints.
+func runPlan(ctx context.Context, args []string, stdout io.Writer, terminal bool) (int, error) {
 	opts, err := parse(args)
 	if errors.Is(err, pflag.ErrHelp) {
-		return ExitNoChange
+		return ExitNoChange, nil
 	}
-	if err == nil {
-		var pv *preview.Preview
-		if pv, err = plan(ctx, opts); err == nil {
-			if err = write(stdout, pv, opts, terminal); err == nil {
-				if pv.Changes() {
-					return ExitChanges
-				}
-				return ExitNoChange
-			}
-		}
+	if err != nil {
+		return ExitError, err
 	}
-	fmt.Fprintln(stderr, "plan: "+oneLine(err.Error()))
-	return ExitError
+	pv, err := plan(ctx, opts)
+	if err != nil {
+		return ExitError, err
+	}
+	if err := write(stdout, pv, opts, terminal); err != nil {
+		return ExitError, err
+	}
+	if pv.Changes() {
+		return ExitChanges, nil
+	}
+	return ExitNoChange, nil
 }
 
 func parse(args []string) (*options, error) {

@@ -186,7 +186,7 @@ func TestPlanCommandBadInput(t *testing.T) {
 		{"values do not merge", []string{"notamap", "--chart", chart}, "plan: composing the values: "},
 		{"no access", []string{"web", "--chart", chart, "--kubeconfig", noAccess}, `User "nobody" cannot get resource "helmreleases" in API group "helm.toolkit.fluxcd.io"`},
 		{"no right to read Helm storage", []string{"web", "--chart", chart, "--kubeconfig", getOnly}, `cannot list resource "secrets"`},
-		{"source not ready", []string{"web"}, "plan: source " + c.ns + "/charts is not ready: no artifact"},
+		{"source not ready", []string{"web"}, "plan: source OCIRepository " + c.ns + "/charts is not ready: no artifact"},
 		{"no such HelmRelease", []string{"missing", "--chart", chart}, "plan: HelmRelease " + c.ns + "/missing not found"},
 	}
 	for _, tt := range tests {

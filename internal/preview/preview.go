@@ -116,11 +116,14 @@ var notShown = []string{
 // decides before the state machine runs: a deleted HelmRelease is
 // uninstalled, a suspended one left alone.
 func predict(in Input, cur *releasev1.Release) reconcile.Next {
+	deleted := !in.Object.DeletionTimestamp.IsZero()
 	switch {
-	case !in.Object.DeletionTimestamp.IsZero() && cur != nil && !in.Object.Spec.Suspend:
-		return reconcile.Next{Observation: reconcile.Observation{State: "Deleted", Reason: "the HelmRelease is being deleted"}, Step: reconcile.StepUninstall}
+	case deleted && cur != nil && !in.Object.Spec.Suspend:
+		return controllerStep(StateDeleted, "the HelmRelease is being deleted", reconcile.StepUninstall)
+	case deleted:
+		return controllerStep(StateDeleted, "the HelmRelease is being deleted; nothing to uninstall", reconcile.StepNone)
 	case in.Object.Spec.Suspend:
-		return reconcile.Next{Observation: reconcile.Observation{State: "Suspended", Reason: "the HelmRelease is suspended"}, Step: reconcile.StepNone}
+		return controllerStep(StateSuspended, "the HelmRelease is suspended", reconcile.StepNone)
 	}
 	req := &reconcile.Request{
 		Object:                  in.Object,
@@ -131,6 +134,16 @@ func predict(in Input, cur *releasev1.Release) reconcile.Next {
 		DefaultToRetryOnFailure: in.DefaultToRetryOnFailure,
 	}
 	return reconcile.Predict(req, cur)
+}
+
+// States the controller decides on before the state machine runs.
+const (
+	StateDeleted   reconcile.State = "Deleted"
+	StateSuspended reconcile.State = "Suspended"
+)
+
+func controllerStep(state reconcile.State, reason string, step reconcile.Step) reconcile.Next {
+	return reconcile.Next{Observation: reconcile.Observation{State: state, Reason: reason}, Step: step}
 }
 
 func joinReason(n reconcile.Next) string {

@@ -163,6 +163,10 @@ func TestPreview(t *testing.T) {
 			delete: []string{"ConfigMap/app", "ConfigMap/dropped"}, keep: []string{"ConfigMap/kept"},
 			hooks: []string{"pre-delete:post:0"}, wait: preview.WaitBeforeHooks},
 	}, {
+		name: "deleted before anything was installed",
+		next: chartV1, values: values("a", "1"), deleting: true,
+		want: want{step: reconcile.StepNone},
+	}, {
 		name: "uninstall with hook cleanup",
 		hr: []func(*v2.HelmRelease){func(o *v2.HelmRelease) {
 			o.Spec.Uninstall = &v2.Uninstall{DeleteHookResources: true, DeleteHookResourceKinds: []string{"ConfigMap"}}
