@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/fluxcd/pkg/chartutil"
 	"github.com/fluxcd/pkg/ssa/jsondiff"
@@ -91,7 +92,7 @@ func Compute(ctx context.Context, in Input) (*Preview, error) {
 		Release: in.Object.GetReleaseNamespace() + "/" + action.ReleaseName(in.Object),
 		State:   next.State, Step: next.Step, Reason: in.Secrets.String(joinReason(next)),
 		Chart:    ChartChange{To: chartID(in.Chart.Metadata)},
-		NotShown: notShown,
+		NotShown: slices.Clone(notShown),
 	}
 	if cur != nil && cur.Chart != nil {
 		p.Chart.From = chartID(cur.Chart.Metadata)
