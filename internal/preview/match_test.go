@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	helmaction "helm.sh/helm/v4/pkg/action"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
@@ -50,7 +52,13 @@ func TestPlanMatchesWhatHappens(t *testing.T) {
 
 // configMaps are the resourceVersions of the env's ConfigMaps that are
 // not hooks, by name.
-func (e *env) configMaps() map[string]string {
+func (e *env) configMaps() map[string]string { return e.listConfigMaps(false) }
+
+// hookConfigMaps are the resourceVersions of the env's hook ConfigMaps,
+// by name.
+func (e *env) hookConfigMaps() map[string]string { return e.listConfigMaps(true) }
+
+func (e *env) listConfigMaps(hooks bool) map[string]string {
 	e.t.Helper()
 	list, err := e.cs.CoreV1().ConfigMaps(e.ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -58,10 +66,9 @@ func (e *env) configMaps() map[string]string {
 	}
 	out := map[string]string{}
 	for _, cm := range list.Items {
-		if _, hook := cm.Annotations["helm.sh/hook"]; hook || cm.Name == "kube-root-ca.crt" {
-			continue
+		if _, hook := cm.Annotations["helm.sh/hook"]; hook == hooks && cm.Name != "kube-root-ca.crt" {
+			out[cm.Name] = cm.ResourceVersion
 		}
-		out[cm.Name] = cm.ResourceVersion
 	}
 	return out
 }
@@ -107,14 +114,7 @@ func sortedNames(lists ...[]preview.Object) []string {
 // says ran, in the order they started.
 func (e *env) compareHooks(planned []preview.Hook) {
 	e.t.Helper()
-	cfg, err := e.factory.Build(e.ns, e.ns)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	last, err := action.LastRelease(cfg, "web")
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	_, last := e.lastRelease()
 	type run struct {
 		name  string
 		start int64
@@ -197,4 +197,19 @@ func (r *recorder) stop() []string {
 	defer r.mu.Unlock()
 	r.on = false
 	return slices.Clone(r.reqs)
+}
+
+// lastRelease is the newest stored revision of the release web, and the
+// Helm configuration it was read with.
+func (e *env) lastRelease() (*helmaction.Configuration, *releasev1.Release) {
+	e.t.Helper()
+	cfg, err := e.factory.Build(e.ns, e.ns)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	last, err := action.LastRelease(cfg, "web")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return cfg, last
 }

@@ -12,7 +12,6 @@ import (
 	"helm.sh/helm/v4/pkg/release/common"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
-	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/plan"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 )
@@ -59,14 +58,7 @@ func TestPlanOfARemediationMatchesWhatHappens(t *testing.T) {
 // the history, Released False with HealthCheckCanceled, one failure.
 func (e *env) failLatestByCancelledWait(obj *v2.HelmRelease) {
 	e.t.Helper()
-	cfg, err := e.factory.Build(e.ns, e.ns)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	rel, err := action.LastRelease(cfg, "web")
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	cfg, rel := e.lastRelease()
 	rel.Info.Status = common.StatusFailed
 	if err := cfg.Releases.Update(rel); err != nil {
 		e.t.Fatal(err)

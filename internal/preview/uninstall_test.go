@@ -47,19 +47,3 @@ func TestPlanOfAnUninstallMatchesWhatHappens(t *testing.T) {
 	sort.Strings(planDeleted)
 	eq(t, "hook leftovers deleted (plan vs cluster)", planDeleted, deleted)
 }
-
-// hookConfigMaps are the env's hook ConfigMaps, by name.
-func (e *env) hookConfigMaps() map[string]bool {
-	e.t.Helper()
-	list, err := e.cs.CoreV1().ConfigMaps(e.ns).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	out := map[string]bool{}
-	for _, cm := range list.Items {
-		if _, hook := cm.Annotations["helm.sh/hook"]; hook {
-			out[cm.Name] = true
-		}
-	}
-	return out
-}
