@@ -59,8 +59,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, terminal 
 // runPlan is Run up to the error, which Run prints.
 func runPlan(ctx context.Context, args []string, stdout io.Writer, terminal bool) (int, error) {
 	opts, err := parse(args)
-	if errors.Is(err, pflag.ErrHelp) {
-		return ExitNoChange, nil
+	var help *helpRequested
+	if errors.As(err, &help) {
+		_, err := fmt.Fprintf(stdout, "%s\n\nFlags:\n%s", usageLine, help.flags)
+		return ExitNoChange, err
 	}
 	if err != nil {
 		return ExitError, err
@@ -92,7 +94,9 @@ func parse(args []string) (*options, error) {
 	fs.StringVar(&o.sourceHost, "source-host", "", "HOST:PORT to download the source's artifact from instead of the host in its URL (a port-forward of source-controller)")
 	fs.StringVar(&o.color, "color", "auto", "colour the text: auto (on a terminal), always or never")
 	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, pflag.ErrHelp) {
+		return nil, &helpRequested{flags: fs.FlagUsages()}
+	} else if err != nil {
 		return nil, usage(err)
 	}
 	switch {
@@ -110,11 +114,16 @@ func parse(args []string) (*options, error) {
 	return o, nil
 }
 
+// usageLine is how the command is called.
+const usageLine = "usage: helm-controller plan -n NAMESPACE NAME [--file hr.yaml] [--chart DIR|TGZ] [-f values.yaml] [-o json] [--kubeconfig FILE]"
+
+// helpRequested is -h or --help: the flags are printed, nothing planned.
+type helpRequested struct{ flags string }
+
+func (h *helpRequested) Error() string { return "help requested" }
+
 func usage(err error) error {
-	if errors.Is(err, pflag.ErrHelp) {
-		return err
-	}
-	return fmt.Errorf("%w (usage: helm-controller plan -n NAMESPACE NAME [--file hr.yaml] [--chart DIR|TGZ] [-f values.yaml] [-o json] [--kubeconfig FILE])", err)
+	return fmt.Errorf("%w (%s)", err, usageLine)
 }
 
 // plan reads everything the preview needs and computes it.

@@ -226,3 +226,11 @@ func (c *cluster) userWhoCanOnlyReadHelmReleases(t *testing.T) string {
 	}
 	return writeKubeconfig(t, c.cfg, "reader")
 }
+
+// --help prints the usage and the flags and exits 0.
+func TestPlanCommandHelp(t *testing.T) {
+	code, out, errOut := run(t, "--help")
+	if code != ExitNoChange || errOut != "" || !strings.Contains(out, usageLine) || !strings.Contains(out, "--source-host") {
+		t.Errorf("exit %d, stderr %q, stdout:\n%s", code, errOut, out)
+	}
+}
