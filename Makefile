@@ -147,6 +147,11 @@ sequencing-plan: ## Print the order waitStrategy ordered applies CHART (a direct
 	@test -n "$(CHART)" || { echo "usage: make sequencing-plan CHART=<chart dir or .tgz> [VALUES=<values file>]" >&2; exit 2; }
 	go run ./hack/sequencing-plan $(if $(VALUES),-f $(VALUES)) $(CHART)
 
+.PHONY: plan
+plan: ## Print what the next reconcile of HelmRelease NAME in NAMESPACE would do (CHART: a local chart instead of the source's; VALUES: a values file; OUTPUT=json); reads and dry runs only, exit 0 no change, 1 changes, 2 error.
+	@test -n "$(NAME)" || { echo "usage: make plan NAME=<HelmRelease> [NAMESPACE=<ns>] [CHART=<chart dir or .tgz>] [VALUES=<values file>] [OUTPUT=json]" >&2; exit 2; }
+	go run . plan $(if $(NAMESPACE),-n $(NAMESPACE)) $(if $(CHART),--chart $(CHART)) $(if $(VALUES),-f $(VALUES)) $(if $(OUTPUT),-o $(OUTPUT)) $(NAME)
+
 ##@ Demo
 
 .PHONY: demo

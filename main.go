@@ -9,7 +9,9 @@ import (
 	goflag "flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"slices"
+	"syscall"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -26,7 +28,6 @@ import (
 	"github.com/fluxcd/pkg/runtime/metrics"
 	"github.com/fluxcd/pkg/runtime/pprof"
 	"github.com/fluxcd/pkg/runtime/probes"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/go-logr/logr"
 	"github.com/opencontainers/go-digest"
 	"github.com/spf13/pflag"
@@ -37,8 +38,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -57,7 +56,9 @@ import (
 	"github.com/afterhooks/helm-controller/internal/crdguard"
 	"github.com/afterhooks/helm-controller/internal/features"
 	"github.com/afterhooks/helm-controller/internal/oomwatch"
+	"github.com/afterhooks/helm-controller/internal/plancmd"
 	"github.com/afterhooks/helm-controller/internal/recreate"
+	"github.com/afterhooks/helm-controller/internal/scheme"
 	"github.com/afterhooks/helm-controller/internal/served"
 )
 
@@ -154,6 +155,11 @@ const (
 )
 
 func main() {
+	// The plan subcommand previews a reconcile (docs/plan.md); the
+	// manager's own flags and behaviour stay exactly as upstream's.
+	if len(os.Args) > 1 && os.Args[1] == "plan" {
+		os.Exit(runPlan(os.Args[2:]))
+	}
 	err := run(os.Args[1:])
 	if err == nil {
 		return
@@ -168,6 +174,16 @@ func main() {
 	// upstream's start-up errors do.
 	ctrl.Log.WithName("setup").Error(err, "unable to start the controller")
 	os.Exit(exitStartFailed)
+}
+
+// runPlan runs `helm-controller plan` until it is done or interrupted
+// and returns its exit code.
+func runPlan(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	info, err := os.Stdout.Stat()
+	terminal := err == nil && info.Mode()&os.ModeCharDevice != 0
+	return plancmd.Run(ctx, args, os.Stdout, os.Stderr, terminal)
 }
 
 // errUsage marks command-line arguments pflag could not parse.
@@ -290,13 +306,7 @@ func defaultHookOrder(defaultToAfterHooks bool) v2.HookWaitStrategy {
 	return v2.BeforeHooks
 }
 
-func newScheme() *runtime.Scheme {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(sourcev1.AddToScheme(scheme))
-	utilruntime.Must(v2.AddToScheme(scheme))
-	return scheme
-}
+func newScheme() *runtime.Scheme { return scheme.New() }
 
 // checkServedKinds fails when the API server does not serve a kind the
 // reconciler watches, naming its CRD. The manager would fail too, but

@@ -288,3 +288,32 @@ func objectNames(infos kube.ResourceList) []string {
 	}
 	return names
 }
+
+// HookLeftovers is what an uninstall of obj's release would do, now, with
+// the objects its hooks left (spec.uninstall.deleteHookResources): the
+// objects it would delete and those it would leave, each with the reason
+// in parentheses. It reads and judges them as the cleanup does (build,
+// inspect), deleting nothing. Nothing when obj does not ask for the
+// cleanup. Hooks the uninstall itself runs may leave more.
+func HookLeftovers(cfg *helmaction.Configuration, obj *v2.HelmRelease) (deleted, left []string, err error) {
+	c := newHookCleanup(cfg, obj)
+	if c == nil {
+		return nil, nil, nil
+	}
+	if c.readErr != nil {
+		return nil, nil, c.readErr
+	}
+	infos, errs := c.build()
+	for _, info := range infos {
+		uid, reason, err := c.inspect(info)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case reason != "":
+			left = append(left, objectName(info)+" ("+reason+")")
+		case uid != "":
+			deleted = append(deleted, objectName(info))
+		}
+	}
+	return deleted, left, errors.Join(errs...)
+}

@@ -11,6 +11,12 @@ import (
 // checkRetries stops before an install or upgrade when the previous
 // attempts of that action used up their retries.
 func (m *Machine) checkRetries(req *Request, action helmv2.ReleaseAction) error {
+	return retriesExhausted(req, action)
+}
+
+// retriesExhausted is checkRetries without the machine: a preview of the
+// next reconcile (Next) asks the same question without acting.
+func retriesExhausted(req *Request, action helmv2.ReleaseAction) error {
 	st := req.Object.Status
 	if st.LastAttemptedReleaseAction != action {
 		return nil

@@ -123,17 +123,7 @@ func (r *Runner) LastRelease(context.Context) (*releasev1.Release, error) {
 func (r *Runner) LastWritten() *releasev1.Release { return r.writes.Last() }
 
 func (r *Runner) Install(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
-	obj := r.obj
-	// Helm refuses to install over an uninstalled release whose history
-	// was kept unless told to replace it. The state machine installs only
-	// when nothing of the release is left (a failed one is upgraded, as
-	// upstream does), so that is the one case.
-	if last, err := r.LastRelease(ctx); err == nil && last.Info != nil && last.Info.Status == common.StatusUninstalled {
-		obj = obj.DeepCopy()
-		install := obj.GetInstall()
-		install.Replace = true
-		obj.Spec.Install = &install
-	}
+	obj := r.installObject(ctx)
 	return r.render(r.planFor(plan.Install), func(c action.Call) (*releasev1.Release, error) {
 		return action.Install(ctx, r.cfg, obj, chart, values, c)
 	})
@@ -145,6 +135,22 @@ func (r *Runner) Upgrade(ctx context.Context, chart *chartv2.Chart, values map[s
 	})
 }
 
+// installObject is the HelmRelease an install maps onto Helm's options.
+// Helm refuses to install over an uninstalled release whose history was
+// kept unless told to replace it. The state machine installs only when
+// nothing of the release is left (a failed one is upgraded, as upstream
+// does), so that is the one case.
+func (r *Runner) installObject(ctx context.Context) *v2.HelmRelease {
+	obj := r.obj
+	if last, err := r.LastRelease(ctx); err == nil && last.Info != nil && last.Info.Status == common.StatusUninstalled {
+		obj = obj.DeepCopy()
+		install := obj.GetInstall()
+		install.Replace = true
+		obj.Spec.Install = &install
+	}
+	return obj
+}
+
 // render runs the install or upgrade p plans with the post renderer
 // (spec.postRenderers, spec.commonMetadata and the origin labels); invalid
 // post renderers fail the action before Helm renders anything. Rollback
@@ -154,14 +160,23 @@ func (r *Runner) render(p plan.Plan, run func(action.Call) (*releasev1.Release, 
 		// The plan shown is the last ordered action's; this one is not.
 		r.obj.Status.Sequence = nil
 	}
-	pr, err := postrender.Build(&r.obj.Spec.HelmReleaseSpec, r.obj.Name, r.obj.Namespace)
+	p, err := r.withPostRenderer(p)
 	if err != nil {
 		return nil, err
 	}
-	p.PostRenderer = pr
 	defer r.observeHelm(p, time.Now())
 	rel, err := run(r.call(p))
 	return rel, r.canceled(err)
+}
+
+// withPostRenderer adds to p the post renderer of install and upgrade.
+func (r *Runner) withPostRenderer(p plan.Plan) (plan.Plan, error) {
+	pr, err := postrender.Build(&r.obj.Spec.HelmReleaseSpec, r.obj.Name, r.obj.Namespace)
+	if err != nil {
+		return p, err
+	}
+	p.PostRenderer = pr
+	return p, nil
 }
 
 // observeHelm records the duration of a beforeHooks Helm action (hooks,

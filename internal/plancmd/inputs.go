@@ -1,0 +1,182 @@
+package plancmd
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/chartutil"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"github.com/go-logr/logr"
+	chartcommon "helm.sh/helm/v4/pkg/chart/common"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/chartsource"
+	"github.com/afterhooks/helm-controller/internal/redact"
+)
+
+// helmRelease is the HelmRelease to plan: the live one, or the file's
+// spec with the live status (none for a HelmRelease not applied yet).
+func helmRelease(ctx context.Context, c client.Client, o *options) (*v2.HelmRelease, error) {
+	var fromFile *v2.HelmRelease
+	if o.file != "" {
+		var err error
+		if fromFile, err = readHelmRelease(o.file); err != nil {
+			return nil, err
+		}
+		if o.name == "" {
+			o.name = fromFile.Name
+		}
+		if fromFile.Namespace != "" && !nsFlagSet(o) {
+			o.namespace = fromFile.Namespace
+		}
+		fromFile.Name, fromFile.Namespace = o.name, o.namespace
+	}
+	key := types.NamespacedName{Namespace: o.namespace, Name: o.name}
+	live := &v2.HelmRelease{}
+	err := c.Get(ctx, key, live)
+	switch {
+	case apierrors.IsNotFound(err) && fromFile == nil:
+		return nil, fmt.Errorf("HelmRelease %s not found", key)
+	case apierrors.IsNotFound(err):
+		return fromFile, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading HelmRelease %s: %w", key, err)
+	case fromFile == nil:
+		return live, nil
+	}
+	fromFile.Status = live.Status
+	return fromFile, nil
+}
+
+// nsFlagSet tells whether -n was given; the file's namespace wins
+// otherwise. parse leaves it empty unless given.
+func nsFlagSet(o *options) bool { return o.namespaceFlag }
+
+func readHelmRelease(path string) (*v2.HelmRelease, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading --file: %w", err)
+	}
+	obj := &v2.HelmRelease{}
+	if err := yaml.UnmarshalStrict(data, obj); err != nil {
+		return nil, fmt.Errorf("reading --file %s: %w", path, err)
+	}
+	if obj.Kind != helmv2.HelmReleaseKind {
+		return nil, fmt.Errorf("reading --file %s: kind %q, want %s", path, obj.Kind, helmv2.HelmReleaseKind)
+	}
+	return obj, nil
+}
+
+// secretsKept reads through a client and keeps the data of the Secrets
+// it read, for redaction.
+type secretsKept struct {
+	client.Client
+	data []map[string][]byte
+}
+
+func (s *secretsKept) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := s.Client.Get(ctx, key, obj, opts...)
+	if secret, ok := obj.(*corev1.Secret); ok && err == nil {
+		s.data = append(s.data, secret.Data)
+	}
+	return err
+}
+
+// composeValues composes spec.values and spec.valuesFrom as the
+// controller does, then merges the local values files over them.
+func composeValues(ctx context.Context, c client.Client, obj *v2.HelmRelease, files []string) (map[string]any, *redact.Secrets, error) {
+	reader := &secretsKept{Client: c}
+	values, err := chartutil.ChartValuesFromReferences(ctx, logr.Discard(), reader, obj.Namespace, obj.GetValues(), obj.Spec.ValuesFrom...)
+	secrets := redact.FromData(reader.data...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("composing the values: %s", secrets.String(err.Error()))
+	}
+	for _, f := range files {
+		v, err := chartcommon.ReadValuesFile(f)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading values file %s: %w", f, err)
+		}
+		values = loader.MergeMaps(values, v)
+	}
+	return values, secrets, nil
+}
+
+// loadChart loads the local chart, else the source's artifact.
+func loadChart(ctx context.Context, c client.Client, obj *v2.HelmRelease, o *options) (*chartv2.Chart, error) {
+	if path := o.chart; path != "" {
+		chrt, err := loader.Load(path)
+		if err != nil {
+			return nil, fmt.Errorf("loading chart %s: %w", path, err)
+		}
+		return chrt, nil
+	}
+	return sourceChart(ctx, c, obj, o.sourceHost)
+}
+
+// sourceChart downloads the chart of obj's source as the controller does
+// (digest checked), once the source is ready. Its artifact URL must be
+// reachable from here: in the cluster, or through a port-forward of
+// source-controller given as host (--source-host).
+func sourceChart(ctx context.Context, c client.Client, obj *v2.HelmRelease, host string) (*chartv2.Chart, error) {
+	src, kind, key := sourceOf(obj)
+	if src == nil {
+		return nil, fmt.Errorf("HelmRelease %s/%s has no source of kind HelmChart, OCIRepository or ExternalArtifact (spec.chart, spec.chartRef): plan it with --chart", obj.Namespace, obj.Name)
+	}
+	if err := c.Get(ctx, key, src); err != nil {
+		return nil, fmt.Errorf("reading the source %s %s: %w", kind, key, err)
+	}
+	getter, _ := src.(conditions.Getter)
+	if getter == nil || !conditions.IsReady(getter) || src.GetArtifact() == nil {
+		why := "no artifact"
+		if getter != nil && conditions.GetMessage(getter, meta.ReadyCondition) != "" {
+			why = conditions.GetMessage(getter, meta.ReadyCondition)
+		}
+		return nil, fmt.Errorf("source %s %s is not ready: %s", kind, key, why)
+	}
+	chrt, err := chartsource.New(chartsource.Options{HostOverride: host}).Get(ctx, types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}, src.GetArtifact())
+	if err != nil {
+		return nil, fmt.Errorf("fetching the chart of source %s %s (or plan with --chart): %w", kind, key, err)
+	}
+	return chrt.Load()
+}
+
+// artifactSource is a source object with an artifact.
+type artifactSource interface {
+	client.Object
+	GetArtifact() *meta.Artifact
+}
+
+// sourceOf is the object serving obj's chart, and its kind: spec.chartRef,
+// or the HelmChart or OCIRepository of its chart template; nil without
+// either.
+func sourceOf(obj *v2.HelmRelease) (artifactSource, string, types.NamespacedName) {
+	kind, key := "", types.NamespacedName{}
+	if ref := obj.Spec.ChartRef; ref != nil {
+		kind, key = ref.Kind, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
+		if key.Namespace == "" {
+			key.Namespace = obj.Namespace
+		}
+	} else if ref := obj.GetHelmChartTemplateReference(); ref != nil {
+		kind, key = ref.Kind, ref.GetObjectKey()
+	}
+	switch kind {
+	case sourcev1.OCIRepositoryKind:
+		return &sourcev1.OCIRepository{}, kind, key
+	case sourcev1.ExternalArtifactKind:
+		return &sourcev1.ExternalArtifact{}, kind, key
+	case sourcev1.HelmChartKind:
+		return &sourcev1.HelmChart{}, kind, key
+	}
+	return nil, kind, key
+}

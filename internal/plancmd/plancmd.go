@@ -1,0 +1,195 @@
+package plancmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/action"
+	"github.com/afterhooks/helm-controller/internal/preview"
+	"github.com/afterhooks/helm-controller/internal/runner"
+	"github.com/afterhooks/helm-controller/internal/scheme"
+)
+
+// Exit codes, as `flux diff` has them.
+const (
+	ExitNoChange = 0
+	ExitChanges  = 1
+	ExitError    = 2
+)
+
+// options are the command's flags.
+type options struct {
+	namespace   string
+	file        string
+	chart       string
+	values      []string
+	output      string
+	kubeconfig  string
+	kubecontext string
+	hookOrder   string
+	color       string
+	sourceHost  string
+	name        string
+	// namespaceFlag: -n was given, and wins over the file's namespace.
+	namespaceFlag bool
+}
+
+// Run runs `plan` with args (what follows "plan" on the command line) and
+// returns the exit code. terminal tells whether stdout is a terminal (the
+// text is coloured then, unless --color says otherwise).
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer, terminal bool) int {
+	code, err := runPlan(ctx, args, stdout, terminal)
+	if err != nil {
+		fmt.Fprintln(stderr, "plan: "+oneLine(err.Error()))
+		return ExitError
+	}
+	return code
+}
+
+// runPlan is Run up to the error, which Run prints.
+func runPlan(ctx context.Context, args []string, stdout io.Writer, terminal bool) (int, error) {
+	opts, err := parse(args)
+	var help *helpRequested
+	if errors.As(err, &help) {
+		_, err := fmt.Fprintf(stdout, "%s\n\nFlags:\n%s", usageLine, help.flags)
+		return ExitNoChange, err
+	}
+	if err != nil {
+		return ExitError, err
+	}
+	pv, err := plan(ctx, opts)
+	if err != nil {
+		return ExitError, err
+	}
+	if err := write(stdout, pv, opts, terminal); err != nil {
+		return ExitError, err
+	}
+	if pv.Changes() {
+		return ExitChanges, nil
+	}
+	return ExitNoChange, nil
+}
+
+func parse(args []string) (*options, error) {
+	o := &options{}
+	fs := pflag.NewFlagSet("plan", pflag.ContinueOnError)
+	fs.StringVarP(&o.namespace, "namespace", "n", "", "the namespace of the HelmRelease (default: the file's, else the kubeconfig's)")
+	fs.StringVar(&o.file, "file", "", "a HelmRelease manifest to plan instead of the live spec (the live status is used when there is one)")
+	fs.StringVar(&o.chart, "chart", "", "a chart directory or archive to plan with instead of the source's artifact")
+	fs.StringArrayVarP(&o.values, "values", "f", nil, "a values file merged over the composed values (repeatable; later ones win)")
+	fs.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to the kubeconfig (default: KUBECONFIG, else ~/.kube/config)")
+	fs.StringVar(&o.kubecontext, "context", "", "the kubeconfig context to use")
+	fs.StringVar(&o.hookOrder, "default-wait-strategy", string(v2.BeforeHooks), "the hook order of actions that leave waitStrategy unset, as the controller runs with it: beforeHooks or afterHooks")
+	fs.StringVar(&o.sourceHost, "source-host", "", "HOST:PORT to download the source's artifact from instead of the host in its URL (a port-forward of source-controller)")
+	fs.StringVar(&o.color, "color", "auto", "colour the text: auto (on a terminal), always or never")
+	fs.Usage = func() {}
+	if err := fs.Parse(args); errors.Is(err, pflag.ErrHelp) {
+		return nil, &helpRequested{flags: fs.FlagUsages()}
+	} else if err != nil {
+		return nil, usage(err)
+	}
+	switch {
+	case fs.NArg() > 1:
+		return nil, usage(fmt.Errorf("one HelmRelease name expected, got %q", fs.Args()))
+	case fs.NArg() == 0 && o.file == "":
+		return nil, usage(errors.New("a HelmRelease name or --file is needed"))
+	case o.output != "text" && o.output != "json":
+		return nil, usage(fmt.Errorf("--output %q: text or json", o.output))
+	case o.hookOrder != string(v2.BeforeHooks) && o.hookOrder != string(v2.AfterHooks):
+		return nil, usage(fmt.Errorf("--default-wait-strategy %q: beforeHooks or afterHooks", o.hookOrder))
+	}
+	o.name = fs.Arg(0)
+	o.namespaceFlag = fs.Changed("namespace")
+	return o, nil
+}
+
+// usageLine is how the command is called.
+const usageLine = "usage: helm-controller plan -n NAMESPACE NAME [--file hr.yaml] [--chart DIR|TGZ] [-f values.yaml] [-o json] [--kubeconfig FILE]"
+
+// helpRequested is -h or --help: the flags are printed, nothing planned.
+type helpRequested struct{ flags string }
+
+func (h *helpRequested) Error() string { return "help requested" }
+
+func usage(err error) error {
+	return fmt.Errorf("%w (%s)", err, usageLine)
+}
+
+// plan reads everything the preview needs and computes it.
+func plan(ctx context.Context, o *options) (*preview.Preview, error) {
+	restCfg, namespace, err := restConfig(o)
+	if err != nil {
+		return nil, err
+	}
+	if o.namespace == "" {
+		o.namespace = namespace
+	}
+	c, err := client.New(restCfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the cluster: %w", err)
+	}
+	obj, err := helmRelease(ctx, c, o)
+	if err != nil {
+		return nil, err
+	}
+	values, secrets, err := composeValues(ctx, c, obj, o.values)
+	if err != nil {
+		return nil, err
+	}
+	chrt, err := loadChart(ctx, c, obj, o)
+	if err != nil {
+		return nil, err
+	}
+	factory, err := action.NewConfigFactoryFromRESTConfig(restCfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the cluster: %w", err)
+	}
+	helm, err := runner.New(factory, nil, obj.DeepCopy(), runner.Settings{DefaultHookOrder: v2.HookWaitStrategy(o.hookOrder)})
+	if err != nil {
+		return nil, err
+	}
+	return preview.Compute(ctx, preview.Input{Object: obj, Chart: chrt, Values: values, Secrets: secrets, Helm: helm})
+}
+
+// restConfig is the kubeconfig's, and its namespace.
+func restConfig(o *options) (*rest.Config, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.kubecontext})
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	ns, _, err := loader.Namespace()
+	if err != nil {
+		return nil, "", fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	return cfg, ns, nil
+}
+
+func write(w io.Writer, pv *preview.Preview, o *options, terminal bool) error {
+	if o.output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(pv)
+	}
+	color := o.color == "always" || (o.color == "auto" && terminal)
+	return preview.WriteText(w, pv, color)
+}
+
+// oneLine keeps an error on one line: Helm and the API server join
+// several with newlines.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

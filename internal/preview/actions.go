@@ -1,0 +1,200 @@
+package preview
+
+import (
+	"context"
+	"fmt"
+
+	"helm.sh/helm/v4/pkg/kube"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+
+	"github.com/afterhooks/helm-controller/internal/plan"
+	"github.com/afterhooks/helm-controller/internal/reconcile"
+	"github.com/afterhooks/helm-controller/internal/sequencing"
+)
+
+// Where the readiness wait of an action sits.
+const (
+	WaitBeforeHooks = "beforeHooks"
+	WaitAfterHooks  = "afterHooks"
+	WaitNone        = "none"
+)
+
+// Action is one Helm action of the step and what it would do.
+type Action struct {
+	Verb plan.Verb `json:"verb"`
+	// Plan is the runner's plan of the action: the decisions the action
+	// stack is built from.
+	Plan    plan.Plan `json:"plan"`
+	Objects Objects   `json:"objects"`
+	// Hooks are the hooks the action runs, in order.
+	Hooks []Hook `json:"hooks,omitempty"`
+	// Wait is where the readiness wait sits: beforeHooks (before the post
+	// hooks), afterHooks (after them) or none.
+	Wait string `json:"wait"`
+	// Sequence is the action's phases in order, in words.
+	Sequence []string `json:"sequence"`
+	// Order is the order of an ordered action (waitStrategy ordered, or
+	// a revision applied in order).
+	Order *sequencing.Plan `json:"order,omitempty"`
+	// HookLeftovers are what spec.uninstall.deleteHookResources would do
+	// after an uninstall.
+	HookLeftovers *Leftovers `json:"hookLeftovers,omitempty"`
+}
+
+// Leftovers are the objects hooks left, judged by the hook cleanup.
+type Leftovers struct {
+	Delete []string `json:"delete,omitempty"`
+	// Leave are the objects it would not delete, with the reason.
+	Leave []string `json:"leave,omitempty"`
+}
+
+// actionsOf are the Helm actions of the step next.
+func actionsOf(ctx context.Context, in Input, next reconcile.Next, cur *releasev1.Release) ([]Action, error) {
+	var verbs []plan.Verb
+	switch next.Step {
+	case reconcile.StepInstall:
+		verbs = []plan.Verb{plan.Install}
+	case reconcile.StepUpgrade:
+		verbs = []plan.Verb{plan.Upgrade}
+	case reconcile.StepReinstall:
+		verbs = []plan.Verb{plan.Uninstall, plan.Install}
+	case reconcile.StepRollback:
+		verbs = []plan.Verb{plan.Rollback}
+	case reconcile.StepUninstall:
+		verbs = []plan.Verb{plan.Uninstall}
+	case reconcile.StepTest:
+		verbs = []plan.Verb{plan.Test}
+	}
+	var out []Action
+	for i, v := range verbs {
+		// An install after the uninstall of the same step finds the
+		// cluster without the release's objects: the live comparison
+		// would compare with what the uninstall deletes first.
+		live := i == 0
+		a, err := actionOf(ctx, in, v, cur, live)
+		if err != nil {
+			return nil, fmt.Errorf("previewing the %s: %w", v, err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// actionOf previews the action v over the release cur (nil: none),
+// compared with the live objects when live is set.
+func actionOf(ctx context.Context, in Input, v plan.Verb, cur *releasev1.Release, live bool) (Action, error) {
+	p, err := in.Helm.Plan(v)
+	if err != nil {
+		return Action{}, err
+	}
+	a := Action{Verb: v, Plan: p}
+	switch v {
+	case plan.Install, plan.Upgrade:
+		err = a.apply(ctx, in, v, cur, live)
+	case plan.Rollback:
+		err = a.rollback(ctx, in, cur)
+	case plan.Uninstall:
+		err = a.uninstall(in, cur)
+	case plan.Test:
+		a.Hooks = hooksOf(cur.Hooks, releasev1.HookTest)
+	}
+	if err != nil {
+		return Action{}, err
+	}
+	a.Wait = waitPosition(p)
+	a.Sequence = sequenceOf(a)
+	return a, nil
+}
+
+// apply previews an install or upgrade: Helm's dry run of it, compared
+// with what is stored (nothing for an install: a release installed again
+// over an uninstalled one starts afresh).
+func (a *Action) apply(ctx context.Context, in Input, v plan.Verb, cur *releasev1.Release, live bool) error {
+	rendered, err := in.Helm.DryRun(ctx, v, in.Chart, in.Values)
+	if err != nil {
+		return err
+	}
+	from := ""
+	if v == plan.Upgrade && cur != nil {
+		from = cur.Manifest
+	}
+	if a.Objects, err = compareManifests(from, rendered.Manifest); err != nil {
+		return err
+	}
+	if live {
+		if err := a.compareLive(ctx, in, rendered); err != nil {
+			return err
+		}
+	}
+	pre, post := phases(v)
+	a.Hooks = append(hooksOf(rendered.Hooks, pre), hooksOf(rendered.Hooks, post)...)
+	a.Order, err = orderOf(a.Plan, in.Chart, rendered.Manifest)
+	return err
+}
+
+// rollback previews the rollback to the revision the plan follows.
+func (a *Action) rollback(ctx context.Context, in Input, cur *releasev1.Release) error {
+	target, err := in.Helm.Revision(a.Plan.Revision.Version)
+	if err != nil {
+		return err
+	}
+	if a.Objects, err = compareManifests(cur.Manifest, target.Manifest); err != nil {
+		return err
+	}
+	if err := a.compareLive(ctx, in, target); err != nil {
+		return err
+	}
+	a.Hooks = append(hooksOf(target.Hooks, releasev1.HookPreRollback), hooksOf(target.Hooks, releasev1.HookPostRollback)...)
+	a.Order, err = orderOf(a.Plan, nil, target.Manifest)
+	return err
+}
+
+// uninstall previews the uninstall of cur: every object deleted but those
+// that say keep, and the hook leftovers.
+func (a *Action) uninstall(in Input, cur *releasev1.Release) error {
+	var err error
+	if a.Objects, err = compareManifests(cur.Manifest, ""); err != nil {
+		return err
+	}
+	a.Hooks = append(hooksOf(cur.Hooks, releasev1.HookPreDelete), hooksOf(cur.Hooks, releasev1.HookPostDelete)...)
+	if a.Order, err = orderOf(a.Plan, nil, cur.Manifest); err != nil {
+		return err
+	}
+	if !in.Object.GetUninstall().DeleteHookResources {
+		return nil
+	}
+	deleted, left, err := in.Helm.HookLeftovers()
+	if err != nil {
+		return fmt.Errorf("judging the hook leftovers: %w", err)
+	}
+	a.HookLeftovers = &Leftovers{Delete: deleted, Leave: left}
+	return nil
+}
+
+// phases are the hook events before and after the objects of v.
+func phases(v plan.Verb) (pre, post releasev1.HookEvent) {
+	switch v {
+	case plan.Install:
+		return releasev1.HookPreInstall, releasev1.HookPostInstall
+	case plan.Upgrade:
+		return releasev1.HookPreUpgrade, releasev1.HookPostUpgrade
+	case plan.Rollback:
+		return releasev1.HookPreRollback, releasev1.HookPostRollback
+	case plan.Uninstall:
+		return releasev1.HookPreDelete, releasev1.HookPostDelete
+	}
+	return releasev1.HookTest, ""
+}
+
+// waitPosition is where p waits for readiness.
+func waitPosition(p plan.Plan) string {
+	switch {
+	case p.Verb == plan.Test:
+		return WaitNone
+	case p.AfterHooks():
+		return WaitAfterHooks
+	case p.Wait.Helm == kube.HookOnlyStrategy:
+		return WaitNone
+	}
+	return WaitBeforeHooks
+}

@@ -1,0 +1,51 @@
+package preview
+
+import (
+	"sort"
+
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+)
+
+// Hook is one hook an action runs.
+type Hook struct {
+	// Phase is the hook event it runs for (pre-upgrade, post-install…).
+	Phase  string `json:"phase"`
+	Kind   string `json:"kind"`
+	Name   string `json:"name"`
+	Weight int    `json:"weight"`
+	// DeletePolicies are the hook's helm.sh/hook-delete-policy; empty:
+	// Helm's default, before-hook-creation.
+	DeletePolicies []string `json:"deletePolicies,omitempty"`
+}
+
+// hooksOf returns the hooks of hooks that run for event, in the order
+// Helm runs them: by weight, then by name.
+func hooksOf(hooks []*releasev1.Hook, event releasev1.HookEvent) []Hook {
+	var run []*releasev1.Hook
+	for _, h := range hooks {
+		if h == nil {
+			continue
+		}
+		for _, e := range h.Events {
+			if e == event {
+				run = append(run, h)
+				break
+			}
+		}
+	}
+	sort.SliceStable(run, func(i, j int) bool {
+		if run[i].Weight == run[j].Weight {
+			return run[i].Name < run[j].Name
+		}
+		return run[i].Weight < run[j].Weight
+	})
+	out := make([]Hook, 0, len(run))
+	for _, h := range run {
+		hook := Hook{Phase: string(event), Kind: h.Kind, Name: h.Name, Weight: h.Weight}
+		for _, p := range h.DeletePolicies {
+			hook.DeletePolicies = append(hook.DeletePolicies, string(p))
+		}
+		out = append(out, hook)
+	}
+	return out
+}

@@ -1,0 +1,93 @@
+package preview
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fluxcd/pkg/ssa/jsondiff"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+)
+
+// Live changes of an object, beyond its patch operations.
+const (
+	// LiveNoChange: applying the object changes nothing in the cluster.
+	LiveNoChange = "no change to the live object"
+	// LiveExists: an object to create is already in the cluster; the
+	// action takes it over.
+	LiveExists = "already in the cluster: taken over"
+	// LiveImmutable: the API server refuses the change in place; only a
+	// recreate (see the plan's recreate policy) can make it.
+	LiveImmutable = "refused in place by the API server (immutable field): recreated only with consent"
+)
+
+// compareLive adds to the objects to update what a server-side
+// apply dry run of the rendered manifest changes in the live objects: the
+// drift checker's comparison (runner.DetectDrift), run on the manifest
+// the action would apply; an object to create that is already there is
+// taken over instead. Only the operations and paths are kept, never
+// values.
+func (a *Action) compareLive(ctx context.Context, in Input, rendered *releasev1.Release) error {
+	set, err := in.Helm.DetectDrift(ctx, rendered)
+	if err != nil {
+		return fmt.Errorf("comparing with the live objects (server-side dry run): %w", err)
+	}
+	diffs := map[string]*jsondiff.Diff{}
+	for _, d := range set {
+		diffs[liveKey(d.GroupVersionKind().Kind, d.GetNamespace(), d.GetName())] = d
+	}
+	releaseNS := in.Object.GetReleaseNamespace()
+	find := func(o Object) *jsondiff.Diff {
+		if d := diffs[liveKey(o.Kind, o.Namespace, o.Name)]; d != nil || o.Namespace != "" {
+			return d
+		}
+		return diffs[liveKey(o.Kind, releaseNS, o.Name)]
+	}
+	for _, list := range [][]Object{a.Objects.Update, a.Objects.Unchanged} {
+		for i := range list {
+			list[i].Live = liveChanges(find(list[i]))
+		}
+	}
+	a.Objects.takeOver(find)
+	return nil
+}
+
+// takeOver moves the objects to create that are already in the cluster
+// to those updated or unchanged: Helm takes them over, with their live
+// state as the baseline.
+func (o *Objects) takeOver(find func(Object) *jsondiff.Diff) {
+	create := o.Create[:0]
+	for _, obj := range o.Create {
+		d := find(obj)
+		switch {
+		case d == nil || d.Type == jsondiff.DiffTypeCreate || d.Type == jsondiff.DiffTypeExclude:
+			create = append(create, obj)
+		case d.Type == jsondiff.DiffTypeNone:
+			obj.Live = []string{LiveExists, LiveNoChange}
+			o.Unchanged = append(o.Unchanged, obj)
+		default:
+			obj.Live = append([]string{LiveExists}, liveChanges(d)...)
+			o.Update = append(o.Update, obj)
+		}
+	}
+	o.Create = create
+	o.sort()
+}
+
+func liveKey(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }
+
+// liveChanges says what applying the object does to its live copy.
+func liveChanges(d *jsondiff.Diff) []string {
+	switch {
+	case d == nil, d.Type == jsondiff.DiffTypeCreate, d.Type == jsondiff.DiffTypeExclude:
+		return nil
+	case d.Type == jsondiff.DiffTypeNone:
+		return []string{LiveNoChange}
+	case len(d.Patch) == 0:
+		return []string{LiveImmutable}
+	}
+	out := make([]string, 0, len(d.Patch))
+	for _, op := range d.Patch {
+		out = append(out, op.Type+" "+op.Path)
+	}
+	return out
+}

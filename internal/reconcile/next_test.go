@@ -1,0 +1,74 @@
+package reconcile
+
+import (
+	"errors"
+	"testing"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+)
+
+// Predict names the first Helm call the machine then makes, for each
+// state: the prediction and the action share their code, and this holds
+// them to each other.
+func TestPredictMatchesTheFirstAction(t *testing.T) {
+	deployed := func(t *testing.T, h *harness) { h.mustRun(t) }
+	cases := []struct {
+		name   string
+		mutate []func(*v2.HelmRelease)
+		setup  func(*testing.T, *harness)
+		want   Step
+		call   string // the first Helm call of the run; "" for none
+	}{
+		{name: "nothing in storage", setup: func(*testing.T, *harness) {}, want: StepInstall, call: "install"},
+		{name: "in sync", setup: deployed, want: StepNone},
+		{name: "values changed", setup: func(t *testing.T, h *harness) {
+			deployed(t, h)
+			h.values = map[string]any{"replicas": 2}
+		}, want: StepUpgrade, call: "upgrade"},
+		{name: "chart renamed", setup: func(t *testing.T, h *harness) {
+			deployed(t, h)
+			h.chart = newFakeChart("other", "1.0.0")
+		}, want: StepReinstall, call: "uninstall"},
+		{name: "locked", setup: func(t *testing.T, h *harness) {
+			deployed(t, h)
+			h.helm.last().Info.Status = "pending-upgrade"
+		}, want: StepUnlock, call: "unlock"},
+		{name: "untested", setup: func(t *testing.T, h *harness) {
+			deployed(t, h)
+			h.obj.Spec.Test = &helmv2.Test{Enable: true}
+		}, want: StepTest, call: "test"},
+		{name: "install retries used up",
+			mutate: []func(*v2.HelmRelease){func(o *v2.HelmRelease) {
+				o.Spec.Install = &v2.Install{Install: helmv2.Install{Remediation: &helmv2.InstallRemediation{Retries: 0}}}
+			}},
+			setup: func(t *testing.T, h *harness) {
+				h.helm.fail["install"] = errors.New("boom")
+				_ = h.run(t)
+			}, want: StepNone},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(tc.mutate...)
+			tc.setup(t, h)
+			delete(h.helm.fail, "install")
+			h.takeCalls()
+			next := Predict(h.request(), h.helm.last())
+			if next.Step != tc.want {
+				t.Fatalf("step %s (%s; %s), want %s", next.Step, next.Reason, next.Why, tc.want)
+			}
+			_ = h.run(t)
+			var first string
+			for _, c := range h.takeCalls() {
+				if c != "detect" {
+					first = c
+					break
+				}
+			}
+			if first != tc.call {
+				t.Errorf("the machine's first call was %q, the prediction %s wants %q", first, next.Step, tc.call)
+			}
+		})
+	}
+}
