@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/afterhooks/helm-controller/internal/connect"
@@ -114,6 +115,65 @@ func TestClusterDependents(t *testing.T) {
 				t.Errorf("dependents %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// goneKindGetter's discovery still lists a kind the API server no longer
+// serves, as when a CRD is deleted between discovery and the list of its
+// objects (a chart's uninstall beside the recreate).
+type goneKindGetter struct{ *connect.Getter }
+
+func (g goneKindGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
+	d, err := g.Getter.ToDiscoveryClient()
+	return goneKindDiscovery{d}, err
+}
+
+type goneKindDiscovery struct {
+	discovery.CachedDiscoveryInterface
+}
+
+// goneGroupVersion is the group and version the API server no longer
+// serves.
+const goneGroupVersion = "gone.example.com/v1"
+
+func (d goneKindDiscovery) ServerGroups() (*metav1.APIGroupList, error) {
+	groups, err := d.CachedDiscoveryInterface.ServerGroups()
+	if err != nil {
+		return nil, err
+	}
+	version := metav1.GroupVersionForDiscovery{GroupVersion: goneGroupVersion, Version: "v1"}
+	groups.Groups = append(groups.Groups, metav1.APIGroup{Name: "gone.example.com", Versions: []metav1.GroupVersionForDiscovery{version}, PreferredVersion: version})
+	return groups, nil
+}
+
+func (d goneKindDiscovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceList, error) {
+	if gv != goneGroupVersion {
+		return d.CachedDiscoveryInterface.ServerResourcesForGroupVersion(gv)
+	}
+	return &metav1.APIResourceList{GroupVersion: gv, APIResources: []metav1.APIResource{
+		{Name: "records", Kind: "Record", Namespaced: true, Verbs: metav1.Verbs{"get", "list", "watch"}},
+	}}, nil
+}
+
+// A kind gone between discovery and its list holds no dependents: the
+// search goes on without it instead of refusing the recreate.
+func TestClusterDependentsKindGoneMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	cs, getter := cluster(t, "deps-gone")
+	owner, err := cs.CoreV1().ConfigMaps("deps-gone").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Secrets("deps-gone").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "token",
+		OwnerReferences: ownerRef("ConfigMap", "v1", "owner", owner.UID)}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	owners, err := NewDependents(goneKindGetter{getter}).Owned(ctx, toUnstructured(t, owner))
+	if err != nil {
+		t.Fatalf("Owned = %v, want the dependents of the kinds still served", err)
+	}
+	if got := owners[owner.UID]; len(got) != 1 || got[0].Name != "token" {
+		t.Errorf("dependents %v, want Secret token", got)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -154,6 +155,12 @@ func (d *ClusterDependents) index(ctx context.Context, res listed, ns string, ow
 	opts := metav1.ListOptions{Limit: 500}
 	for {
 		list, err := d.meta.Resource(res.gvr).Namespace(ns).List(ctx, opts)
+		if apierrors.IsNotFound(err) {
+			// Served at discovery, gone since (a CRD deleted meanwhile,
+			// by another release's uninstall say): with the kind, its
+			// objects are gone too, so none can depend on the owner.
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("listing %s: %w", res.gvr.GroupResource(), err)
 		}
