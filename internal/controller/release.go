@@ -433,9 +433,9 @@ func markRetrying(obj *v2.HelmRelease) {
 func (r *HelmReleaseReconciler) composeValues(ctx context.Context, obj *v2.HelmRelease) (map[string]any, error) {
 	// The Secrets read are remembered before anything can fail: a failure
 	// to merge a value is the first message that may quote it.
-	secrets := &secretsRead{Client: r.Client}
+	secrets := &redact.Reader{Client: r.Client}
 	values, err := chartutil.ChartValuesFromReferences(ctx, ctrl.LoggerFrom(ctx), secrets, obj.Namespace, obj.GetValues(), obj.Spec.ValuesFrom...)
-	r.Redactions.Set(client.ObjectKeyFromObject(obj), redact.FromData(secrets.data...))
+	r.Redactions.Set(client.ObjectKeyFromObject(obj), secrets.Secrets())
 	if err != nil {
 		_, err = r.fail(obj, helmv2.ActionResolveValues, ValuesErrorReason, err)
 		return nil, err

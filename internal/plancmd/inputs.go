@@ -14,7 +14,6 @@ import (
 	chartcommon "helm.sh/helm/v4/pkg/chart/common"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -78,27 +77,12 @@ func readHelmRelease(path string) (*v2.HelmRelease, error) {
 	return obj, nil
 }
 
-// secretsKept reads through a client and keeps the data of the Secrets
-// it read, for redaction.
-type secretsKept struct {
-	client.Client
-	data []map[string][]byte
-}
-
-func (s *secretsKept) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	err := s.Client.Get(ctx, key, obj, opts...)
-	if secret, ok := obj.(*corev1.Secret); ok && err == nil {
-		s.data = append(s.data, secret.Data)
-	}
-	return err
-}
-
 // composeValues composes spec.values and spec.valuesFrom as the
 // controller does, then merges the local values files over them.
 func composeValues(ctx context.Context, c client.Client, obj *v2.HelmRelease, files []string) (map[string]any, *redact.Secrets, error) {
-	reader := &secretsKept{Client: c}
+	reader := &redact.Reader{Client: c}
 	values, err := chartutil.ChartValuesFromReferences(ctx, logr.Discard(), reader, obj.Namespace, obj.GetValues(), obj.Spec.ValuesFrom...)
-	secrets := redact.FromData(reader.data...)
+	secrets := reader.Secrets()
 	if err != nil {
 		return nil, nil, fmt.Errorf("composing the values: %s", secrets.String(err.Error()))
 	}
