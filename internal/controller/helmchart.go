@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"strings"
-	"sync"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	eventv1 "github.com/fluxcd/pkg/apis/event/v1"
@@ -190,10 +189,7 @@ func (r *HelmReleaseReconciler) applyTemplateSource(ctx context.Context, obj *v2
 // Any change of the object's spec (its generation), labels or annotations,
 // or its replacement (its UID), shows in the cache and makes the next
 // reconcile apply again, as does a change of what the template asks for.
-type appliedSources struct {
-	mu    sync.Mutex
-	byKey map[types.NamespacedName]appliedSource
-}
+type appliedSources struct{ perRelease[appliedSource] }
 
 type appliedSource struct {
 	want       [sha256.Size]byte
@@ -206,9 +202,7 @@ func (a *appliedSources) unchanged(key types.NamespacedName, want []byte, curren
 	if current == nil {
 		return false
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	got, ok := a.byKey[key]
+	got, ok := a.get(key)
 	return ok && got == sourceState(want, current)
 }
 
@@ -217,18 +211,7 @@ func (a *appliedSources) record(key types.NamespacedName, want []byte, current c
 		a.forget(key)
 		return
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.byKey == nil {
-		a.byKey = map[types.NamespacedName]appliedSource{}
-	}
-	a.byKey[key] = sourceState(want, current)
-}
-
-func (a *appliedSources) forget(key types.NamespacedName) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.byKey, key)
+	a.set(key, sourceState(want, current))
 }
 
 // sourceState is the applied object want and the state of current that a

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -90,10 +89,7 @@ func namespaced(obj *unstructured.Unstructured, mapper apimeta.RESTMapper) (scop
 // of what the inventory is made from (namespace, manifest, the chart's
 // CRDs); only an inventory whose kinds the mapper all knew is kept, since
 // one listed before a kind was served may change once it is.
-type inventories struct {
-	mu    sync.Mutex
-	byKey map[types.NamespacedName]inventoryEntry
-}
+type inventories struct{ perRelease[inventoryEntry] }
 
 type inventoryEntry struct {
 	digest [sha256.Size]byte
@@ -103,10 +99,7 @@ type inventoryEntry struct {
 // of returns the inventory of rel for the HelmRelease key.
 func (m *inventories) of(key types.NamespacedName, rel *releasev1.Release, mapper apimeta.RESTMapper) (*helmv2.ResourceInventory, error) {
 	digest := inventorySource(rel)
-	m.mu.Lock()
-	e, ok := m.byKey[key]
-	m.mu.Unlock()
-	if ok && e.digest == digest {
+	if e, ok := m.get(key); ok && e.digest == digest {
 		return e.inv.DeepCopy(), nil
 	}
 	inv, final, err := listInventory(rel, mapper)
@@ -114,19 +107,8 @@ func (m *inventories) of(key types.NamespacedName, rel *releasev1.Release, mappe
 		m.forget(key)
 		return inv, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.byKey == nil {
-		m.byKey = map[types.NamespacedName]inventoryEntry{}
-	}
-	m.byKey[key] = inventoryEntry{digest: digest, inv: inv.DeepCopy()}
+	m.set(key, inventoryEntry{digest: digest, inv: inv.DeepCopy()})
 	return inv, nil
-}
-
-func (m *inventories) forget(key types.NamespacedName) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.byKey, key)
 }
 
 // inventorySource digests what releaseInventory reads of rel.
