@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -93,4 +94,49 @@ func (p *controllerProcess) controllerMetric(ctx context.Context, name string) (
 		return 0, fmt.Errorf("%s controller: %w", p.name, err)
 	}
 	return v, nil
+}
+
+// reconcileCount is the Flux metric both controllers record after each
+// reconcile of an object, one series per object (kind, namespace, name).
+const reconcileCount = "gotk_reconcile_duration_seconds_count"
+
+// labelPair is one name="value" of a series; values may hold escaped quotes.
+var labelPair = regexp.MustCompile(`(\w+)="((?:[^"\\]|\\.)*)"`)
+
+// reconciledObjects names (namespace/name) the objects of kind that the
+// exposition shows reconciled at least once.
+func reconciledObjects(exposition, kind string) (map[string]bool, error) {
+	names := map[string]bool{}
+	for line := range strings.Lines(exposition) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		series, value, ok := splitSample(line)
+		if !ok || metricName(series) != reconcileCount {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return nil, fmt.Errorf("parsing the value of %q: %w", line, err)
+		}
+		labels := map[string]string{}
+		for _, m := range labelPair.FindAllStringSubmatch(series, -1) {
+			labels[m[1]] = m[2]
+		}
+		if labels["kind"] == kind && v > 0 {
+			names[labels["namespace"]+"/"+labels["name"]] = true
+		}
+	}
+	return names, nil
+}
+
+// reconciledReleases names the HelmReleases this process reconciled since
+// it started.
+func (p *controllerProcess) reconciledReleases(ctx context.Context) (map[string]bool, error) {
+	body, err := fetch(ctx, p.metricsBase+"/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("scraping the %s controller's metrics: %w", p.name, err)
+	}
+	return reconciledObjects(string(body), "HelmRelease")
 }

@@ -39,7 +39,7 @@ func (r *run) startCPUProfile(ctx context.Context, seconds int, kind string) *pe
 		return nil
 	}
 	p := &pendingProfile{done: make(chan error, 1)}
-	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", r.ctl.metricsBase, seconds)
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", r.ctls[0].metricsBase, seconds)
 	go func() {
 		// The endpoint answers only after the profile's duration.
 		ctx, cancel := context.WithTimeout(ctx, time.Duration(seconds)*time.Second+time.Minute)
@@ -54,7 +54,7 @@ func (r *run) saveHeapProfile(ctx context.Context) error {
 	if r.opts.ProfileDir == "" || !isOurs(r.controller) {
 		return nil
 	}
-	return r.saveProfile(ctx, r.ctl.metricsBase+"/debug/pprof/heap", "heap")
+	return r.saveProfile(ctx, r.ctls[0].metricsBase+"/debug/pprof/heap", "heap")
 }
 
 // saveProfile writes what url returns to <dir>/<controller>-n<N>-<kind>.pprof.
