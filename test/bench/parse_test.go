@@ -121,3 +121,25 @@ func TestOutsideTheirShard(t *testing.T) {
 		t.Errorf("outsideTheirShard = %s, want %s", got, want)
 	}
 }
+
+func TestRequestsByKind(t *testing.T) {
+	before := `apiserver_request_total{code="200",resource="helmreleases",subresource="status",verb="PATCH"} 10
+apiserver_request_total{code="200",resource="pods",subresource="",verb="GET"} 4
+`
+	after := `apiserver_request_total{code="200",resource="helmreleases",subresource="status",verb="PATCH"} 50
+apiserver_request_total{code="409",resource="helmreleases",subresource="status",verb="PATCH"} 10
+apiserver_request_total{code="200",resource="pods",subresource="",verb="GET"} 24
+apiserver_request_total{code="201",resource="events",verb="POST"} 10
+`
+	b, err := requestsByKind(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := requestsByKind(after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := topGrowth(b, a, 10, 2), "PATCH helmreleases/status 5.0, GET pods 2.0"; got != want {
+		t.Errorf("topGrowth = %q, want %q", got, want)
+	}
+}

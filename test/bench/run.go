@@ -153,7 +153,12 @@ func (r *run) installPhase(ctx context.Context) (*pendingProfile, error) {
 	if err != nil {
 		return nil, err
 	}
-	profile := r.startCPUProfile(ctx, cpuProfileSeconds, "cpu")
+	kindsBefore, err := r.env.apiServerRequestsByKind(ctx)
+	if err != nil {
+		return nil, err
+	}
+	profile := joinProfiles(r.startCPUProfile(ctx, cpuProfileSeconds, "cpu"),
+		r.startAPIServerProfile(ctx, cpuProfileSeconds, "apiserver-cpu"))
 	began := time.Now()
 	if err := r.env.createFleet(ctx, r.releases); err != nil {
 		return nil, err
@@ -178,6 +183,12 @@ func (r *run) installPhase(ctx context.Context) (*pendingProfile, error) {
 	r.row.APIRequests = after.apiRequests - before.apiRequests
 	r.row.ControllerRequests = after.controllerRequests - before.controllerRequests
 	r.row.InstallDownloads = after.downloads - before.downloads
+	kindsAfter, err := r.env.apiServerRequestsByKind(ctx)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(r.progress, "install: API requests per release, the most frequent (all clients): %s\n",
+		topGrowth(kindsBefore, kindsAfter, r.releases, 8))
 	fmt.Fprintf(r.progress, "install: all %d Ready in %s, controller CPU %s\n",
 		r.releases, r.row.TimeToReady.Round(100*time.Millisecond), r.row.InstallCPU)
 	return profile, nil
