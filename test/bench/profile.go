@@ -14,8 +14,9 @@ import (
 // noopProfileSeconds that of the no-op phase, which is over sooner. Each
 // phase waits for its profile before the next begins.
 const (
-	cpuProfileSeconds  = 30
-	noopProfileSeconds = 10
+	cpuProfileSeconds     = 30
+	noopProfileSeconds    = 10
+	restartProfileSeconds = 10
 )
 
 // pendingProfile is a CPU profile being taken in the background.

@@ -32,10 +32,15 @@ func (r *run) restartPhase(ctx context.Context) error {
 	if err := r.ctls.waitServing(ctx); err != nil {
 		return err
 	}
+	fmt.Fprintf(r.progress, "restart: serving metrics after %s\n", time.Since(began).Round(100*time.Millisecond))
+	profile := r.startCPUProfile(ctx, restartProfileSeconds, "restart-cpu")
 	if err := r.waitAllReconciled(ctx); err != nil {
 		return err
 	}
 	r.row.RestartTime = time.Since(began)
+	if err := profile.wait(); err != nil {
+		return err
+	}
 	if r.row.RestartCPU, err = r.ctls.cpuTime(); err != nil {
 		return err
 	}
