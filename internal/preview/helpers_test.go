@@ -34,6 +34,9 @@ type env struct {
 	rest    *rest.Config
 	cs      kubernetes.Interface
 	factory *action.ConfigFactory
+	// settings are the runner's; the hook order is beforeHooks unless
+	// set.
+	settings runner.Settings
 }
 
 var nsCount int
@@ -68,7 +71,11 @@ func (e *env) hr(mutators ...func(*v2.HelmRelease)) *v2.HelmRelease {
 
 func (e *env) runner(obj *v2.HelmRelease) *runner.Runner {
 	e.t.Helper()
-	r, err := runner.New(e.factory, nil, obj, runner.Settings{DefaultHookOrder: v2.BeforeHooks})
+	s := e.settings
+	if s.DefaultHookOrder == "" {
+		s.DefaultHookOrder = v2.BeforeHooks
+	}
+	r, err := runner.New(e.factory, nil, obj, s)
 	if err != nil {
 		e.t.Fatal(err)
 	}

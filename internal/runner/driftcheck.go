@@ -34,6 +34,17 @@ func (r *Runner) DetectDrift(ctx context.Context, rel *releasev1.Release) (jsond
 	return set, err
 }
 
+// DetectRefused compares rel's objects with the cluster as DetectDrift
+// does, and also returns the objects the API server refuses to change in
+// place, for a plan to judge with the action's recreate policy.
+func (r *Runner) DetectRefused(ctx context.Context, rel *releasev1.Release) (jsondiff.DiffSet, []recreate.Refused, error) {
+	checker, err := r.driftChecker()
+	if err != nil {
+		return nil, nil, err
+	}
+	return checker.DetectRefused(ctx, rel)
+}
+
 // CorrectDrift applies the drifted objects of set again.
 func (r *Runner) CorrectDrift(ctx context.Context, set jsondiff.DiffSet) (*ssa.ChangeSet, error) {
 	checker, err := r.driftChecker()
