@@ -37,8 +37,15 @@ func (r *Runner) DetectDrift(ctx context.Context, rel *releasev1.Release) (jsond
 // DetectRefused compares rel's objects with the cluster as DetectDrift
 // does, and also returns the objects the API server refuses to change in
 // place, for a plan to judge with the action's recreate policy.
+// A plan only reads: its checker takes no fields over (which writes
+// managedFields), whatever the drift detection mode.
 func (r *Runner) DetectRefused(ctx context.Context, rel *releasev1.Release) (jsondiff.DiffSet, []recreate.Refused, error) {
-	checker, err := r.driftChecker()
+	if r.cfg.RESTClientGetter == nil {
+		return nil, nil, fmt.Errorf("the Helm configuration has no REST client getter")
+	}
+	opts := r.driftOptions()
+	opts.OverrideManagers = nil
+	checker, err := drift.NewChecker(r.cfg.RESTClientGetter, opts)
 	if err != nil {
 		return nil, nil, err
 	}
