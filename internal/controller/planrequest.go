@@ -127,4 +127,6 @@ func (planRequestedPredicate) Update(e event.UpdateEvent) bool {
 }
 
 // String names the predicate in logs.
-func (planRequestedPredicate) String() string { return fmt.Sprintf("annotation %s changed", PlanRequestAnnotation) }
+func (planRequestedPredicate) String() string {
+	return fmt.Sprintf("annotation %s changed", PlanRequestAnnotation)
+}
