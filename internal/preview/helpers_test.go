@@ -98,12 +98,22 @@ func (e *env) preview(obj *v2.HelmRelease, chrt *chartv2.Chart, values map[strin
 // runner of obj, and leaves obj's status as the reconcile left it.
 func (e *env) reconcile(obj *v2.HelmRelease, chrt func() *chartv2.Chart, values map[string]any) {
 	e.t.Helper()
+	if failure := e.reconcileMayFail(obj, chrt, values); failure != "" {
+		e.t.Fatalf("reconcile: %s", failure)
+	}
+}
+
+// reconcileMayFail runs the state machine once, as reconcile does, and
+// returns the message of a failed action ("" when it succeeded).
+func (e *env) reconcileMayFail(obj *v2.HelmRelease, chrt func() *chartv2.Chart, values map[string]any) string {
+	e.t.Helper()
 	m := &reconcile.Machine{Helm: e.runner(obj)}
 	req := &reconcile.Request{Object: obj, ReleaseName: action.ReleaseName(obj), Chart: chart{chrt},
 		Values: values, ConfigDigest: chartutil.DigestValues(digest.Canonical, values).String()}
 	if err := m.Run(context.Background(), req); err != nil {
-		e.t.Fatalf("reconcile: %v", err)
+		return err.Error()
 	}
+	return ""
 }
 
 type chart struct{ load func() *chartv2.Chart }

@@ -7,17 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fluxcd/pkg/chartutil"
-	"github.com/opencontainers/go-digest"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
-	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/preview"
-	"github.com/afterhooks/helm-controller/internal/reconcile"
 	"github.com/afterhooks/helm-controller/internal/recreate"
 	"github.com/afterhooks/helm-controller/test/envtestserver"
 )
@@ -161,19 +157,6 @@ func changedUIDs(before, after map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// reconcileMayFail runs the state machine once, as reconcile does, and
-// returns the message of a failed action ("" when it succeeded).
-func (e *env) reconcileMayFail(obj *v2.HelmRelease, chrt func() *chartv2.Chart, values map[string]any) string {
-	e.t.Helper()
-	m := &reconcile.Machine{Helm: e.runner(obj)}
-	req := &reconcile.Request{Object: obj, ReleaseName: action.ReleaseName(obj), Chart: chart{chrt},
-		Values: values, ConfigDigest: chartutil.DigestValues(digest.Canonical, values).String()}
-	if err := m.Run(context.Background(), req); err != nil {
-		return err.Error()
-	}
-	return ""
 }
 
 // noWait leaves out the readiness waits: the test API server runs no Job

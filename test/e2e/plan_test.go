@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/controller"
@@ -58,7 +60,28 @@ func TestPlanRequestedAt(t *testing.T) {
 		}
 	}
 	t.Logf("the plan's event:\n%s", event.Message)
-	wantNotActed(t, hr, job)
+	wantNotActed(t, hr, helmv2.InstallSucceededReason, 1, job)
+
+	// The controller acts: what it did is what the plan said.
+	settings := named(&corev1.ConfigMap{}, ns, "imm-settings")
+	settingsVersion := resourceVersionOf(t, settings)
+	env.RequestReconcile(t, hr)
+	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2, Timeout: 3 * time.Minute})
+	if hr.Status.LastAttemptedReleaseAction != helmv2.ReleaseAction(plan.Action) {
+		t.Errorf("the controller ran %s, the plan said %s", hr.Status.LastAttemptedReleaseAction, plan.Action)
+	}
+	newJob := uidOf(t, named(&batchv1.Job{}, ns, "imm-migrate"))
+	var recreated []string
+	if newJob != job {
+		recreated = append(recreated, "Job/"+ns+"/imm-migrate")
+	}
+	if planned := plannedRecreates(event.Message); !slices.Equal(planned, recreated) {
+		t.Errorf("recreated: the plan said %q, the controller recreated %q", planned, recreated)
+	}
+	if !strings.Contains(event.Message, "~ ConfigMap/imm-settings") || resourceVersionOf(t, settings) == settingsVersion {
+		t.Error("the plan's update of ConfigMap imm-settings and the cluster disagree")
+	}
+	wantMigrated(t, ns, "2")
 
 	// Values the chart cannot render (force is no map): the plan fails.
 	values.Data["values.yaml"] = "migrateVersion: \"2\"\nforce: oops\n"
@@ -72,7 +95,29 @@ func TestPlanRequestedAt(t *testing.T) {
 	env.WaitEvent(t, ns, hr.Name, framework.EventWant{Type: corev1.EventTypeWarning, Reason: controller.PlanFailedReason,
 		Contains: "plan failed: "})
 	t.Logf("the failed plan: %s", plan.Summary)
-	wantNotActed(t, hr, job)
+	wantNotActed(t, hr, helmv2.UpgradeSucceededReason, 2, newJob)
+}
+
+// plannedRecreates are the objects a plan's text says are recreated.
+func plannedRecreates(text string) []string {
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if obj, ok := strings.CutPrefix(line, "! "); ok {
+			if name, _, ok := strings.Cut(obj, " recreated (deleted and created again)"); ok {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+func resourceVersionOf(t *testing.T, obj client.Object) string {
+	t.Helper()
+	if err := env.Get(context.Background(), obj, obj.GetNamespace(), obj.GetName()); err != nil {
+		t.Fatal(err)
+	}
+	return obj.GetResourceVersion()
 }
 
 // requestPlan annotates hr with the plan request token and waits until
@@ -95,19 +140,19 @@ func requestPlan(t *testing.T, hr *v2.HelmRelease, token string) v2.PlanStatus {
 	return got
 }
 
-// wantNotActed checks, for a while, that the release is as it was: one
-// revision, Ready with the install's reason, the Job with its UID.
-func wantNotActed(t *testing.T, hr *v2.HelmRelease, job types.UID) {
+// wantNotActed checks, for a while, that the release is as it was: Ready
+// with reason, at revision version, the Job with its UID.
+func wantNotActed(t *testing.T, hr *v2.HelmRelease, reason string, version int, job types.UID) {
 	t.Helper()
 	env.Consistently(t, 10*time.Second, "nothing acted on", func(ctx context.Context) error {
 		live := &v2.HelmRelease{}
 		if err := env.Get(ctx, live, hr.Namespace, hr.Name); err != nil {
 			return err
 		}
-		if err := framework.Condition(live, meta.ReadyCondition, metav1.ConditionTrue, helmv2.InstallSucceededReason); err != nil {
+		if err := framework.Condition(live, meta.ReadyCondition, metav1.ConditionTrue, reason); err != nil {
 			return err
 		}
-		if len(live.Status.History) != 1 || live.Status.History.Latest().Version != 1 {
+		if live.Status.History.Latest().Version != version {
 			return fmt.Errorf("history %s", framework.Snapshots(live.Status.History))
 		}
 		if uid := uidOf(t, named(&batchv1.Job{}, hr.Namespace, "imm-migrate")); uid != job {
