@@ -2,6 +2,7 @@ package preview_test
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 
@@ -20,7 +22,7 @@ import (
 
 // A plan of an upgrade whose Job the API server refuses in place says
 // whether the Job is recreated, with whose consent, or which guard or
-// missing consent stops it; then the state machine upgrades over the same
+// missing consent stops it, with reads and dry runs only; then the state machine upgrades over the same
 // API server, and the Jobs recreated (their UID changed) and the refusal
 // the upgrade failed with are compared with the plan.
 func TestPlanOfARecreateMatchesWhatHappens(t *testing.T) {
@@ -45,7 +47,11 @@ func TestPlanOfARecreateMatchesWhatHappens(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, nil)
+			rec := &recorder{}
+			e := newEnv(t, func(c rest.Config) *rest.Config {
+				c.Wrap(func(rt http.RoundTripper) http.RoundTripper { rec.next = rt; return rec })
+				return &c
+			})
 			e.settings.Config.RecreateImmutable = tt.gate
 			obj := e.hr(noWait)
 			e.reconcile(obj, tt.chart, values("a", "1"))
@@ -54,7 +60,17 @@ func TestPlanOfARecreateMatchesWhatHappens(t *testing.T) {
 			}
 			before := e.jobUIDs()
 
+			rec.start()
 			pv := e.preview(obj, tt.chart(), values("a", "2"))
+			reqs := rec.stop()
+			if len(reqs) == 0 {
+				t.Fatal("the recorder saw no request of the plan")
+			}
+			for _, r := range reqs {
+				if !strings.HasPrefix(r, "GET ") && !strings.Contains(r, "dryRun=All") {
+					t.Errorf("the plan sent %s", r)
+				}
+			}
 			if len(pv.Actions) != 1 || len(pv.Actions[0].Recreates) != 1 {
 				t.Fatalf("actions %+v, want one upgrade with one refused object", pv.Actions)
 			}
