@@ -2,7 +2,6 @@ package preview_test
 
 import (
 	"context"
-	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 
@@ -47,11 +45,7 @@ func TestPlanOfARecreateMatchesWhatHappens(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec := &recorder{}
-			e := newEnv(t, func(c rest.Config) *rest.Config {
-				c.Wrap(func(rt http.RoundTripper) http.RoundTripper { rec.next = rt; return rec })
-				return &c
-			})
+			e, rec := newRecordedEnv(t)
 			e.settings.Config.RecreateImmutable = tt.gate
 			obj := e.hr(noWait)
 			e.reconcile(obj, tt.chart, values("a", "1"))
@@ -62,15 +56,7 @@ func TestPlanOfARecreateMatchesWhatHappens(t *testing.T) {
 
 			rec.start()
 			pv := e.preview(obj, tt.chart(), values("a", "2"))
-			reqs := rec.stop()
-			if len(reqs) == 0 {
-				t.Fatal("the recorder saw no request of the plan")
-			}
-			for _, r := range reqs {
-				if !strings.HasPrefix(r, "GET ") && !strings.Contains(r, "dryRun=All") {
-					t.Errorf("the plan sent %s", r)
-				}
-			}
+			wantOnlyReads(t, "plan", rec.stop())
 			if len(pv.Actions) != 1 || len(pv.Actions[0].Recreates) != 1 {
 				t.Fatalf("actions %+v, want one upgrade with one refused object", pv.Actions)
 			}
