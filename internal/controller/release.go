@@ -107,6 +107,10 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		return r.fail(obj, helmv2.ActionReconcile, reason, err)
 	}
 	obj.Status.StorageNamespace = obj.GetStorageNamespace()
+	if r.answerPlanRequest(ctx, obj, runner, chart, values) {
+		progress.close()
+		return jitter.JitteredRequeueInterval(ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}), nil
+	}
 	r.handleAnnotations(obj, req)
 
 	machine := &reconcile.Machine{Helm: runner, Recorder: runner.RecorderWithLogs(r.EventRecorder),
