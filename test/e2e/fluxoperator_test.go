@@ -95,7 +95,11 @@ func TestFluxOperatorInstance(t *testing.T) {
 		t.Errorf("the patches changed more of the pod template than the image:\n--- with them\n%s\n--- without\n%s", toYAML(t, a), toYAML(t, b))
 	}
 
-	runAsDeployed(t, upstream, framework.UpstreamBinary(t), c.Kubeconfig(), logs)
+	// Out of a pod, upstream cannot elect a leader: controller-runtime
+	// finds the Lease's namespace only in the pod's service account files
+	// ("not running in-cluster, please specify LeaderElectionNamespace"),
+	// and upstream has no flag for it. Ours reads RUNTIME_NAMESPACE.
+	runAsDeployed(t, upstream, framework.UpstreamBinary(t), c.Kubeconfig(), logs, "--enable-leader-election=false")
 	op.WaitReconcileHandled(t, hr, op.RequestReconcile(t, hr), 2*time.Minute)
 	op.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1, Timeout: time.Minute})
 	op.Consistently(t, 5*time.Second, "no new Helm revision under upstream", func(ctx context.Context) error {
@@ -146,8 +150,8 @@ func removeFluxInstancePatches(t *testing.T, cl client.Client) {
 }
 
 // waitFluxApplied waits until the operator reports the FluxInstance
-// applied and its helm-controller Deployment's manager runs image, and
-// returns that Deployment.
+// applied and its helm-controller Deployment's manager runs image (or
+// image pinned by digest), and returns that Deployment.
 func waitFluxApplied(t *testing.T, op *framework.Env, image string) *appsv1.Deployment {
 	t.Helper()
 	deploy := &appsv1.Deployment{}
@@ -158,7 +162,9 @@ func waitFluxApplied(t *testing.T, op *framework.Env, image string) *appsv1.Depl
 		if err := op.Get(ctx, deploy, fluxNamespace, "helm-controller"); err != nil {
 			return err
 		}
-		if got := manager(deploy).Image; got != image {
+		// The operator pins Flux's own images by digest (from the
+		// flux-images it carries): image@sha256:... is image.
+		if got := manager(deploy).Image; got != image && !strings.HasPrefix(got, image+"@sha256:") {
 			return fmt.Errorf("helm-controller's manager runs %s, want %s", got, image)
 		}
 		return nil
@@ -194,13 +200,13 @@ func checkServedCRD(t *testing.T, cl client.Client, path string) {
 }
 
 // runAsDeployed runs binary as the Deployment's manager container would:
-// with its arguments and its environment, against the cluster of
-// kubeconfig.
-func runAsDeployed(t *testing.T, deploy *appsv1.Deployment, binary, kubeconfig, logDir string) *framework.Controller {
+// with its arguments (then extraArgs) and its environment, against the
+// cluster of kubeconfig.
+func runAsDeployed(t *testing.T, deploy *appsv1.Deployment, binary, kubeconfig, logDir string, extraArgs ...string) *framework.Controller {
 	t.Helper()
 	ctl, err := framework.StartController(framework.ControllerOptions{
 		Binary: binary, Kubeconfig: kubeconfig, LogDir: logDir,
-		Args: manager(deploy).Args, Env: containerEnv(t, deploy),
+		Args: append(append([]string(nil), manager(deploy).Args...), extraArgs...), Env: containerEnv(t, deploy),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -112,13 +112,15 @@ func FluxInstanceApplied(ctx context.Context, c client.Client, ns, name string) 
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, fi); err != nil {
 		return nil, err
 	}
-	observed, _, _ := unstructured.NestedInt64(fi.Object, "status", "observedGeneration")
+	// The operator writes no status.observedGeneration; its conditions
+	// carry the generation they are about.
 	conds, _, _ := unstructured.NestedSlice(fi.Object, "status", "conditions")
 	for _, c := range conds {
 		m, _ := c.(map[string]any)
 		if m["type"] != "Ready" {
 			continue
 		}
+		observed, _ := m["observedGeneration"].(int64)
 		if m["status"] == "True" && observed == fi.GetGeneration() {
 			return fi, nil
 		}
