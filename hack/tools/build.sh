@@ -148,7 +148,7 @@ build_flux_operator() {
 	local target="$cache_root/flux-operator-$key"
 	if [[ ! -x "$target" ]]; then
 		echo "[tools] building flux-operator from hack/tools/flux-operator (cache key $key), started $(date +%H:%M:%S);" \
-			"about 5 minutes of CPU on 2 cores" >&2
+			"about 5 CPU-minutes when the other tools are built" >&2
 		local start=$SECONDS work="$cache_root/flux-operator-src-$key"
 		mod_dir=$(cd "$here/flux-operator" && go list -m -f '{{.Dir}}' "$module")
 		version=$(cd "$here/flux-operator" && go list -m -f '{{.Version}}' "$module")
