@@ -142,6 +142,13 @@ install_charts() {
 #     placeholder page, and built through a -modfile that replaces the
 #     module with that copy; every other module stays as go.sum pins it.
 #     The test runs the operator with --web-server-port=0.
+# One dependency differs from the operator's go.mod: it requires
+# go-containerregistry/pkg/authn/kubernetes v0.0.0-20260604213829-6849394e8a65,
+# which the module proxy of the build machines does not serve (403 "This
+# module version is not available"), so hack/tools/flux-operator/go.mod
+# replaces it with the version source-controller v1.9.5 uses, which compiles
+# against the operator's calls unchanged. (No comment in that go.mod: its
+# bytes are the cache key.)
 build_flux_operator() {
 	local module=github.com/controlplaneio-fluxcd/flux-operator key mod_dir version
 	key=$(module_key flux-operator)
