@@ -113,6 +113,10 @@ vet: ## Run go vet on every package.
 tools: ## Build (or reuse cached) etcd, kube-*, kwok, source-controller, upstream helm-controller and the helm CLI; fetch Flux's manifests and the real charts of hack/tools/charts.
 	hack/tools/build.sh >/dev/null
 
+.PHONY: tools-flux-operator
+tools-flux-operator: ## Build (or reuse cached) the Flux Operator and its Flux manifests, for TestFluxOperatorInstance only (opt-in: a long compile).
+	hack/tools/build.sh flux-operator >/dev/null
+
 ##@ Test
 
 .PHONY: test
