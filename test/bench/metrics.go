@@ -109,28 +109,37 @@ var labelPair = regexp.MustCompile(`(\w+)="((?:[^"\\]|\\.)*)"`)
 // exposition shows reconciled at least once.
 func reconciledObjects(exposition, kind string) (map[string]bool, error) {
 	names := map[string]bool{}
+	err := eachSample(exposition, reconcileCount, func(labels map[string]string, v float64) {
+		if labels["kind"] == kind && v > 0 {
+			names[labels["namespace"]+"/"+labels["name"]] = true
+		}
+	})
+	return names, err
+}
+
+// eachSample calls fn with the labels and value of every sample of the
+// named metric in exposition.
+func eachSample(exposition, name string, fn func(labels map[string]string, value float64)) error {
 	for line := range strings.Lines(exposition) {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
 		series, value, ok := splitSample(line)
-		if !ok || metricName(series) != reconcileCount {
+		if !ok || metricName(series) != name {
 			continue
 		}
 		v, err := strconv.ParseFloat(value, 64)
 		if err != nil {
-			return nil, fmt.Errorf("parsing the value of %q: %w", line, err)
+			return fmt.Errorf("parsing the value of %q: %w", line, err)
 		}
 		labels := map[string]string{}
 		for _, m := range labelPair.FindAllStringSubmatch(series, -1) {
 			labels[m[1]] = m[2]
 		}
-		if labels["kind"] == kind && v > 0 {
-			names[labels["namespace"]+"/"+labels["name"]] = true
-		}
+		fn(labels, v)
 	}
-	return names, nil
+	return nil
 }
 
 // reconciledReleases names the HelmReleases this process reconciled since
@@ -147,30 +156,14 @@ func (p *controllerProcess) reconciledReleases(ctx context.Context) (map[string]
 // (with its subresource), e.g. "PATCH helmreleases/status".
 func requestsByKind(exposition string) (map[string]float64, error) {
 	counts := map[string]float64{}
-	for line := range strings.Lines(exposition) {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		series, value, ok := splitSample(line)
-		if !ok || metricName(series) != apiServerRequests {
-			continue
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			return nil, fmt.Errorf("parsing the value of %q: %w", line, err)
-		}
-		labels := map[string]string{}
-		for _, m := range labelPair.FindAllStringSubmatch(series, -1) {
-			labels[m[1]] = m[2]
-		}
+	err := eachSample(exposition, apiServerRequests, func(labels map[string]string, v float64) {
 		kind := labels["verb"] + " " + labels["resource"]
 		if sub := labels["subresource"]; sub != "" {
 			kind += "/" + sub
 		}
 		counts[kind] += v
-	}
-	return counts, nil
+	})
+	return counts, err
 }
 
 // apiServerRequestsByKind reads requestsByKind from the API server.
