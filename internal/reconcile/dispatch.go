@@ -167,5 +167,8 @@ func (m *Machine) stepFailed(ctx context.Context, req *Request) (bool, error) {
 	if err := m.checkRetries(req, req.Object.Status.LastAttemptedReleaseAction); err != nil {
 		return true, err
 	}
+	if err := unremediableFailure(req); err != nil {
+		return true, err
+	}
 	return false, m.failed(ctx, req, m.release(ctx, req, helmv2.ReleaseActionUpgrade))
 }

@@ -1570,3 +1570,51 @@ func snapshotStatuses(history helmv2.Snapshots) string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// TestUpgradeFailureWithoutRollbackTarget: a release that never deployed
+// (its install failed, its upgrades too) fails an upgrade whose
+// remediation is a rollback. There is nothing to roll back to: as
+// upstream, the reconcile stops with ErrMissingRollbackTarget, without a
+// rollback, a Remediated condition, an event of its own or another
+// failure counted, and the next run (nothing changed) stops the same way
+// without retrying the upgrade.
+func TestUpgradeFailureWithoutRollbackTarget(t *testing.T) {
+	h := newHarness()
+	h.helm.fail["install"] = errors.New("timed out waiting for the condition")
+	if err := h.run(t); !errors.Is(err, ErrRetriesExhausted) {
+		t.Fatalf("first install: %v", err)
+	}
+	h.takeCalls()
+	h.helm.fail["upgrade"] = errors.New("timed out waiting for the condition")
+	h.obj.Spec.Upgrade = &v2.Upgrade{}
+	h.obj.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 1}
+	h.values = map[string]any{"replicas": 2}
+	h.obj.Generation = 2
+	h.obj.Status.ClearFailures()
+	events := len(h.recorder.events)
+
+	for run := 1; run <= 2; run++ {
+		err := h.run(t)
+		if !errors.Is(err, ErrMissingRollbackTarget) || err.Error() != "missing target release for rollback: cannot remediate failed release" {
+			t.Fatalf("run %d: %v, want %v", run, err, ErrMissingRollbackTarget)
+		}
+		if run == 1 {
+			wantCalls(t, h, "upgrade")
+		} else {
+			wantCalls(t, h)
+		}
+		wantCondition(t, h, meta.ReadyCondition, metav1.ConditionFalse, helmv2.UpgradeFailedReason)
+		if c := conditions.Get(h.obj, helmv2.RemediatedCondition); c != nil {
+			t.Errorf("run %d: Remediated %s/%s, want none", run, c.Status, c.Reason)
+		}
+		if got := h.obj.Status.UpgradeFailures; got != 1 {
+			t.Errorf("run %d: %d upgrade failures, want 1", run, got)
+		}
+		if got := snapshotStatuses(h.obj.Status.History); got != "v2 failed, v1 failed" {
+			t.Errorf("run %d: history %s", run, got)
+		}
+	}
+	if got := h.recorder.events[events:]; len(got) != 1 {
+		t.Errorf("events %v, want only the upgrade's failure", got)
+	}
+}
