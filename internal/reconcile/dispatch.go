@@ -32,6 +32,9 @@ func (m *Machine) Run(ctx context.Context, req *Request) (err error) {
 			return err
 		}
 		obs := Observe(req, cur)
+		if obs.State == StateInSync || obs.State == StateUntested {
+			rolledBackInSync(req)
+		}
 		if obs.State == StateInSync {
 			// In sync, so the release matches the spec's post renderers;
 			// this records them for a release adopted without a digest,

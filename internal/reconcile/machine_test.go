@@ -1618,3 +1618,38 @@ func TestUpgradeFailureWithoutRollbackTarget(t *testing.T) {
 		t.Errorf("events %v, want only the upgrade's failure", got)
 	}
 }
+
+// TestRolledBackReleaseInSyncIsUpgradeSucceeded: a failed upgrade was
+// rolled back; the spec then goes back to what the rollback restored. The release is in sync without an action:
+// as upstream, Remediated gives way to Released True/UpgradeSucceeded,
+// and the release is Ready, with no new revision.
+func TestRolledBackReleaseInSyncIsUpgradeSucceeded(t *testing.T) {
+	h := newHarness(func(o *v2.HelmRelease) {
+		o.Spec.Upgrade = &v2.Upgrade{}
+		o.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 1}
+	})
+	h.mustRun(t)
+	working := h.values
+	h.values = map[string]any{"replicas": 3}
+	h.obj.Generation = 2
+	h.helm.fail["upgrade"] = errors.New("deployment not ready")
+	if err := h.run(t); err == nil {
+		t.Fatal("the upgrade's failure is not reported")
+	}
+	wantCondition(t, h, helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.RollbackSucceededReason)
+	h.takeCalls()
+
+	delete(h.helm.fail, "upgrade")
+	h.values = working
+	h.obj.Generation = 3
+	h.mustRun(t)
+	wantCalls(t, h)
+	wantCondition(t, h, meta.ReadyCondition, metav1.ConditionTrue, helmv2.UpgradeSucceededReason)
+	wantCondition(t, h, helmv2.ReleasedCondition, metav1.ConditionTrue, helmv2.UpgradeSucceededReason)
+	if c := conditions.Get(h.obj, helmv2.RemediatedCondition); c != nil {
+		t.Errorf("Remediated %s/%s, want none", c.Status, c.Reason)
+	}
+	if got, want := conditions.GetMessage(h.obj, helmv2.ReleasedCondition), "Helm upgrade succeeded for release default/app.v3 with chart podinfo@6.0.0"; got != want {
+		t.Errorf("Released message %q, want %q", got, want)
+	}
+}

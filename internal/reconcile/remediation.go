@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/runtime/conditions"
 )
 
 // remediate undoes a failed install or upgrade as the active remediation
@@ -66,6 +67,21 @@ func remediationEnded(req *Request, cause error) error {
 func uninstalledAfterUpgrade(req *Request, rem helmv2.Remediation) bool {
 	return req.Object.Status.LastAttemptedReleaseAction == helmv2.ReleaseActionUpgrade &&
 		rem.GetStrategy() == helmv2.UninstallRemediationStrategy
+}
+
+// rolledBackInSync reports a release that a rollback left in sync with
+// the desired state (the spec went back to what the rollback restored)
+// as upstream does: the remediation is over, and Released True with
+// UpgradeSucceeded speaks for the release, so that it is Ready again
+// without another revision.
+func rolledBackInSync(req *Request) {
+	if !conditions.IsTrue(req.Object, helmv2.RemediatedCondition) {
+		return
+	}
+	latest := req.Object.Status.History.Latest()
+	conditions.Delete(req.Object, helmv2.RemediatedCondition)
+	conditions.MarkTrue(req.Object, helmv2.ReleasedCondition, helmv2.UpgradeSucceededReason,
+		"Helm upgrade succeeded for release %s", describeRelease(latest))
 }
 
 // missingRollbackTarget is ErrMissingRollbackTarget when the remediation
