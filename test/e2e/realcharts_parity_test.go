@@ -55,7 +55,8 @@ func TestRealChartsParity(t *testing.T) {
 		t.Fatal(err)
 	}
 	steps := realSteps()
-	seen := &seenExpectations{used: map[parity.Key]bool{}, ran: map[string]bool{}, outcomes: realcharts.Outcomes{}}
+	seen := &seenExpectations{expected: realExpected(steps), used: map[parity.Key]bool{}, ran: map[string]bool{},
+		outcomes: realcharts.Outcomes{}}
 	t.Cleanup(func() {
 		seen.checkUnused(t)
 		seen.writeOutcomes(t)
@@ -432,7 +433,9 @@ func objectName(obj *unstructured.Unstructured) string {
 // seenExpectations records which listed differences the charts that ran
 // showed, and how each install ended; charts run in parallel.
 type seenExpectations struct {
-	mu       sync.Mutex
+	mu sync.Mutex
+	// expected are the listed differences of the steps that run.
+	expected map[parity.Key]string
 	used     map[parity.Key]bool
 	ran      map[string]bool
 	outcomes realcharts.Outcomes
@@ -469,7 +472,7 @@ func (s *seenExpectations) compare(chart string, upstream, ours realRun) []parit
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ran[chart] = true
-	return compareRealRuns(chart, upstream.Run, ours.Run, s.used)
+	return compareRealRuns(chart, upstream.Run, ours.Run, s.expected, s.used)
 }
 
 // checkUnused fails when a listed difference of a chart that ran was not
@@ -478,9 +481,9 @@ func (s *seenExpectations) checkUnused(t *testing.T) {
 	if t.Failed() || t.Skipped() || len(s.ran) == 0 {
 		return
 	}
-	keys := make([]parity.Key, 0, len(realChartsExpected))
-	for key := range realChartsExpected {
-		if s.ran[key.Scenario] || key.Scenario == "*" {
+	keys := make([]parity.Key, 0, len(s.expected))
+	for key := range s.expected {
+		if s.ran[key.Scenario] || key.Scenario == parity.AnyScenario {
 			keys = append(keys, key)
 		}
 	}
@@ -494,7 +497,7 @@ func (s *seenExpectations) checkUnused(t *testing.T) {
 
 // compareRealRuns compares ours with upstream after dropping afterHooks'
 // own progress events, listed once for every chart.
-func compareRealRuns(chart string, upstream, ours parity.Run, used map[parity.Key]bool) []parity.Row {
+func compareRealRuns(chart string, upstream, ours parity.Run, expected map[parity.Key]string, used map[parity.Key]bool) []parity.Row {
 	if ours.Mode == string(realModeAfterHooks) {
 		steps := slices.Clone(ours.Steps)
 		for i := range steps {
@@ -502,12 +505,12 @@ func compareRealRuns(chart string, upstream, ours parity.Run, used map[parity.Ke
 		}
 		ours.Steps = steps
 	}
-	return parity.Compare(chart, upstream, ours, realChartsExpected, used)
+	return parity.Compare(chart, upstream, ours, expected, used)
 }
 
 // progressEvents is the key of afterHooks' progress events in
 // realChartsExpected.
-var progressEvents = parity.Key{Scenario: "*", Mode: string(realModeAfterHooks), Field: "events"}
+var progressEvents = parity.Key{Scenario: parity.AnyScenario, Mode: string(realModeAfterHooks), Field: "events"}
 
 // withoutProgressEvents drops afterHooks' own progress events (listed
 // under progressEvents) from events.
@@ -531,15 +534,74 @@ var realChartsExpected = map[parity.Key]string{
 		"(Trace for notification-controller, which never forwards them); docs/afterhooks.md",
 }
 
+// realChartsFullOnly are the listed differences only the full steps
+// show (the short set never upgrades): left out of the short set's list,
+// so that its check for listed differences not seen holds.
+var realChartsFullOnly = map[parity.Key]bool{}
+
+// realExpected is realChartsExpected for the steps that run.
+func realExpected(steps []realStep) map[parity.Key]string {
+	out := make(map[parity.Key]string, len(realChartsExpected))
+	for key, reason := range realChartsExpected {
+		if len(steps) > len(realShortSteps) || !realChartsFullOnly[key] {
+			out[key] = reason
+		}
+	}
+	return out
+}
+
 func init() {
 	// The deadlock chart: its pods need what the post-install hook
 	// creates. Upstream (and ours by default) waits before the hooks and
 	// fails the install; afterHooks runs the hooks first and is Ready.
-	// Every field below follows from that one outcome.
+	// Every field below follows from that one outcome: under the full
+	// steps, upgrades over a deployed release (the init hook runs again,
+	// a failed upgrade has a release to roll back to) instead of over a
+	// failed one.
 	deadlock := "afterHooks runs the post-install hook before the wait, so the deadlock chart installs " +
 		"(docs/differences.md, \"The deadlock chart under afterHooks\")"
 	for _, field := range []string{meta.ReadyCondition, "Released", meta.StalledCondition, "Stalled message",
 		"failures", "history", "storage", "hooks", "events", "leftovers"} {
 		realChartsExpected[parity.Key{Scenario: "cockroachdb", Mode: string(realModeAfterHooks), Field: field}] = deadlock
+	}
+	for _, field := range []string{"recreated", "Remediated"} {
+		key := parity.Key{Scenario: "cockroachdb", Mode: string(realModeAfterHooks), Field: field}
+		realChartsExpected[key] = deadlock
+		realChartsFullOnly[key] = true
+	}
+	listRolledBackHistory()
+}
+
+// listRolledBackHistory lists, for the full steps, how status.history
+// and Helm storage differ after the failing upgrade's two rollbacks, in
+// every chart whose pods the upgrade waits for (docs/differences.md,
+// "After a second rollback"): upstream keeps an older entry in the
+// history, and upgrades once more when the spec goes back to what the
+// rollback restored, because it took the failing spec's post renderers
+// for observed. The cluster ends the same.
+func listRolledBackHistory() {
+	reason := "after the failing upgrade's second rollback upstream's history keeps an older entry, and upstream " +
+		"upgrades again when the spec returns to what the rollback restored (docs/differences.md, \"After a second rollback\")"
+	after := []string{"failing upgrade", "working spec back", "drift corrected", "change while suspended", "resumed"}
+	for _, mode := range []realMode{realModeDefault, realModeAfterHooks} {
+		for i, step := range after {
+			fields := []string{"history"}
+			if i > 0 {
+				fields = append(fields, "storage")
+			}
+			for _, field := range fields {
+				key := parity.Key{Scenario: parity.AnyScenario, Mode: string(mode), Field: field, Step: step}
+				realChartsExpected[key] = reason
+				realChartsFullOnly[key] = true
+			}
+		}
+	}
+	// The deadlock chart by default: a release that never deployed keeps
+	// one more failed entry upstream.
+	for _, step := range after[2:] {
+		key := parity.Key{Scenario: "cockroachdb", Mode: string(realModeDefault), Field: "history", Step: step}
+		realChartsExpected[key] = "a release that never deployed: upstream's history keeps one more failed revision " +
+			"than ours (docs/differences.md, \"After a second rollback\")"
+		realChartsFullOnly[key] = true
 	}
 }

@@ -6,9 +6,27 @@ import (
 )
 
 // Key names one expected difference: a scenario (a chart's name, for the
-// real charts), the mode ours ran in and the field, at any step.
+// real charts; AnyScenario for every one), the mode ours ran in and the
+// field, at the step named Step, or at any step when Step is "".
 type Key struct {
-	Scenario, Mode, Field string
+	Scenario, Mode, Field, Step string
+}
+
+// AnyScenario in a Key lists a difference every scenario may show.
+const AnyScenario = "*"
+
+// listed is the key of expected that covers field at step of scenario in
+// mode, most specific first, and whether there is one.
+func listed(expected map[Key]string, scenario, mode, field, step string) (Key, bool) {
+	for _, key := range []Key{
+		{scenario, mode, field, step}, {scenario, mode, field, ""},
+		{AnyScenario, mode, field, step}, {AnyScenario, mode, field, ""},
+	} {
+		if _, ok := expected[key]; ok {
+			return key, true
+		}
+	}
+	return Key{}, false
 }
 
 // Row is one difference: the step, the field, upstream's value and ours.
@@ -31,8 +49,7 @@ func Compare(scenario string, upstream, ours Run, expected map[Key]string, used 
 			if f.Value == mine[j].Value {
 				continue
 			}
-			key := Key{Scenario: scenario, Mode: ours.Mode, Field: f.Name}
-			if _, ok := expected[key]; ok {
+			if key, ok := listed(expected, scenario, ours.Mode, f.Name, step); ok {
 				used[key] = true
 				continue
 			}
