@@ -33,11 +33,11 @@ const (
 	// written as <chart>.<mode>.json (test/parity's testdata comes from
 	// there).
 	realRecordEnv = "HELM_CONTROLLER_PARITY_RECORD"
-	// realPlantEnv plants a difference in ours (default mode) to show
-	// that the comparison catches it: "reason" rewrites the install's
-	// Ready reason as read, "revision" adds a real upgrade to the no-op
-	// step, "leftover" keeps a live object through the uninstall
-	// (helm.sh/resource-policy: keep).
+	// realPlantEnv plants differences in ours (default mode) to show
+	// that the comparison catches them, comma-separated: "reason"
+	// rewrites the install's Ready reason as read, "revision" adds a real
+	// upgrade to the no-op step, "leftover" keeps a live object through
+	// the uninstall (helm.sh/resource-policy: keep).
 	realPlantEnv = "HELM_CONTROLLER_PARITY_PLANT"
 )
 
@@ -282,13 +282,18 @@ func parityGenerationSettled(hr *v2.HelmRelease) error {
 
 // planted tells whether realPlantEnv plants what in this side.
 func (s *realSide) planted(what string) bool {
-	return s.mode == realModeDefault && os.Getenv(realPlantEnv) == what
+	return plants(s.mode, what)
+}
+
+// plants tells whether realPlantEnv plants what in a run in mode.
+func plants(mode realMode, what string) bool {
+	return mode == realModeDefault && slices.Contains(strings.Split(os.Getenv(realPlantEnv), ","), what)
 }
 
 // plantedObservation is obs, with the install's Ready reason rewritten in
 // ours' default mode when realPlantEnv is "reason".
 func plantedObservation(step string, mode realMode, obs parity.Observation) parity.Observation {
-	if mode != realModeDefault || step != stepInstall.name || os.Getenv(realPlantEnv) != "reason" {
+	if step != stepInstall.name || !plants(mode, "reason") {
 		return obs
 	}
 	conds := make(map[string]string, len(obs.Conditions))
