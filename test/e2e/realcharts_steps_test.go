@@ -37,7 +37,7 @@ const (
 	// that the comparison catches them, comma-separated: "reason"
 	// rewrites the install's Ready reason as read, "revision" adds a real
 	// upgrade to the no-op step, "leftover" keeps a live object through
-	// the uninstall (helm.sh/resource-policy: keep).
+	// the uninstall (a finalizer).
 	realPlantEnv = "HELM_CONTROLLER_PARITY_PLANT"
 )
 
@@ -106,10 +106,8 @@ func (s *realSide) doNoOp(t *testing.T) {
 
 func (s *realSide) doUninstall(t *testing.T) {
 	s.installed = s.releaseObjects(t)
-	if s.planted("leftover") && len(s.installed) > 0 {
-		keep := s.installed[0]
-		env.Annotate(t, keep, map[string]string{"helm.sh/resource-policy": "keep"})
-		t.Logf("planted: %s kept through the uninstall", objectName(keep))
+	if s.planted("leftover") {
+		s.plantLeftover(t)
 	}
 	if err := env.Client.Delete(context.Background(), s.hr); err != nil {
 		t.Fatalf("%s: deleting the HelmRelease: %v", s.mode, err)
@@ -118,6 +116,33 @@ func (s *realSide) doUninstall(t *testing.T) {
 		framework.MustRun(t, s.ctl)
 		return env.Gone(ctx, s.hr)
 	})
+}
+
+// plantLeftover puts a finalizer of the test's on the release's first
+// namespaced object, so that the uninstall leaves it (terminating), and
+// lets the uninstall skip its wait for the object to go (a wait would
+// time out); the test removes the finalizer when it ends.
+func (s *realSide) plantLeftover(t *testing.T) {
+	t.Helper()
+	env.PatchSpec(t, s.hr, func(hr *v2.HelmRelease) {
+		hr.Spec.Uninstall = &v2.Uninstall{}
+		hr.Spec.Uninstall.DisableWait = true
+	})
+	for _, obj := range s.installed {
+		if _, ok := liveUID(t, obj); !ok || obj.GetNamespace() == "" {
+			continue
+		}
+		hold := func(finalizers string) {
+			patch := []byte(`{"metadata":{"finalizers":` + finalizers + `}}`)
+			if err := env.Client.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+				t.Errorf("planting a leftover on %s: %v", objectName(obj), err)
+			}
+		}
+		hold(`["parity.afterhooks.io/planted"]`)
+		t.Cleanup(func() { hold(`null`) })
+		t.Logf("planted: %s left by the uninstall (a finalizer of the test's)", objectName(obj))
+		return
+	}
 }
 
 // commonMetadataKey is the label and annotation the common metadata step
