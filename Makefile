@@ -99,6 +99,10 @@ charts-outcomes: tools ## Run TestRealChartsParity, record each chart's outcomes
 		go test $(GO_TEST_FLAGS) -timeout 30m -run 'TestRealChartsParity' ./test/e2e/
 	go run ./hack/charts-doc -o docs/charts.md
 
+.PHONY: parity
+parity: tools ## Run every real chart through every step of the differential harness (install to uninstall, issue 31), under upstream and ours.
+	HELM_CONTROLLER_PARITY=full go test $(GO_TEST_FLAGS) -timeout 90m -run 'TestRealChartsParity' ./test/e2e/
+
 .PHONY: verify-generated
 verify-generated: generate charts-doc ## Fail when generated files differ from what is committed.
 	@if [ -n "$$(git status --porcelain -- api config docs/charts.md)" ]; then \
