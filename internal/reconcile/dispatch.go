@@ -36,6 +36,7 @@ func (m *Machine) Run(ctx context.Context, req *Request) (err error) {
 			rolledBackInSync(req)
 		}
 		if obs.State == StateInSync {
+			cutHistory(req)
 			// In sync, so the release matches the spec's post renderers;
 			// this records them for a release adopted without a digest,
 			// whatever drift detection finds next.
@@ -172,6 +173,9 @@ func (m *Machine) stepFailed(ctx context.Context, req *Request) (bool, error) {
 	}
 	if err := unremediableFailure(req); err != nil {
 		return true, err
+	}
+	if req.Object.GetActiveRetry(req.DefaultToRetryOnFailure) != nil {
+		cutHistory(req)
 	}
 	return false, m.failed(ctx, req, m.release(ctx, req, helmv2.ReleaseActionUpgrade))
 }

@@ -184,5 +184,4 @@ func markPreviousSuperseded(req *Request, current *helmv2.Snapshot) {
 	if !superseded && len(history) > 1 && history[0] == current && history[1].Status == "failed" {
 		history[1].Status = "superseded"
 	}
-	req.Object.Status.History.Truncate(ignoreTestFailures(req))
 }

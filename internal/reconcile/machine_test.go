@@ -1653,3 +1653,41 @@ func TestRolledBackReleaseInSyncIsUpgradeSucceeded(t *testing.T) {
 		t.Errorf("Released message %q, want %q", got, want)
 	}
 }
+
+// TestHistoryIsCutWhereUpstreamCutsIt: the history keeps every revision
+// until the release is found in sync again (or a remediation or retry
+// starts), as upstream's does. An upgrade that fails without remediation
+// leaves the revision before the last deployed one in the history; the
+// next in-sync reconcile cuts it after the first earlier revision that
+// deployed.
+func TestHistoryIsCutWhereUpstreamCutsIt(t *testing.T) {
+	h := newHarness()
+	h.mustRun(t)
+	h.values = map[string]any{"replicas": 2}
+	h.obj.Generation = 2
+	h.mustRun(t)
+	if got := snapshotStatuses(h.obj.Status.History); got != "v2 deployed, v1 superseded" {
+		t.Fatalf("after a working upgrade: history %s", got)
+	}
+	h.values = map[string]any{"replicas": 3}
+	h.obj.Generation = 3
+	h.helm.fail["upgrade"] = errors.New("timed out waiting for the condition")
+	if err := h.run(t); err == nil {
+		t.Fatal("the failing upgrade is not reported")
+	}
+	if got := snapshotStatuses(h.obj.Status.History); got != "v3 failed, v2 deployed, v1 superseded" {
+		t.Errorf("after a failing upgrade without remediation: history %s, want every revision (as upstream)", got)
+	}
+
+	delete(h.helm.fail, "upgrade")
+	h.values = map[string]any{"replicas": 4}
+	h.obj.Generation = 4
+	h.obj.Status.ClearFailures()
+	h.mustRun(t)
+	h.mustRun(t)
+	// Cut after the first earlier revision that deployed (Helm marked v2
+	// superseded when v4 deployed), as upstream's Truncate does.
+	if got := snapshotStatuses(h.obj.Status.History); got != "v4 deployed, v3 failed, v2 superseded" {
+		t.Errorf("in sync after a working upgrade: history %s, want it cut after v2", got)
+	}
+}

@@ -24,6 +24,9 @@ func (m *Machine) remediate(ctx context.Context, req *Request, cause error) erro
 	if exhausted && !rem.MustRemediateLastFailure() {
 		return fmt.Errorf("%w: %v", ErrRetriesExhausted, cause)
 	}
+	// As upstream: a remediation starts from a history cut after the
+	// revision it may roll back to, so failures do not pile up.
+	cutHistory(req)
 
 	var err error
 	switch req.Object.Status.LastAttemptedReleaseAction {

@@ -91,7 +91,8 @@ func releaseDigest(algo digest.Algorithm, rel *releasev1.Release, ociDigest stri
 
 // recordSnapshot puts a snapshot of rel at the head of the history, or
 // replaces the head when it describes the same release version (a test
-// run, an unlock), and keeps the history bounded.
+// run, an unlock). The history is cut where upstream cuts it
+// (cutHistory), not here: a failure keeps the revisions before it.
 func recordSnapshot(req *Request, rel *releasev1.Release, action helmv2.ReleaseAction) *helmv2.Snapshot {
 	status := &req.Object.Status
 	s := newSnapshot(req, rel, action)
@@ -105,8 +106,20 @@ func recordSnapshot(req *Request, rel *releasev1.Release, action helmv2.ReleaseA
 		return latest
 	}
 	status.History = append(helmv2.Snapshots{s}, status.History...)
-	status.History.Truncate(ignoreTestFailures(req))
 	return s
+}
+
+// cutHistory drops what the history holds before the revision a rollback
+// would return to, as upstream does when it finds the release in sync and
+// before a remediation: the history grows while a release fails, not
+// forever. With RetryOnFailure, whose retries need no rollback target,
+// the newest five are kept instead.
+func cutHistory(req *Request) {
+	if req.Object.GetActiveRetry(req.DefaultToRetryOnFailure) != nil {
+		req.Object.Status.History.TruncateIgnoringPreviousSnapshots()
+		return
+	}
+	req.Object.Status.History.Truncate(ignoreTestFailures(req))
 }
 
 // testHookStatuses lists the test hooks of rel with how their last run went.
