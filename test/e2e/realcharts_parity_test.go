@@ -114,6 +114,9 @@ var realSteps = []string{"install", "no-op reconcile", "uninstall"}
 type realRun struct {
 	mode  realMode
 	steps []realSnapshot
+	// names are the steps' names when they are not realSteps (a
+	// generated scenario's).
+	names []string
 	// install is how long the install step took to settle.
 	install time.Duration
 }
@@ -477,7 +480,7 @@ func (s *seenExpectations) compare(chart string, mode realMode, upstream, ours r
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ran[chart] = true
-	return compareRealRuns(chart, mode, upstream, ours, s.used)
+	return compareRealRuns([]string{chart}, mode, upstream, ours, s.used)
 }
 
 // checkUnused fails when a listed difference of a chart that ran was not
@@ -500,9 +503,17 @@ func (s *seenExpectations) checkUnused(t *testing.T) {
 	}
 }
 
-func compareRealRuns(chart string, mode realMode, upstream, ours realRun, used map[expectKey]bool) []realRow {
+// compareRealRuns lists the differences of ours from upstream that
+// realChartsExpected lists under none of the scenario's names (a chart's
+// name; a generated scenario's feature keys), and marks the listed ones
+// it saw.
+func compareRealRuns(scenario []string, mode realMode, upstream, ours realRun, used map[expectKey]bool) []realRow {
+	steps := realSteps
+	if upstream.names != nil {
+		steps = upstream.names
+	}
 	var rows []realRow
-	for i, step := range realSteps {
+	for i, step := range steps {
 		mine := ours.steps[i]
 		if mode == realModeAfterHooks {
 			mine.events = withoutProgressEvents(mine.events, used)
@@ -512,8 +523,7 @@ func compareRealRuns(chart string, mode realMode, upstream, ours realRun, used m
 			if f.value == minefields[j].value {
 				continue
 			}
-			key := expectKey{chart: chart, mode: mode, field: f.name}
-			if _, ok := realChartsExpected[key]; ok {
+			if key, ok := listedDifference(scenario, mode, f.name); ok {
 				used[key] = true
 				continue
 			}
@@ -521,6 +531,18 @@ func compareRealRuns(chart string, mode realMode, upstream, ours realRun, used m
 		}
 	}
 	return rows
+}
+
+// listedDifference is the first key of realChartsExpected that lists a
+// difference in field for one of the scenario's names.
+func listedDifference(scenario []string, mode realMode, field string) (expectKey, bool) {
+	for _, name := range scenario {
+		key := expectKey{chart: name, mode: mode, field: field}
+		if _, ok := realChartsExpected[key]; ok {
+			return key, true
+		}
+	}
+	return expectKey{}, false
 }
 
 // progressEvents is the key of afterHooks' progress events in
