@@ -195,6 +195,16 @@ var immutableFields = []string{ImmutableJob, ImmutableService, ImmutableSelector
 // whose immutable field changed (docs/immutable.md).
 const ConsentAnnotation = "helm.toolkit.fluxcd.io/force"
 
+// ConsentFeatures are the immutable features that consent to being
+// recreated, one per field.
+func ConsentFeatures() []Immutable {
+	out := make([]Immutable, len(immutableFields))
+	for i, field := range immutableFields {
+		out[i] = Immutable{Field: field, Consent: true}
+	}
+	return out
+}
+
 func (m Immutable) Key() string {
 	if m.Consent {
 		return "immutable/" + m.Field + "+consent"

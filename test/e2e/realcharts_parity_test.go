@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/chartgen"
 	"github.com/afterhooks/helm-controller/test/chartserver"
 	"github.com/afterhooks/helm-controller/test/cluster"
 	"github.com/afterhooks/helm-controller/test/e2e/framework"
@@ -605,5 +606,22 @@ func init() {
 	for _, field := range []string{meta.ReadyCondition, "Released", meta.StalledCondition, "Stalled message",
 		"failures", "history", "storage", "hooks", "events", "leftovers"} {
 		realChartsExpected[expectKey{chart: "cockroachdb", mode: realModeAfterHooks, field: field}] = deadlock
+	}
+}
+
+func init() {
+	// Generated scenarios (TestGeneratedParity), keyed by feature: an
+	// object that consents to being recreated is recreated here when an
+	// upgrade changes its immutable field, and the upgrade goes on;
+	// upstream does not know the consent and the upgrade fails. The
+	// fields below follow from that outcome.
+	recreate := "an object annotated " + chartgen.ConsentAnnotation + ": enabled is recreated when an upgrade " +
+		"changes an immutable field, where upstream's upgrade fails (docs/immutable.md; docs/differences.md, " +
+		"\"Generated scenarios side by side\")"
+	for _, feature := range chartgen.ConsentFeatures() {
+		for _, field := range []string{meta.ReadyCondition, "Released", "TestSuccess", meta.StalledCondition,
+			"Stalled message", "failures", "history", "storage", "hooks", "objects", "events", "leftovers"} {
+			realChartsExpected[expectKey{chart: generatedExpectPrefix + feature.Key(), mode: realModeDefault, field: field}] = recreate
+		}
 	}
 }

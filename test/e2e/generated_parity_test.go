@@ -1,0 +1,267 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	mathrand "math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/chartgen"
+	"github.com/afterhooks/helm-controller/test/chartserver"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
+)
+
+// The settings of TestGeneratedParity.
+const (
+	// generatedCountEnv: how many generated scenarios to run; the test
+	// skips without it.
+	generatedCountEnv = "HELM_CONTROLLER_PARITY_GENERATED"
+	// generatedSeedEnv: the base seed; the first scenario's seed is the
+	// base seed itself, so one seed with a count of 1 reproduces a case.
+	generatedSeedEnv = "HELM_CONTROLLER_PARITY_SEED"
+	// generatedConcurrencyEnv: how many scenarios run at once (default
+	// generatedConcurrency).
+	generatedConcurrencyEnv = "HELM_CONTROLLER_PARITY_CONCURRENCY"
+	// generatedReportEnv: a file to write the run's report to
+	// (docs/parity.md under make parity).
+	generatedReportEnv = "HELM_CONTROLLER_PARITY_REPORT"
+	// generatedShrinkEnv: "0" turns off shrinking a failing case.
+	generatedShrinkEnv = "HELM_CONTROLLER_PARITY_SHRINK"
+)
+
+const (
+	generatedConcurrency = 4
+	// generatedTimeout is the HelmRelease's timeout: long enough for a
+	// slow pod, short for a scenario that waits for what never comes.
+	generatedTimeout = 25 * time.Second
+)
+
+// TestGeneratedParity runs charts that test/chartgen composes from
+// seeds, each through its steps under upstream helm-controller and under
+// ours in default mode, in fresh namespaces, and compares the two with
+// the real-chart harness's comparison (compareRealRuns): a difference
+// that realChartsExpected does not list under one of the scenario's
+// feature keys fails the test with its table, its seed and the command
+// that reproduces it. It runs only when HELM_CONTROLLER_PARITY_GENERATED
+// says how many scenarios (make parity).
+func TestGeneratedParity(t *testing.T) {
+	n, base := generatedSettings(t)
+	concurrency := generatedConcurrency
+	if v, err := strconv.Atoi(os.Getenv(generatedConcurrencyEnv)); err == nil && v > 0 {
+		concurrency = v
+	}
+	t.Logf("%d generated scenarios from base seed %d, %d at a time; all again: %s=%d %s=%d",
+		n, base, concurrency, generatedSeedEnv, base, generatedCountEnv, n)
+	report := newGeneratedReport(base, concurrency)
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, concurrency)
+	for _, seed := range generatedSeeds(base, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) { parityGenerated(t, chartgen.Generate(seed), report) })
+		}()
+	}
+	wg.Wait()
+	report.write(t)
+}
+
+// generatedSettings reads how many scenarios to run and the base seed,
+// drawing one when none is given; it skips the test without a count.
+func generatedSettings(t *testing.T) (int, uint64) {
+	t.Helper()
+	count := os.Getenv(generatedCountEnv)
+	if count == "" {
+		t.Skipf("set %s=N to run N generated scenarios (make parity)", generatedCountEnv)
+	}
+	n, err := strconv.Atoi(count)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive number", generatedCountEnv, count)
+	}
+	seed := os.Getenv(generatedSeedEnv)
+	if seed == "" {
+		return n, mathrand.Uint64()
+	}
+	base, err := strconv.ParseUint(seed, 10, 64)
+	if err != nil {
+		t.Fatalf("%s=%q: want an unsigned number", generatedSeedEnv, seed)
+	}
+	return n, base
+}
+
+// generatedSeeds: the base seed, then n-1 seeds drawn from it.
+func generatedSeeds(base uint64, n int) []uint64 {
+	r := mathrand.New(mathrand.NewPCG(base, 0))
+	seeds := []uint64{base}
+	for len(seeds) < n {
+		seeds = append(seeds, r.Uint64())
+	}
+	return seeds
+}
+
+// reproduceCommand runs the scenario of seed alone.
+func reproduceCommand(seed uint64) string {
+	return fmt.Sprintf("make parity-seed SEED=%d  (or: %s=%d %s=1 go test -count=1 -run 'TestGeneratedParity/seed-%d$' ./test/e2e/)",
+		seed, generatedSeedEnv, seed, generatedCountEnv, seed)
+}
+
+// parityGenerated runs scenario s under both controllers, compares and,
+// on a difference, shrinks the scenario to the fewest features that
+// still show one.
+func parityGenerated(t *testing.T, s chartgen.Scenario, report *generatedReport) {
+	t.Logf("scenario %s", s)
+	start := time.Now()
+	rows := runGeneratedPair(t, s, 0, report)
+	result := generatedResult{scenario: s, rows: rows, took: time.Since(start)}
+	if len(rows) > 0 && os.Getenv(generatedShrinkEnv) != "0" {
+		smallest := shrinkGenerated(t, s, report)
+		result.shrunk = &smallest
+	}
+	report.add(result)
+	if len(rows) == 0 {
+		return
+	}
+	msg := fmt.Sprintf("%s: ours (default) differs from upstream where no difference is listed:\n%s\nreproduce: %s",
+		s, formatRows(rows), reproduceCommand(s.Seed))
+	if result.shrunk != nil {
+		msg += fmt.Sprintf("\nsmallest failing scenario: %s", result.shrunk)
+	}
+	t.Error(msg)
+}
+
+// shrinkGenerated drops s's features one at a time, keeping each drop
+// after which ours still differs from upstream.
+func shrinkGenerated(t *testing.T, s chartgen.Scenario, report *generatedReport) chartgen.Scenario {
+	attempt := 0
+	for i := 0; i < len(s.Features) && len(s.Features) > 1; {
+		attempt++
+		smaller := s.Without(i)
+		if rows := runGeneratedPair(t, smaller, attempt, report); len(rows) > 0 {
+			t.Logf("still differs without feature %d: %s", i, smaller)
+			s = smaller
+			continue
+		}
+		i++
+	}
+	return s
+}
+
+// runGeneratedPair publishes s's chart (attempt tells the shrinking
+// attempts' charts apart), runs it under upstream, then under ours (one
+// after the other: CRDs are cluster-scoped), and lists the unlisted
+// differences.
+func runGeneratedPair(t *testing.T, s chartgen.Scenario, attempt int, report *generatedReport) []realRow {
+	t.Helper()
+	dir := t.TempDir()
+	if err := s.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := env.Charts.AddChart(dir, chartserver.WithVersion(fmt.Sprintf("0.1.%d", attempt)))
+	if err != nil {
+		t.Fatalf("publishing %s: %v", s.Name(), err)
+	}
+	upstream := runGenerated(t, s, dir, ref, realModeUpstream)
+	ours := runGenerated(t, s, dir, ref, realModeDefault)
+	return report.compare(s, upstream, ours)
+}
+
+// generatedExpectPrefix prefixes a feature key in realChartsExpected.
+const generatedExpectPrefix = "generated/"
+
+// expectNames are the names realChartsExpected may list s's
+// differences under: one per feature key, but a consent to recreating
+// only where an upgrade changes the immutable fields.
+func expectNames(s chartgen.Scenario) []string {
+	immutableUpgrade := slices.Contains(s.Steps, chartgen.StepImmutableUpgrade)
+	var names []string
+	for _, f := range s.Features {
+		if m, ok := f.(chartgen.Immutable); ok && m.Consent && !immutableUpgrade {
+			continue
+		}
+		if name := generatedExpectPrefix + f.Key(); !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// runGenerated runs s's steps under mode in a fresh namespace and
+// snapshots after each.
+func runGenerated(t *testing.T, s chartgen.Scenario, dir string, ref chartserver.ChartRef, mode realMode) realRun {
+	t.Helper()
+	side := &paritySide{name: string(mode), ns: env.Namespace(t)}
+	if mode == realModeUpstream {
+		side.binary = framework.UpstreamBinary(t)
+	}
+	repo := env.HelmRepository(t, side.ns)
+	side.ctl = env.StartShard(t, side.ns, framework.ControllerOptions{Shard: "gen-" + rand.String(8), Binary: side.binary})
+	framework.EnsureRunning(t, side.ctl)
+	side.hr = framework.Sharded(generatedRelease(s, side.ns, repo.Name, ref), side.ctl)
+	run := realRun{mode: mode}
+	for i, step := range s.Steps {
+		run.names = append(run.names, string(step))
+		switch step {
+		case chartgen.StepInstall:
+			start := time.Now()
+			env.Create(t, side.hr)
+			side.settle(t, parityStep{name: string(step), settled: parityInstallSettled})
+			run.install = time.Since(start)
+		case chartgen.StepUninstall:
+			run.steps = append(run.steps, side.uninstall(t, dir))
+			continue
+		default:
+			env.PatchSpec(t, side.hr, func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSONFrom(s.Values(i)) })
+			side.settle(t, parityStep{name: string(step), settled: generatedSettled})
+		}
+		run.steps = append(run.steps, side.realSnapshot(t))
+	}
+	return run
+}
+
+// generatedRelease is s's HelmRelease in ns, with the values of its
+// install.
+func generatedRelease(s chartgen.Scenario, ns, repo string, ref chartserver.ChartRef) *v2.HelmRelease {
+	hr := framework.Release(ns, "gen", repo, ref.Name, ref.Version, "")
+	hr.Spec.Values = framework.JSONFrom(s.Values(0))
+	hr.Spec.Timeout = &metav1.Duration{Duration: generatedTimeout}
+	if s.TestsEnabled() {
+		hr.Spec.Test = &helmv2.Test{Enable: true}
+	}
+	return hr
+}
+
+// generatedSettled: the controller attempted the current spec and ended
+// Ready or stalled.
+func generatedSettled(hr *v2.HelmRelease) error {
+	if hr.Status.LastAttemptedGeneration != hr.Generation {
+		return fmt.Errorf("generation %d not attempted yet: %s", hr.Generation, framework.Conditions(hr))
+	}
+	return parityInstallSettled(hr)
+}
+
+// uninstall deletes the HelmRelease, waits until it is gone and
+// snapshots what is left.
+func (s *paritySide) uninstall(t *testing.T, dir string) realSnapshot {
+	t.Helper()
+	installed := s.releaseObjects(t, dir)
+	if err := env.Client.Delete(context.Background(), s.hr); err != nil {
+		t.Fatalf("%s: deleting the HelmRelease: %v", s.name, err)
+	}
+	env.Eventually(t, 3*time.Minute, s.name+": uninstalled", func(ctx context.Context) error {
+		framework.MustRun(t, s.ctl)
+		return env.Gone(ctx, s.hr)
+	})
+	return s.uninstalledSnapshot(t, installed)
+}
