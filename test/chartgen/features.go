@@ -68,11 +68,30 @@ func drawHook(r *rand.Rand) Hook {
 	return h
 }
 
+// Key tells a failing hook Job with a TTL apart: it may be gone before
+// the hook wait reads it, which upstream counts as a success
+// (docs/differences.md, "Jobs that failed and were then deleted by their
+// TTL").
 func (h Hook) Key() string {
-	if h.Fails {
+	switch {
+	case h.Fails && h.TTL >= 0:
+		return "hook/" + h.Phase + "/fails-ttl"
+	case h.Fails:
 		return "hook/" + h.Phase + "/fails"
 	}
 	return "hook/" + h.Phase
+}
+
+// FailingTTLHooks are failing hooks with a TTL, one per phase in which a
+// hook may fail.
+func FailingTTLHooks() []Hook {
+	var out []Hook
+	for _, phase := range hookPhases {
+		if !strings.HasSuffix(phase, "-delete") {
+			out = append(out, Hook{Phase: phase, TTL: 0, Fails: true})
+		}
+	}
+	return out
 }
 
 func (h Hook) String() string {

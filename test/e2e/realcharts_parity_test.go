@@ -609,19 +609,37 @@ func init() {
 	}
 }
 
+// generatedOutcomeFields are the fields that follow from a generated
+// step's outcome: a difference in whether it succeeded shows in each.
+var generatedOutcomeFields = []string{meta.ReadyCondition, "Released", "TestSuccess", meta.StalledCondition,
+	"Stalled message", "failures", "history", "storage", "hooks", "objects", "events", "leftovers"}
+
 func init() {
-	// Generated scenarios (TestGeneratedParity), keyed by feature: an
-	// object that consents to being recreated is recreated here when an
-	// upgrade changes its immutable field, and the upgrade goes on;
-	// upstream does not know the consent and the upgrade fails. The
-	// fields below follow from that outcome.
+	// Generated scenarios (TestGeneratedParity), keyed by feature.
+	//
+	// An object that consents to being recreated is recreated here when
+	// an upgrade changes its immutable field, and the upgrade goes on;
+	// upstream does not know the consent and the upgrade fails.
 	recreate := "an object annotated " + chartgen.ConsentAnnotation + ": enabled is recreated when an upgrade " +
 		"changes an immutable field, where upstream's upgrade fails (docs/immutable.md; docs/differences.md, " +
 		"\"Generated scenarios side by side\")"
 	for _, feature := range chartgen.ConsentFeatures() {
-		for _, field := range []string{meta.ReadyCondition, "Released", "TestSuccess", meta.StalledCondition,
-			"Stalled message", "failures", "history", "storage", "hooks", "objects", "events", "leftovers"} {
-			realChartsExpected[expectKey{chart: generatedExpectPrefix + feature.Key(), mode: realModeDefault, field: field}] = recreate
-		}
+		listGenerated(feature, recreate)
+	}
+	// A failing hook Job with ttlSecondsAfterFinished: upstream counts it
+	// a success once its TTL deleted it; here a hook the wait saw fail
+	// fails the release.
+	ttl := "a failed Job that its TTL deleted is a failure here, a success upstream (docs/differences.md, " +
+		"\"Jobs that failed and were then deleted by their TTL\")"
+	for _, hook := range chartgen.FailingTTLHooks() {
+		listGenerated(hook, ttl)
+	}
+}
+
+// listGenerated lists a difference in every outcome field for the
+// generated feature.
+func listGenerated(feature chartgen.Feature, reason string) {
+	for _, field := range generatedOutcomeFields {
+		realChartsExpected[expectKey{chart: generatedExpectPrefix + feature.Key(), mode: realModeDefault, field: field}] = reason
 	}
 }
