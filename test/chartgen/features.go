@@ -50,7 +50,10 @@ var (
 		"post-delete", "pre-rollback", "post-rollback", "test"}
 	hookPolicies = []string{"", "before-hook-creation", "hook-succeeded", "hook-failed",
 		"before-hook-creation,hook-succeeded"}
-	hookTTLs = []int{-1, -1, 0, 5}
+	// hookTTLs: none, at once, or longer than any scenario. A TTL that
+	// ends during the scenario would make what is left of the Job depend
+	// on how long each controller took.
+	hookTTLs = []int{-1, -1, 0, 3600}
 )
 
 func drawHook(r *rand.Rand) Hook {
@@ -68,13 +71,13 @@ func drawHook(r *rand.Rand) Hook {
 	return h
 }
 
-// Key tells a failing hook Job with a TTL apart: it may be gone before
-// the hook wait reads it, which upstream counts as a success
-// (docs/differences.md, "Jobs that failed and were then deleted by their
-// TTL").
+// Key tells a failing hook Job that deletes itself at once apart: it may
+// be gone before the hook wait reads it, which upstream counts as a
+// success (docs/differences.md, "Jobs that failed and were then deleted
+// by their TTL").
 func (h Hook) Key() string {
 	switch {
-	case h.Fails && h.TTL >= 0:
+	case h.Fails && h.TTL == 0:
 		return "hook/" + h.Phase + "/fails-ttl"
 	case h.Fails:
 		return "hook/" + h.Phase + "/fails"
@@ -82,8 +85,8 @@ func (h Hook) Key() string {
 	return "hook/" + h.Phase
 }
 
-// FailingTTLHooks are failing hooks with a TTL, one per phase in which a
-// hook may fail.
+// FailingTTLHooks are failing hooks with a TTL of 0, one per phase in
+// which a hook may fail.
 func FailingTTLHooks() []Hook {
 	var out []Hook
 	for _, phase := range hookPhases {
