@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	mathrand "math/rand/v2"
 	"os"
@@ -13,7 +12,6 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/rand"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/test/chartgen"
@@ -201,14 +199,8 @@ func expectNames(s chartgen.Scenario) []string {
 // snapshots after each.
 func runGenerated(t *testing.T, s chartgen.Scenario, dir string, ref chartserver.ChartRef, mode realMode) realRun {
 	t.Helper()
-	side := &paritySide{name: string(mode), ns: env.Namespace(t)}
-	if mode == realModeUpstream {
-		side.binary = framework.UpstreamBinary(t)
-	}
-	repo := env.HelmRepository(t, side.ns)
-	side.ctl = env.StartShard(t, side.ns, framework.ControllerOptions{Shard: "gen-" + rand.String(8), Binary: side.binary})
-	framework.EnsureRunning(t, side.ctl)
-	side.hr = framework.Sharded(generatedRelease(s, side.ns, repo.Name, ref), side.ctl)
+	side, repo := startParitySide(t, mode, "gen")
+	side.hr = framework.Sharded(generatedRelease(s, side.ns, repo, ref), side.ctl)
 	run := realRun{mode: mode}
 	for i, step := range s.Steps {
 		run.names = append(run.names, string(step))
@@ -249,19 +241,4 @@ func generatedSettled(hr *v2.HelmRelease) error {
 		return fmt.Errorf("generation %d not attempted yet: %s", hr.Generation, framework.Conditions(hr))
 	}
 	return parityInstallSettled(hr)
-}
-
-// uninstall deletes the HelmRelease, waits until it is gone and
-// snapshots what is left.
-func (s *paritySide) uninstall(t *testing.T, dir string) realSnapshot {
-	t.Helper()
-	installed := s.releaseObjects(t, dir)
-	if err := env.Client.Delete(context.Background(), s.hr); err != nil {
-		t.Fatalf("%s: deleting the HelmRelease: %v", s.name, err)
-	}
-	env.Eventually(t, 3*time.Minute, s.name+": uninstalled", func(ctx context.Context) error {
-		framework.MustRun(t, s.ctl)
-		return env.Gone(ctx, s.hr)
-	})
-	return s.uninstalledSnapshot(t, installed)
 }

@@ -138,15 +138,9 @@ type realSnapshot struct {
 
 func runRealChart(t *testing.T, c realcharts.Chart, dir string, ref chartserver.ChartRef, mode realMode) realRun {
 	t.Helper()
-	side := &paritySide{name: string(mode), ns: env.Namespace(t)}
-	if mode == realModeUpstream {
-		side.binary = framework.UpstreamBinary(t)
-	}
-	repo := env.HelmRepository(t, side.ns)
-	side.ctl = env.StartShard(t, side.ns, framework.ControllerOptions{Shard: "corpus-" + rand.String(8), Binary: side.binary})
-	framework.EnsureRunning(t, side.ctl)
+	side, repo := startParitySide(t, mode, "corpus")
 	bindClaims(t, side.ns, c.Sim.Claims)
-	side.hr = framework.Sharded(realChartRelease(c, side.ns, repo.Name, ref, mode), side.ctl)
+	side.hr = framework.Sharded(realChartRelease(c, side.ns, repo, ref, mode), side.ctl)
 	run := realRun{mode: mode}
 	start := time.Now()
 	env.Create(t, side.hr)
@@ -158,17 +152,40 @@ func runRealChart(t *testing.T, c realcharts.Chart, dir string, ref chartserver.
 	side.settle(t, parityStep{name: "no-op reconcile", settled: parityHandled(token)})
 	run.steps = append(run.steps, side.realSnapshot(t))
 
-	installed := side.releaseObjects(t, dir)
-	if err := env.Client.Delete(context.Background(), side.hr); err != nil {
-		t.Fatalf("%s: deleting the HelmRelease: %v", mode, err)
-	}
-	env.Eventually(t, 3*time.Minute, fmt.Sprintf("%s: %s uninstalled", mode, c.Name), func(ctx context.Context) error {
-		framework.MustRun(t, side.ctl)
-		return env.Gone(ctx, side.hr)
-	})
-	run.steps = append(run.steps, side.uninstalledSnapshot(t, installed))
+	run.steps = append(run.steps, side.uninstall(t, dir))
 	t.Logf("%s (%s): install settled in %s", c.Name, mode, run.install.Round(time.Second))
 	return run
+}
+
+// startParitySide starts, for a fresh namespace, a controller of its own
+// (upstream's binary for realModeUpstream, ours otherwise) on a shard
+// named after shard, and returns the side with the name of the
+// namespace's HelmRepository.
+func startParitySide(t *testing.T, mode realMode, shard string) (*paritySide, string) {
+	t.Helper()
+	side := &paritySide{name: string(mode), ns: env.Namespace(t)}
+	if mode == realModeUpstream {
+		side.binary = framework.UpstreamBinary(t)
+	}
+	repo := env.HelmRepository(t, side.ns)
+	side.ctl = env.StartShard(t, side.ns, framework.ControllerOptions{Shard: shard + "-" + rand.String(8), Binary: side.binary})
+	framework.EnsureRunning(t, side.ctl)
+	return side, repo.Name
+}
+
+// uninstall deletes the HelmRelease, waits until it is gone and
+// snapshots what is left of what the chart in dir installed.
+func (s *paritySide) uninstall(t *testing.T, dir string) realSnapshot {
+	t.Helper()
+	installed := s.releaseObjects(t, dir)
+	if err := env.Client.Delete(context.Background(), s.hr); err != nil {
+		t.Fatalf("%s: deleting the HelmRelease: %v", s.name, err)
+	}
+	env.Eventually(t, 3*time.Minute, fmt.Sprintf("%s: %s uninstalled", s.name, s.hr.Name), func(ctx context.Context) error {
+		framework.MustRun(t, s.ctl)
+		return env.Gone(ctx, s.hr)
+	})
+	return s.uninstalledSnapshot(t, installed)
 }
 
 // realChartRelease is the HelmRelease of chart c in ns for mode.
