@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
 	"slices"
@@ -122,21 +123,25 @@ func (r *generatedReport) writeDifferences(b *strings.Builder) {
 }
 
 // writeListed lists the differences of realChartsExpected (generated
-// keys) that the scenarios showed.
+// keys) that the scenarios showed, one line per feature with its fields.
 func (r *generatedReport) writeListed(b *strings.Builder) {
 	b.WriteString("## Listed differences seen\n\nEach is in `realChartsExpected` and in [differences.md](differences.md).\n\n")
-	var lines []string
+	fields, reasons := map[string][]string{}, map[string]string{}
 	for key := range r.used {
-		if strings.HasPrefix(key.chart, generatedExpectPrefix) {
-			lines = append(lines, fmt.Sprintf("- `%s`, %s: %s", strings.TrimPrefix(key.chart, generatedExpectPrefix), key.field,
-				realChartsExpected[key]))
+		if feature, ok := strings.CutPrefix(key.chart, generatedExpectPrefix); ok {
+			fields[feature] = append(fields[feature], key.field)
+			reasons[feature] = realChartsExpected[key]
 		}
 	}
-	slices.Sort(lines)
-	if len(lines) == 0 {
-		lines = []string{"None."}
+	if len(fields) == 0 {
+		b.WriteString("None.\n\n")
+		return
 	}
-	b.WriteString(strings.Join(lines, "\n") + "\n\n")
+	for _, feature := range slices.Sorted(maps.Keys(fields)) {
+		slices.Sort(fields[feature])
+		fmt.Fprintf(b, "- `%s` (%s): %s\n", feature, strings.Join(fields[feature], ", "), reasons[feature])
+	}
+	b.WriteString("\n")
 }
 
 // writeFeatures counts the scenarios that had each feature key.
