@@ -116,6 +116,10 @@ vet: ## Run go vet on every package.
 tools: ## Build (or reuse cached) etcd, kube-*, kwok, source-controller, upstream helm-controller and the helm CLI; fetch Flux's manifests and the real charts of hack/tools/charts.
 	hack/tools/build.sh >/dev/null
 
+.PHONY: tools-flux-operator
+tools-flux-operator: ## Build (or reuse cached) the Flux Operator and its Flux manifests, for TestFluxOperatorInstance only (opt-in: a long compile).
+	hack/tools/build.sh flux-operator >/dev/null
+
 ##@ Test
 
 .PHONY: test
@@ -135,7 +139,7 @@ reliability: tools ## Run the full reliability suite (faults at every phase, loa
 		go test $(GO_TEST_FLAGS) -timeout 6h -v ./test/reliability/
 
 .PHONY: parity
-parity: tools ## Run the real-chart corpus in full and PARITY_GENERATED (default 200) generated scenarios under upstream and ours (PARITY_SEED repeats a run), and write docs/parity.md; not part of make test.
+parity: tools ## Run every real chart through every step of the differential harness (issue 31) and PARITY_GENERATED (default 200) generated scenarios under upstream and ours (PARITY_SEED repeats a run), and write docs/parity.md; not part of make test.
 	start=$$(date +%s); \
 	HELM_CONTROLLER_PARITY=full HELM_CONTROLLER_PARITY_GENERATED=$(PARITY_GENERATED) \
 	HELM_CONTROLLER_PARITY_CONCURRENCY=$(PARITY_CONCURRENCY) $(if $(PARITY_SEED),HELM_CONTROLLER_PARITY_SEED=$(PARITY_SEED)) \

@@ -347,7 +347,9 @@ func managerOptions(opts *options) (ctrl.Options, error) {
 
 	cacheOpts := ctrlcache.Options{
 		ByObject: map[ctrlclient.Object]ctrlcache.ByObject{
-			&v2.HelmRelease{}: {Label: watchSelector},
+			// Without managedFields: nothing reads them, and every status
+			// write diffs (and every cached read copies) the whole object.
+			&v2.HelmRelease{}: {Label: watchSelector, Transform: ctrlcache.TransformStripManagedFields()},
 		},
 	}
 	if !opts.watch.AllNamespaces {

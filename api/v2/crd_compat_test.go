@@ -72,7 +72,9 @@ func joinPath(parent, name string) string {
 // deleteHookResources property on uninstall with its optional
 // deleteHookResourceKinds, and one more
 // spec.waitStrategy name (ordered), which only widens its enum, with its
-// readinessTimeout, and status.sequence, the plan of an ordered action.
+// readinessTimeout, status.sequence, the plan of an ordered action, and
+// status.lastHandledPlanAt with status.lastPlan, the answer to a plan
+// request (helm.toolkit.fluxcd.io/planRequestedAt).
 // Each is optional, so every manifest upstream accepts is still accepted.
 // A new path's children are new with it.
 var ourAdditions = map[string][]string{
@@ -81,6 +83,8 @@ var ourAdditions = map[string][]string{
 	"spec.waitStrategy.readinessTimeout":     {"(new)"},
 	"status":                                 {"(properties)"},
 	"status.sequence":                        {"(new)"},
+	"status.lastHandledPlanAt":               {"(new)"},
+	"status.lastPlan":                        {"(new)"},
 	"spec.install":                           {"(properties)", "x-kubernetes-validations"},
 	"spec.upgrade":                           {"(properties)", "x-kubernetes-validations"},
 	"spec.rollback":                          {"(properties)", "x-kubernetes-validations"},

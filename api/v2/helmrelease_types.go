@@ -118,6 +118,35 @@ type HelmReleaseStatus struct {
 	// batches is. Cleared when an action runs without order.
 	// +optional
 	Sequence *SequenceStatus `json:"sequence,omitempty"`
+
+	// LastHandledPlanAt is the last helm.toolkit.fluxcd.io/planRequestedAt
+	// value a plan was computed for, as lastHandledReconcileAt records
+	// reconcile.fluxcd.io/requestedAt.
+	// +optional
+	LastHandledPlanAt string `json:"lastHandledPlanAt,omitempty"`
+	// LastPlan summarises the plan computed for lastHandledPlanAt: what
+	// the next reconcile would do. The plan in full is in an event.
+	// +optional
+	LastPlan *PlanStatus `json:"lastPlan,omitempty"`
+}
+
+// PlanStatus is the summary of a plan the controller computed on request
+// (helm.toolkit.fluxcd.io/planRequestedAt), without acting on it.
+type PlanStatus struct {
+	// RequestedAt is the annotation's value the plan answers.
+	RequestedAt string `json:"requestedAt"`
+	// Time is when the plan was computed.
+	Time metav1.Time `json:"time"`
+	// Action is the next reconcile's step: none, install, upgrade,
+	// reinstall, rollback, uninstall, test, unlock, resume or record;
+	// empty when the plan failed.
+	// +optional
+	Action string `json:"action,omitempty"`
+	// Summary is the plan in one line, or why it could not be computed.
+	Summary string `json:"summary"`
+	// Failed says the plan could not be computed; Summary says why.
+	// +optional
+	Failed bool `json:"failed,omitempty"`
 }
 
 // SequenceStatus is the plan of an ordered action.

@@ -33,6 +33,7 @@ type flags struct {
 	controllers []string
 	out         string
 	concurrent  int
+	shards      int
 	profileDir  string
 	svgDir      string
 	jsonOut     string
@@ -69,6 +70,7 @@ func parseFlags(args []string) (flags, error) {
 	var f flags
 	fs.StringVar(&f.out, "out", "", "also write the tables as Markdown to this file")
 	fs.IntVar(&f.concurrent, "concurrent", bench.DefaultConcurrent, "--concurrent for both controllers")
+	fs.IntVar(&f.shards, "shards", 0, "run this many controllers, each with --watch-label-selector=sharding.fluxcd.io/key=shard<i>, sharing the fleet (0: one controller)")
 	fs.StringVar(&f.profileDir, "profile", "", "save CPU (install and no-op phases) and heap profiles of ours to this directory")
 	fs.StringVar(&f.svgDir, "svg", "", "draw CPU per release, peak RSS and time to Ready against N as SVG charts into this directory")
 	fs.StringVar(&f.jsonOut, "json", "", "save the measurements as JSON to this file")
@@ -85,6 +87,9 @@ func parseFlags(args []string) (flags, error) {
 		return f, err
 	}
 	f.controllers = splitList(*controllers)
+	if f.shards < 0 {
+		return f, fmt.Errorf("-shards must be 0 or more, got %d", f.shards)
+	}
 	if f.concurrent < 1 {
 		return f, fmt.Errorf("-concurrent must be at least 1, got %d", f.concurrent)
 	}
@@ -139,6 +144,7 @@ func measure(ctx context.Context, f flags) ([]bench.Row, error) {
 		Releases:    f.releases,
 		Controllers: f.controllers,
 		Concurrent:  f.concurrent,
+		Shards:      f.shards,
 		ProfileDir:  f.profileDir,
 		Progress:    os.Stderr,
 	})

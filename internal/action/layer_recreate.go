@@ -20,11 +20,12 @@ import (
 // action's deadline (its timeout from now). A plan without a policy
 // leaves cfg as it is.
 func withRecreate(ctx context.Context, cfg *helmaction.Configuration, c Call) *helmaction.Configuration {
-	if c.Plan.Recreate == nil {
+	policy := c.Plan.RecreatePolicy()
+	if policy == nil {
 		return cfg
 	}
 	opts := recreate.Options{
-		Policy:     *c.Plan.Recreate,
+		Policy:     *policy,
 		Context:    ctx,
 		Deadline:   time.Now().Add(c.Plan.Wait.Timeout),
 		Dependents: recreate.NewDependents(cfg.RESTClientGetter),
@@ -32,9 +33,6 @@ func withRecreate(ctx context.Context, cfg *helmaction.Configuration, c Call) *h
 		// before it applies; the dry run must see the same object.
 		Prepare: func(obj runtime.Object) { helmclient.StripUnappliable(obj) },
 	}
-	// A rollback may recreate back what the revision it rolls back from
-	// consented to; the policy of the release stays as it is.
-	opts.Policy.RolledBackFrom = c.Plan.RolledBackFrom
 	if c.Observer != nil {
 		opts.Observer = c.Observer.Recreated
 	}

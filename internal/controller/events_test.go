@@ -264,6 +264,7 @@ var ourOutcomeReasons = []string{
 	"SourceNotReady", "InvalidDependency", "InvalidDriftDetection", "InvalidHealthCheckExprs", "InvalidPostRenderers",
 	runner.HookResourcesDeletedReason, runner.HookResourcesLeftReason, runner.HookCleanupFailedReason,
 	runner.ResourceRecreatedReason, runner.ResourceGroupWarningReason, runner.ResourceGroupStuckReason,
+	PlannedReason, PlanFailedReason,
 }
 
 // TestEventTypes lists the events our code emits by type and checks them:

@@ -147,7 +147,7 @@ func (r *HelmReleaseReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(metricsName).
 		For(&v2.HelmRelease{}, builder.WithPredicates(
-			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}),
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}, planRequestedPredicate{}),
 		))
 	for _, src := range watchedSources(r.WatchExternalArtifacts) {
 		b = b.Watches(src.object, handler.EnqueueRequestsFromMapFunc(r.requestsForSource(src.kind)),

@@ -24,10 +24,15 @@ func TestOutcomeReconciling(t *testing.T) {
 		name       string
 		err        error
 		wantReason string // "" when Reconciling must be gone
+		// wantStalled, when set, is the Stalled condition's
+		// "reason: message".
+		wantStalled string
 	}{
 		{name: "failure retried with backoff", err: errors.New(failed), wantReason: meta.ProgressingWithRetryReason},
 		{name: "RetryOnFailure wait", err: &reconcile.RetryAfterError{After: time.Minute}, wantReason: meta.ProgressingWithRetryReason},
 		{name: "retries exhausted", err: fmt.Errorf("%w: upgrade failed 3 times", reconcile.ErrRetriesExhausted)},
+		{name: "no rollback target", err: fmt.Errorf("%w: cannot remediate failed release", reconcile.ErrMissingRollbackTarget),
+			wantStalled: "MissingRollbackTarget: Failed to perform remediation: missing target release for rollback: cannot remediate failed release"},
 		{name: "chart that cannot be applied", err: fmt.Errorf("%w: resource groups of chart web depend on each other in a cycle", reconcile.ErrChartCannotApply)},
 	}
 	for _, tc := range cases {
@@ -48,6 +53,10 @@ func TestOutcomeReconciling(t *testing.T) {
 				}
 				if !conditions.IsStalled(obj) || conditions.GetMessage(obj, meta.StalledCondition) == "" {
 					t.Errorf("Stalled %+v, want True with a message", conditions.Get(obj, meta.StalledCondition))
+				}
+				stalled := conditions.GetReason(obj, meta.StalledCondition) + ": " + conditions.GetMessage(obj, meta.StalledCondition)
+				if tc.wantStalled != "" && stalled != tc.wantStalled {
+					t.Errorf("Stalled %q, want %q", stalled, tc.wantStalled)
 				}
 				return
 			}

@@ -45,6 +45,9 @@ const (
 	ValuesErrorReason = "ValuesError"
 	// retriesExceededReason marks a release Stalled once its retries are used up.
 	retriesExceededReason = "RetriesExceeded"
+	// missingRollbackTargetReason: a failed upgrade's rollback
+	// remediation found no successful release to roll back to.
+	missingRollbackTargetReason = "MissingRollbackTarget"
 )
 
 // reconcileRelease resolves chart and values and runs the release state
@@ -107,6 +110,10 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		return r.fail(obj, helmv2.ActionReconcile, reason, err)
 	}
 	obj.Status.StorageNamespace = obj.GetStorageNamespace()
+	if r.answerPlanRequest(ctx, obj, runner, chart, values) {
+		progress.close()
+		return jitter.JitteredRequeueInterval(ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}), nil
+	}
 	r.handleAnnotations(obj, req)
 
 	machine := &reconcile.Machine{Helm: runner, Recorder: runner.RecorderWithLogs(r.EventRecorder),
@@ -396,6 +403,12 @@ func (r *HelmReleaseReconciler) outcome(obj *v2.HelmRelease, err error) (ctrl.Re
 		// a reset is requested; retrying on a backoff would only add noise.
 		conditions.MarkStalled(obj, retriesExceededReason, "Failed to %s after %d attempt(s)",
 			obj.Status.LastAttemptedReleaseAction, attempts(obj))
+		conditions.Delete(obj, meta.ReconcilingCondition)
+		return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
+	case errors.Is(err, reconcile.ErrMissingRollbackTarget):
+		// As upstream: the failed upgrade has nothing to roll back to,
+		// and nothing will until the spec, the chart or the values change.
+		conditions.MarkStalled(obj, missingRollbackTargetReason, "Failed to perform remediation: %s", err)
 		conditions.Delete(obj, meta.ReconcilingCondition)
 		return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
 	case errors.Is(err, reconcile.ErrChartCannotApply):

@@ -111,9 +111,17 @@ func NewChecker(cluster Cluster, opts Options) (*Checker, error) {
 // could not compare are left out and reported in the error, so a caller
 // can still act on the drift it did find.
 func (c *Checker) Detect(ctx context.Context, rel *releasev1.Release) (jsondiff.DiffSet, error) {
+	set, _, err := c.DetectRefused(ctx, rel)
+	return set, err
+}
+
+// DetectRefused is Detect that also returns the objects whose dry-run the
+// API server refused for an immutable field, each as a recreate works on
+// it (recreate.Policy.Judge tells what an update would do with it).
+func (c *Checker) DetectRefused(ctx context.Context, rel *releasev1.Release) (jsondiff.DiffSet, []recreate.Refused, error) {
 	objects, errs, err := c.desiredObjects(rel)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(c.opts.OverrideManagers) > 0 {
 		for _, obj := range objects {
@@ -135,6 +143,7 @@ func (c *Checker) Detect(ctx context.Context, rel *releasev1.Release) (jsondiff.
 		opts = append(opts, jsondiff.IgnoreRules(c.opts.Ignore.Detect))
 	}
 	set, err := jsondiff.UnstructuredList(ctx, c.dryRun, objects, opts...)
+	var refused []recreate.Refused
 	if err != nil {
 		// Some objects could not be compared. Those whose dry-run was
 		// refused for an immutable field have drifted in it; every other
@@ -144,12 +153,12 @@ func (c *Checker) Detect(ctx context.Context, rel *releasev1.Release) (jsondiff.
 		// array by a key, say) would come back with the drift of fields
 		// meant to be ignored.
 		refusedObjects, failures := splitImmutable(err)
-		var refused []error
-		set, refused = c.immutableDrift(ctx, refusedObjects, set, opts)
+		var failed []error
+		set, refused, failed = c.immutableDrift(ctx, refusedObjects, set, opts)
 		errs = append(errs, failures...)
-		errs = append(errs, refused...)
+		errs = append(errs, failed...)
 	}
-	return set, errors.Join(errs...)
+	return set, refused, errors.Join(errs...)
 }
 
 // splitImmutable sorts the failures of a diff into the objects whose

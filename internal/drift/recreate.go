@@ -24,8 +24,7 @@ func (c *Checker) recreateRefused(ctx context.Context, manager *ssa.ResourceMana
 		ctx, cancel = context.WithTimeout(ctx, c.opts.RecreateTimeout)
 		defer cancel()
 	}
-	refused := recreate.Refused{Object: ssautil.FmtUnstructured(desired), Kind: desired.GroupVersionKind().GroupKind(),
-		Desired: desired, Cause: cause, Cluster: &clientObject{client: c.client, desired: desired}, Dependents: c.opts.Dependents}
+	refused := c.refused(desired, cause)
 	var entry *ssa.ChangeSetEntry
 	done, err := c.opts.Recreate.Recreate(ctx, refused, func(ctx context.Context) error {
 		var err error
@@ -41,12 +40,20 @@ func (c *Checker) recreateRefused(ctx context.Context, manager *ssa.ResourceMana
 	return entry, nil
 }
 
+// refused is desired, refused by cause, as a recreate works on it through
+// the checker's client.
+func (c *Checker) refused(desired *unstructured.Unstructured, cause error) recreate.Refused {
+	return recreate.Refused{Object: ssautil.FmtUnstructured(desired), Kind: desired.GroupVersionKind().GroupKind(),
+		Desired: desired, Cause: cause, Cluster: &clientObject{client: c.client, desired: desired}, Dependents: c.opts.Dependents}
+}
+
 // immutableDrift adds to set an update diff for each of objects that set
 // lacks because its dry-run was refused for an immutable field: the
 // object in the cluster differs from the manifest in a field only a
 // recreate can change (a Job replaced by hand with another pod template).
-// It returns the errors of the objects it could not compare otherwise.
-func (c *Checker) immutableDrift(ctx context.Context, objects []*unstructured.Unstructured, set jsondiff.DiffSet, opts []jsondiff.ListOption) (jsondiff.DiffSet, []error) {
+// It returns those refused, with the refusal, and the errors of the
+// objects it could not compare otherwise.
+func (c *Checker) immutableDrift(ctx context.Context, objects []*unstructured.Unstructured, set jsondiff.DiffSet, opts []jsondiff.ListOption) (jsondiff.DiffSet, []recreate.Refused, []error) {
 	compared := map[string]bool{}
 	for _, d := range set {
 		compared[ssautil.FmtUnstructured(d.DesiredObject.(*unstructured.Unstructured))] = true
@@ -58,6 +65,7 @@ func (c *Checker) immutableDrift(ctx context.Context, objects []*unstructured.Un
 		}
 	}
 	var errs []error
+	var refused []recreate.Refused
 	for _, obj := range objects {
 		if compared[ssautil.FmtUnstructured(obj)] {
 			continue
@@ -78,8 +86,9 @@ func (c *Checker) immutableDrift(ctx context.Context, objects []*unstructured.Un
 			continue
 		}
 		set = append(set, &jsondiff.Diff{Type: jsondiff.DiffTypeUpdate, DesiredObject: obj, ClusterObject: current})
+		refused = append(refused, c.refused(obj, err))
 	}
-	return set, errs
+	return set, refused, errs
 }
 
 // clientObject is a release object reached through the checker's client.

@@ -169,3 +169,16 @@ func (p Plan) String() string {
 	}
 	return string(b)
 }
+
+// RecreatePolicy is the recreate policy the action's updates follow: the
+// release's, with, for a rollback, the consents of the revision it rolls
+// back from (the release's own stays as it is). Nil when the action
+// recreates nothing.
+func (p Plan) RecreatePolicy() *recreate.Policy {
+	if p.Recreate == nil {
+		return nil
+	}
+	policy := *p.Recreate
+	policy.RolledBackFrom = p.RolledBackFrom
+	return &policy
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/afterhooks/helm-controller/internal/plan"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
+	"github.com/afterhooks/helm-controller/internal/recreate"
 	"github.com/afterhooks/helm-controller/internal/sequencing"
 )
 
@@ -36,6 +37,10 @@ type Action struct {
 	// Order is the order of an ordered action (waitStrategy ordered, or
 	// a revision applied in order).
 	Order *sequencing.Plan `json:"order,omitempty"`
+	// Recreates are the objects the API server refuses to change in
+	// place, with what the action's recreate policy would do with each:
+	// recreate it (and with whose consent) or fail with the refusal.
+	Recreates []recreate.Verdict `json:"recreates,omitempty"`
 	// HookLeftovers are what spec.uninstall.deleteHookResources would do
 	// after an uninstall.
 	HookLeftovers *Leftovers `json:"hookLeftovers,omitempty"`

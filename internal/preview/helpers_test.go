@@ -34,6 +34,9 @@ type env struct {
 	rest    *rest.Config
 	cs      kubernetes.Interface
 	factory *action.ConfigFactory
+	// settings are the runner's; the hook order is beforeHooks unless
+	// set.
+	settings runner.Settings
 }
 
 var nsCount int
@@ -68,7 +71,11 @@ func (e *env) hr(mutators ...func(*v2.HelmRelease)) *v2.HelmRelease {
 
 func (e *env) runner(obj *v2.HelmRelease) *runner.Runner {
 	e.t.Helper()
-	r, err := runner.New(e.factory, nil, obj, runner.Settings{DefaultHookOrder: v2.BeforeHooks})
+	s := e.settings
+	if s.DefaultHookOrder == "" {
+		s.DefaultHookOrder = v2.BeforeHooks
+	}
+	r, err := runner.New(e.factory, nil, obj, s)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -91,12 +98,22 @@ func (e *env) preview(obj *v2.HelmRelease, chrt *chartv2.Chart, values map[strin
 // runner of obj, and leaves obj's status as the reconcile left it.
 func (e *env) reconcile(obj *v2.HelmRelease, chrt func() *chartv2.Chart, values map[string]any) {
 	e.t.Helper()
+	if failure := e.reconcileMayFail(obj, chrt, values); failure != "" {
+		e.t.Fatalf("reconcile: %s", failure)
+	}
+}
+
+// reconcileMayFail runs the state machine once, as reconcile does, and
+// returns the message of a failed action ("" when it succeeded).
+func (e *env) reconcileMayFail(obj *v2.HelmRelease, chrt func() *chartv2.Chart, values map[string]any) string {
+	e.t.Helper()
 	m := &reconcile.Machine{Helm: e.runner(obj)}
 	req := &reconcile.Request{Object: obj, ReleaseName: action.ReleaseName(obj), Chart: chart{chrt},
 		Values: values, ConfigDigest: chartutil.DigestValues(digest.Canonical, values).String()}
 	if err := m.Run(context.Background(), req); err != nil {
-		e.t.Fatalf("reconcile: %v", err)
+		return err.Error()
 	}
+	return ""
 }
 
 type chart struct{ load func() *chartv2.Chart }

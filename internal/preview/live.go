@@ -6,6 +6,8 @@ import (
 
 	"github.com/fluxcd/pkg/ssa/jsondiff"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+
+	"github.com/afterhooks/helm-controller/internal/recreate"
 )
 
 // Live changes of an object, beyond its patch operations.
@@ -16,8 +18,8 @@ const (
 	// action takes it over.
 	LiveExists = "already in the cluster: taken over"
 	// LiveImmutable: the API server refuses the change in place; only a
-	// recreate (see the plan's recreate policy) can make it.
-	LiveImmutable = "refused in place by the API server (immutable field): recreated only with consent"
+	// recreate can make it (Action.Recreates says whether one would).
+	LiveImmutable = "refused in place by the API server (immutable field): see recreates"
 )
 
 // compareLive adds to the objects to update what a server-side
@@ -27,10 +29,11 @@ const (
 // taken over instead. Only the operations and paths are kept, never
 // values.
 func (a *Action) compareLive(ctx context.Context, in Input, rendered *releasev1.Release) error {
-	set, err := in.Helm.DetectDrift(ctx, rendered)
+	set, refused, err := in.Helm.DetectRefused(ctx, rendered)
 	if err != nil {
 		return fmt.Errorf("comparing with the live objects (server-side dry run): %w", err)
 	}
+	a.Recreates = judgeRefused(ctx, a.Plan.RecreatePolicy(), refused)
 	diffs := map[string]*jsondiff.Diff{}
 	for _, d := range set {
 		diffs[liveKey(d.GroupVersionKind().Kind, d.GetNamespace(), d.GetName())] = d
@@ -71,6 +74,22 @@ func (o *Objects) takeOver(find func(Object) *jsondiff.Diff) {
 	}
 	o.Create = create
 	o.sort()
+}
+
+// judgeRefused tells, for each object refused in place, what the
+// action's updates would do with it: the recreate layer's own decision
+// (recreate.Policy.Judge), with reads and dry runs only. Without a policy
+// the action recreates nothing and fails with the API server's refusal.
+func judgeRefused(ctx context.Context, policy *recreate.Policy, refused []recreate.Refused) []recreate.Verdict {
+	verdicts := make([]recreate.Verdict, 0, len(refused))
+	for _, r := range refused {
+		if policy == nil {
+			verdicts = append(verdicts, recreate.Verdict{Object: r.Object, Fields: recreate.Fields(r.Cause), Refusal: "the action recreates nothing"})
+			continue
+		}
+		verdicts = append(verdicts, policy.Judge(ctx, r))
+	}
+	return verdicts
 }
 
 func liveKey(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }

@@ -17,6 +17,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/plan"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
+	"github.com/afterhooks/helm-controller/internal/recreate"
 	"github.com/afterhooks/helm-controller/internal/redact"
 	"github.com/afterhooks/helm-controller/internal/sequencing"
 )
@@ -30,9 +31,10 @@ type Helm interface {
 	Plan(v plan.Verb) (plan.Plan, error)
 	DryRun(ctx context.Context, v plan.Verb, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error)
 	HookLeftovers() (deleted, left []string, err error)
-	// DetectDrift compares the objects of rel's manifest with the cluster
-	// by a server-side apply dry run.
-	DetectDrift(ctx context.Context, rel *releasev1.Release) (jsondiff.DiffSet, error)
+	// DetectRefused compares the objects of rel's manifest with the
+	// cluster by a server-side apply dry run, and returns those the API
+	// server refuses to change in place, as a recreate works on them.
+	DetectRefused(ctx context.Context, rel *releasev1.Release) (jsondiff.DiffSet, []recreate.Refused, error)
 }
 
 // Input is what a preview works on: what a reconcile would be given.
@@ -108,7 +110,6 @@ func Compute(ctx context.Context, in Input) (*Preview, error) {
 
 // notShown is what no preview predicts yet.
 var notShown = []string{
-	"recreates: the objects the API server refuses in place are marked (live), not whether the consent and the guards let each one be recreated",
 	"drift detection and correction (spec.driftDetection)",
 	"objects the hooks create besides the hooks themselves",
 }

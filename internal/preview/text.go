@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/afterhooks/helm-controller/internal/recreate"
 )
 
 // ANSI colours of the text output, used only on a terminal.
@@ -85,6 +87,7 @@ func (p *printer) action(a Action) {
 		}
 	}
 	p.objects(a.Objects)
+	p.recreates(a.Recreates)
 	if a.Order != nil {
 		var b strings.Builder
 		_ = a.Order.Describe(&b)
@@ -134,4 +137,16 @@ func live(obj Object) string {
 		return ""
 	}
 	return "; live: " + strings.Join(obj.Live, ", ")
+}
+
+// recreates writes what the action would do with each object refused in
+// place: recreate it, with whose consent, or fail, and why.
+func (p *printer) recreates(verdicts []recreate.Verdict) {
+	for _, v := range verdicts {
+		if v.Recreate {
+			p.line("  %s %s recreated (deleted and created again): %s; consent: %s", p.paint(yellow, "!"), v.Object, v.Fields, v.Consent)
+			continue
+		}
+		p.line("  %s %s refused in place (%s); the action fails: %s", p.paint(red, "!"), v.Object, v.Fields, v.Refusal)
+	}
 }

@@ -32,6 +32,9 @@ func (m *Machine) Run(ctx context.Context, req *Request) (err error) {
 			return err
 		}
 		obs := Observe(req, cur)
+		if obs.State == StateInSync || obs.State == StateUntested {
+			rolledBackInSync(req)
+		}
 		if obs.State == StateInSync {
 			// In sync, so the release matches the spec's post renderers;
 			// this records them for a release adopted without a digest,
@@ -165,6 +168,9 @@ func (m *Machine) stepFailed(ctx context.Context, req *Request) (bool, error) {
 	// (StateAbsent), e.g. after an uninstall remediation.
 	// The retries that count are those of the action that failed.
 	if err := m.checkRetries(req, req.Object.Status.LastAttemptedReleaseAction); err != nil {
+		return true, err
+	}
+	if err := unremediableFailure(req); err != nil {
 		return true, err
 	}
 	return false, m.failed(ctx, req, m.release(ctx, req, helmv2.ReleaseActionUpgrade))

@@ -19,6 +19,12 @@ import (
 // values, or for a reset request.
 var ErrRetriesExhausted = errors.New("retries exhausted")
 
+// ErrMissingRollbackTarget means a failed upgrade is to be remediated by
+// a rollback and the history holds no successful release to roll back
+// to; as upstream, the release waits for a change of spec, chart or
+// values, or for a reset request.
+var ErrMissingRollbackTarget = errors.New("missing target release for rollback")
+
 // ErrChartCannotApply means the chart cannot be applied as it is: its
 // resource order has a cycle or an ordering annotation that cannot be
 // read (see internal/sequencing). It fails while Helm renders, so nothing

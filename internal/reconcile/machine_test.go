@@ -1570,3 +1570,86 @@ func snapshotStatuses(history helmv2.Snapshots) string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// TestUpgradeFailureWithoutRollbackTarget: a release that never deployed
+// (its install failed, its upgrades too) fails an upgrade whose
+// remediation is a rollback. There is nothing to roll back to: as
+// upstream, the reconcile stops with ErrMissingRollbackTarget, without a
+// rollback, a Remediated condition, an event of its own or another
+// failure counted, and the next run (nothing changed) stops the same way
+// without retrying the upgrade.
+func TestUpgradeFailureWithoutRollbackTarget(t *testing.T) {
+	h := newHarness()
+	h.helm.fail["install"] = errors.New("timed out waiting for the condition")
+	if err := h.run(t); !errors.Is(err, ErrRetriesExhausted) {
+		t.Fatalf("first install: %v", err)
+	}
+	h.takeCalls()
+	h.helm.fail["upgrade"] = errors.New("timed out waiting for the condition")
+	h.obj.Spec.Upgrade = &v2.Upgrade{}
+	h.obj.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 1}
+	h.values = map[string]any{"replicas": 2}
+	h.obj.Generation = 2
+	h.obj.Status.ClearFailures()
+	events := len(h.recorder.events)
+
+	for run := 1; run <= 2; run++ {
+		err := h.run(t)
+		if !errors.Is(err, ErrMissingRollbackTarget) || err.Error() != "missing target release for rollback: cannot remediate failed release" {
+			t.Fatalf("run %d: %v, want %v", run, err, ErrMissingRollbackTarget)
+		}
+		if run == 1 {
+			wantCalls(t, h, "upgrade")
+		} else {
+			wantCalls(t, h)
+		}
+		wantCondition(t, h, meta.ReadyCondition, metav1.ConditionFalse, helmv2.UpgradeFailedReason)
+		if c := conditions.Get(h.obj, helmv2.RemediatedCondition); c != nil {
+			t.Errorf("run %d: Remediated %s/%s, want none", run, c.Status, c.Reason)
+		}
+		if got := h.obj.Status.UpgradeFailures; got != 1 {
+			t.Errorf("run %d: %d upgrade failures, want 1", run, got)
+		}
+		if got := snapshotStatuses(h.obj.Status.History); got != "v2 failed, v1 failed" {
+			t.Errorf("run %d: history %s", run, got)
+		}
+	}
+	if got := h.recorder.events[events:]; len(got) != 1 {
+		t.Errorf("events %v, want only the upgrade's failure", got)
+	}
+}
+
+// TestRolledBackReleaseInSyncIsUpgradeSucceeded: a failed upgrade was
+// rolled back; the spec then goes back to what the rollback restored. The release is in sync without an action:
+// as upstream, Remediated gives way to Released True/UpgradeSucceeded,
+// and the release is Ready, with no new revision.
+func TestRolledBackReleaseInSyncIsUpgradeSucceeded(t *testing.T) {
+	h := newHarness(func(o *v2.HelmRelease) {
+		o.Spec.Upgrade = &v2.Upgrade{}
+		o.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 1}
+	})
+	h.mustRun(t)
+	working := h.values
+	h.values = map[string]any{"replicas": 3}
+	h.obj.Generation = 2
+	h.helm.fail["upgrade"] = errors.New("deployment not ready")
+	if err := h.run(t); err == nil {
+		t.Fatal("the upgrade's failure is not reported")
+	}
+	wantCondition(t, h, helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.RollbackSucceededReason)
+	h.takeCalls()
+
+	delete(h.helm.fail, "upgrade")
+	h.values = working
+	h.obj.Generation = 3
+	h.mustRun(t)
+	wantCalls(t, h)
+	wantCondition(t, h, meta.ReadyCondition, metav1.ConditionTrue, helmv2.UpgradeSucceededReason)
+	wantCondition(t, h, helmv2.ReleasedCondition, metav1.ConditionTrue, helmv2.UpgradeSucceededReason)
+	if c := conditions.Get(h.obj, helmv2.RemediatedCondition); c != nil {
+		t.Errorf("Remediated %s/%s, want none", c.Status, c.Reason)
+	}
+	if got, want := conditions.GetMessage(h.obj, helmv2.ReleasedCondition), "Helm upgrade succeeded for release default/app.v3 with chart podinfo@6.0.0"; got != want {
+		t.Errorf("Released message %q, want %q", got, want)
+	}
+}

@@ -92,7 +92,11 @@ func predictFailed(req *Request) (Step, string) {
 	if err := canceledWaitFailure(req); err != nil {
 		return remediationOf(req)
 	}
-	return guarded(req, req.Object.Status.LastAttemptedReleaseAction, StepUpgrade)
+	step, why := guarded(req, req.Object.Status.LastAttemptedReleaseAction, StepUpgrade)
+	if err := unremediableFailure(req); step == StepUpgrade && err != nil {
+		return StepNone, err.Error()
+	}
+	return step, why
 }
 
 // guarded is step unless the retries of action are used up.

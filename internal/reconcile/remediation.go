@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/runtime/conditions"
 )
 
 // remediate undoes a failed install or upgrade as the active remediation
@@ -29,9 +30,15 @@ func (m *Machine) remediate(ctx context.Context, req *Request, cause error) erro
 	case helmv2.ReleaseActionInstall:
 		err = m.uninstallRemediation(ctx, req)
 	case helmv2.ReleaseActionUpgrade:
-		if rem.GetStrategy() == helmv2.UninstallRemediationStrategy {
+		switch {
+		case rem.GetStrategy() == helmv2.UninstallRemediationStrategy:
 			err = m.uninstallRemediation(ctx, req)
-		} else {
+		case missingRollbackTarget(req, rem) != nil:
+			// Nothing to roll back to (the release never deployed):
+			// stop here as upstream does, with neither a rollback nor
+			// another failure counted.
+			return missingRollbackTarget(req, rem)
+		default:
 			err = m.rollback(ctx, req)
 		}
 	}
@@ -60,4 +67,45 @@ func remediationEnded(req *Request, cause error) error {
 func uninstalledAfterUpgrade(req *Request, rem helmv2.Remediation) bool {
 	return req.Object.Status.LastAttemptedReleaseAction == helmv2.ReleaseActionUpgrade &&
 		rem.GetStrategy() == helmv2.UninstallRemediationStrategy
+}
+
+// rolledBackInSync reports a release that a rollback left in sync with
+// the desired state (the spec went back to what the rollback restored)
+// as upstream does: the remediation is over, and Released True with
+// UpgradeSucceeded speaks for the release, so that it is Ready again
+// without another revision.
+func rolledBackInSync(req *Request) {
+	if !conditions.IsTrue(req.Object, helmv2.RemediatedCondition) {
+		return
+	}
+	latest := req.Object.Status.History.Latest()
+	conditions.Delete(req.Object, helmv2.RemediatedCondition)
+	conditions.MarkTrue(req.Object, helmv2.ReleasedCondition, helmv2.UpgradeSucceededReason,
+		"Helm upgrade succeeded for release %s", describeRelease(latest))
+}
+
+// missingRollbackTarget is ErrMissingRollbackTarget when the remediation
+// rem of a failed upgrade is a rollback and the history holds no
+// successful release to roll back to, as after an install that failed and
+// upgrades that failed over it; nil otherwise.
+func missingRollbackTarget(req *Request, rem helmv2.Remediation) error {
+	if rem == nil || req.Object.Status.LastAttemptedReleaseAction != helmv2.ReleaseActionUpgrade ||
+		rem.GetStrategy() != helmv2.RollbackRemediationStrategy ||
+		req.Object.Status.History.Previous(ignoreTestFailures(req)) != nil {
+		return nil
+	}
+	return fmt.Errorf("%w: cannot remediate failed release", ErrMissingRollbackTarget)
+}
+
+// unremediableFailure is missingRollbackTarget for a failed release a
+// later reconcile finds: its failure still counts (nothing changed since)
+// and is remediated rather than retried (no RetryOnFailure, no force
+// request), so upstream would try the rollback again, and stops again.
+func unremediableFailure(req *Request) error {
+	rem := req.Object.GetActiveRemediation()
+	if req.Force || rem == nil || req.Object.FailureCount(rem) <= 0 ||
+		req.Object.GetActiveRetry(req.DefaultToRetryOnFailure) != nil {
+		return nil
+	}
+	return missingRollbackTarget(req, rem)
 }

@@ -45,9 +45,9 @@ func TestConsent(t *testing.T) {
 			if tt.annotation != "" {
 				annotations = map[string]string{Annotation: tt.annotation}
 			}
-			ok, optedOut, advice := tt.policy.consent(Refused{Kind: tt.kind, Cause: tt.cause, Desired: object(tt.kind, "", annotations)})
-			if ok != tt.wantConsent || optedOut != tt.wantOptedOut || !strings.Contains(advice, tt.wantAdvice) || tt.wantAdvice == "" && advice != "" {
-				t.Errorf("consent = %v, %v, %q; want %v, %v, %q", ok, optedOut, advice, tt.wantConsent, tt.wantOptedOut, tt.wantAdvice)
+			by, optedOut, advice := tt.policy.consent(Refused{Kind: tt.kind, Cause: tt.cause, Desired: object(tt.kind, "", annotations)})
+			if ok := by != ""; ok != tt.wantConsent || optedOut != tt.wantOptedOut || !strings.Contains(advice, tt.wantAdvice) || tt.wantAdvice == "" && advice != "" {
+				t.Errorf("consent = %q, %v, %q; want %v, %v, %q", by, optedOut, advice, tt.wantConsent, tt.wantOptedOut, tt.wantAdvice)
 			}
 		})
 	}

@@ -36,5 +36,7 @@
 // Helm actions get it through Wrap (a kube client), drift correction
 // through Policy.Recreate, both with the release's one Policy and its
 // Memory, so an object refused again after its recreate is not recreated
-// in a loop.
+// in a loop. A plan asks Policy.Judge, which runs the same checks
+// (decide) with reads and dry runs only and says whether the object would
+// be recreated, with whose consent, or why not.
 package recreate

@@ -66,26 +66,37 @@ func neverRecreated(gk schema.GroupKind) string {
 	return fmt.Sprintf("a %s is never recreated, since deleting it could lose data: change it by hand", gk.Kind)
 }
 
-// consent tells whether the object r refers to may be recreated as far as
-// its owner's wishes go: its manifest's annotation, else, in a rollback,
-// the annotation in the revision rolled back from, else the gate. When
-// not, advice says what would give consent, or why nothing can.
-func (p Policy) consent(r Refused) (ok bool, optedOut bool, advice string) {
+// Consent is what lets an object be recreated.
+type Consent string
+
+// The consents, as a plan names them.
+const (
+	ConsentAnnotation     Consent = "its manifest says " + Annotation + ": " + Enabled
+	ConsentRolledBackFrom Consent = "the revision rolled back from says " + Annotation + ": " + Enabled
+	ConsentGate           Consent = "the " + GateName + " feature gate"
+)
+
+// consent tells what consents to recreating the object r refers to, as
+// far as its owner's wishes go: its manifest's annotation, else, in a
+// rollback, the annotation in the revision rolled back from, else the
+// gate; "" when nothing does. Then advice says what would give consent,
+// or why nothing can.
+func (p Policy) consent(r Refused) (by Consent, optedOut bool, advice string) {
 	switch r.annotation() {
 	case Enabled:
-		return true, false, ""
+		return ConsentAnnotation, false, ""
 	case Disabled:
-		return false, true, fmt.Sprintf("it opts out of recreation (%s: %s)", Annotation, Disabled)
+		return "", true, fmt.Sprintf("it opts out of recreation (%s: %s)", Annotation, Disabled)
 	}
 	if p.RolledBackFrom.has(r, p.Release.Namespace) {
-		return true, false, ""
+		return ConsentRolledBackFrom, false, ""
 	}
 	covered := gateCovers(r.Kind, r.Cause)
 	if p.Gate && covered {
-		return true, false, ""
+		return ConsentGate, false, ""
 	}
 	if covered {
-		return false, false, fmt.Sprintf("annotate it %s: %s (or turn on the %s feature gate) to let the controller recreate it", Annotation, Enabled, GateName)
+		return "", false, fmt.Sprintf("annotate it %s: %s (or turn on the %s feature gate) to let the controller recreate it", Annotation, Enabled, GateName)
 	}
-	return false, false, fmt.Sprintf("annotate it %s: %s to let the controller recreate it", Annotation, Enabled)
+	return "", false, fmt.Sprintf("annotate it %s: %s to let the controller recreate it", Annotation, Enabled)
 }

@@ -86,76 +86,37 @@ func Propagation(gk schema.GroupKind) metav1.DeletionPropagation {
 // pollInterval is how often a recreate looks whether the object is gone.
 const pollInterval = 250 * time.Millisecond
 
-// Recreate recreates r when p allows it, and otherwise deletes nothing. In
-// order: kinds never recreated; the manifest's opt-out; the object in the
-// cluster against the guards (which no consent lifts); a dry run showing
-// the API server would accept the new version as a new object (so a
-// manifest that is simply invalid deletes nothing); consent; then delete
-// (on condition of the UID read), wait until gone and create, which
-// applies r's manifest again the way the refused update would have.
+// Recreate recreates r when p allows it (decide), and otherwise deletes
+// nothing: then it deletes the object on condition of the UID read,
+// waits until it is gone and creates it, which applies r's manifest again
+// the way the refused update would have.
 //
 // It returns what was recreated, or an *ImmutableError naming the object
 // and the refused fields with what stopped it, what would let it go
 // ahead, or where recreating it failed. Every wait ends with ctx: its
 // deadline is the action's, and a shutdown cancels it. Both Helm's
-// updates (Client) and drift correction use it.
+// updates (Client) and drift correction use it; a plan asks Judge, which
+// decides the same way.
 func (p Policy) Recreate(ctx context.Context, r Refused, create func(context.Context) error) (Recreated, error) {
 	ierr := &ImmutableError{Object: r.Object, Fields: Fields(r.Cause), Err: r.Cause}
+	d, err := p.decide(ctx, &r, ierr)
+	switch {
+	case err != nil:
+		return Recreated{}, err
+	case d.patched:
+		return Recreated{Object: r.Object, InPlace: true}, nil
+	case d.live == nil:
+		// Gone since the refusal: creating it deletes nothing.
+		return p.created(ctx, r, ierr, create, false)
+	}
 	fail := func(advice string) (Recreated, error) {
 		ierr.Advice = advice
 		return Recreated{}, ierr
 	}
-	if why := neverRecreated(r.Kind); why != "" {
-		return fail(why)
-	}
-	consent, optedOut, advice := p.consent(r)
-	if optedOut {
-		return fail(advice)
-	}
-	if consent && r.InPlace != nil {
-		patched, err := p.patchedInPlace(ctx, &r, ierr)
-		switch {
-		case err != nil:
-			return Recreated{}, err
-		case patched:
-			return Recreated{Object: r.Object, InPlace: true}, nil
-		}
-		if consent, optedOut, advice = p.consent(r); optedOut {
-			return fail(advice)
-		}
-	}
-	live, err := r.Cluster.Live(ctx)
-	switch {
-	case apierrors.IsNotFound(err):
-		// Gone since the refusal: creating it deletes nothing.
-		return p.created(ctx, r, ierr, create, false)
-	case err != nil:
-		return fail("not recreated: reading it failed: " + err.Error())
-	}
-	if at := p.Memory.recreated(live.GetUID(), r.Desired); !at.IsZero() {
-		return fail(fmt.Sprintf("not recreated again: it was recreated at %s from the same manifest and is refused again, "+
-			"so something changes it after it is created (a mutating webhook or another controller)", at.UTC().Format(time.RFC3339)))
-	}
-	why, err := p.guard(ctx, r, live)
-	switch {
-	case err != nil:
-		return fail("not recreated: " + err.Error())
-	case why != "":
-		return fail("not recreated: " + why)
-	}
-	if err := r.Cluster.DryRunCreate(ctx); !apierrors.IsAlreadyExists(err) {
-		if err == nil {
-			err = errors.New("the API server did not see the existing object")
-		}
-		return fail("not recreated: its new version would not be accepted as a new object either: " + err.Error())
-	}
-	if !consent {
-		return fail(advice)
-	}
 	if err := ctx.Err(); err != nil {
 		return fail("not recreated: " + context.Cause(ctx).Error())
 	}
-	err = r.Cluster.Delete(ctx, live.GetUID(), Propagation(r.Kind))
+	err = r.Cluster.Delete(ctx, d.live.GetUID(), Propagation(r.Kind))
 	switch {
 	case apierrors.IsNotFound(err):
 		return p.created(ctx, r, ierr, create, false)
@@ -164,10 +125,91 @@ func (p Policy) Recreate(ctx context.Context, r Refused, create func(context.Con
 	case err != nil:
 		return fail("not recreated: deleting it failed: " + err.Error())
 	}
-	if err := waitGone(ctx, r.Cluster, live.GetUID()); err != nil {
+	if err := waitGone(ctx, r.Cluster, d.live.GetUID()); err != nil {
 		return fail("it was deleted to be recreated, but it was not gone in time to create it again (the next attempt creates it): " + err.Error())
 	}
 	return p.created(ctx, r, ierr, create, true)
+}
+
+// decision is what the checks before any deletion decided: the object
+// was updated in place after all (patched), is gone (live nil), or may be
+// deleted and created again with the consent of by.
+type decision struct {
+	patched bool
+	live    *unstructured.Unstructured
+	by      Consent
+}
+
+// decide runs, in order, every check a recreate passes before it deletes
+// anything: kinds never recreated; the manifest's opt-out; when r
+// answered a replace and consent is given, the patch in place
+// (Refused.InPlace, the only write here); the object in the cluster
+// against the memory and the guards (which no consent lifts); a dry run
+// showing the API server would accept the new version as a new object
+// (so a manifest that is simply invalid deletes nothing); consent. A
+// refusal is ierr with its advice.
+func (p Policy) decide(ctx context.Context, r *Refused, ierr *ImmutableError) (decision, error) {
+	fail := func(advice string) (decision, error) {
+		ierr.Advice = advice
+		return decision{}, ierr
+	}
+	if why := neverRecreated(r.Kind); why != "" {
+		return fail(why)
+	}
+	by, optedOut, advice := p.consent(*r)
+	if optedOut {
+		return fail(advice)
+	}
+	if by != "" && r.InPlace != nil {
+		patched, err := p.patchedInPlace(ctx, r, ierr)
+		switch {
+		case err != nil:
+			return decision{}, err
+		case patched:
+			return decision{patched: true}, nil
+		}
+		if by, optedOut, advice = p.consent(*r); optedOut {
+			return fail(advice)
+		}
+	}
+	live, err := r.Cluster.Live(ctx)
+	switch {
+	case apierrors.IsNotFound(err):
+		return decision{by: by}, nil
+	case err != nil:
+		return fail("not recreated: reading it failed: " + err.Error())
+	}
+	if why := p.cleared(ctx, *r, live); why != "" {
+		return fail(why)
+	}
+	if by == "" {
+		return fail(advice)
+	}
+	return decision{live: live, by: by}, nil
+}
+
+// cleared checks live, the object r refers to, against the memory, the
+// guards and the dry run of its creation, and says why it must not be
+// recreated, or "".
+func (p Policy) cleared(ctx context.Context, r Refused, live *unstructured.Unstructured) string {
+	if at := p.Memory.recreated(live.GetUID(), r.Desired); !at.IsZero() {
+		return fmt.Sprintf("not recreated again: it was recreated at %s from the same manifest and is refused again, "+
+			"so something changes it after it is created (a mutating webhook or another controller)", at.UTC().Format(time.RFC3339))
+	}
+	why, err := p.guard(ctx, r, live)
+	switch {
+	case err != nil:
+		return "not recreated: " + err.Error()
+	case why != "":
+		return "not recreated: " + why
+	}
+	if err := r.Cluster.DryRunCreate(ctx); !apierrors.IsAlreadyExists(err) {
+		if err == nil {
+			err = errors.New("the API server did not see the existing object")
+		}
+		return "not recreated: its new version would not be accepted as a new object either: " + err.Error()
+	}
+	return ""
 }
 
 // patchedInPlace tries r's update again as a patch, before anything is

@@ -34,6 +34,24 @@ func (r *Runner) DetectDrift(ctx context.Context, rel *releasev1.Release) (jsond
 	return set, err
 }
 
+// DetectRefused compares rel's objects with the cluster as DetectDrift
+// does, and also returns the objects the API server refuses to change in
+// place, for a plan to judge with the action's recreate policy.
+// A plan only reads: its checker takes no fields over (which writes
+// managedFields), whatever the drift detection mode.
+func (r *Runner) DetectRefused(ctx context.Context, rel *releasev1.Release) (jsondiff.DiffSet, []recreate.Refused, error) {
+	if r.cfg.RESTClientGetter == nil {
+		return nil, nil, fmt.Errorf("the Helm configuration has no REST client getter")
+	}
+	opts := r.driftOptions()
+	opts.OverrideManagers = nil
+	checker, err := drift.NewChecker(r.cfg.RESTClientGetter, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return checker.DetectRefused(ctx, rel)
+}
+
 // CorrectDrift applies the drifted objects of set again.
 func (r *Runner) CorrectDrift(ctx context.Context, set jsondiff.DiffSet) (*ssa.ChangeSet, error) {
 	checker, err := r.driftChecker()

@@ -128,7 +128,10 @@ func TestDecodedBudget(t *testing.T) {
 	secret := func(uid, rv string) *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), ResourceVersion: rv}}
 	}
+	// A record without a chart costs what it is given; records of a chart
+	// are TestDecodedKeepsEachChartOnce's.
 	rls := podinfoRelease(t, 1, common.StatusDeployed)
+	rls.Chart = nil
 	tests := []struct {
 		name   string
 		budget int
@@ -185,4 +188,77 @@ func mustWrite(t *testing.T, write func(string, release.Releaser) error, key str
 
 func summary(rls *releasev1.Release) string {
 	return fmt.Sprintf("%d/%s/%s", rls.Version, rls.Info.Status, rls.Info.Description)
+}
+
+// TestDecodedKeepsEachChartOnce: the records of a fleet of releases made
+// from one chart carry that chart each, nearly all of their size. The
+// cache keeps one copy of a chart for every record that carries an equal
+// one and counts it once against its budget, so that a budget that holds
+// three records with their chart holds many more records of that chart;
+// a chart that differs in anything is kept apart.
+func TestDecodedKeepsEachChartOnce(t *testing.T) {
+	decode := func(uid string, rls *releasev1.Release) (*corev1.Secret, *releasev1.Release, int) {
+		t.Helper()
+		// A rendered podinfo manifest is about 7 KiB; podinfoRelease's
+		// holds every template.
+		rls.Manifest = rls.Manifest[:min(len(rls.Manifest), 7<<10)]
+		item, err := newRecord("sh.helm.release.v1."+uid+".v1", rls, "createdAt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		item.UID, item.ResourceVersion = types.UID(uid), "1"
+		got, size, err := decodeRecord(item)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return item, got, size
+	}
+	_, _, oneRecord := decode("probe", podinfoRelease(t, 1, common.StatusDeployed))
+	cache := NewDecoded(3 * oneRecord)
+
+	var items []*corev1.Secret
+	for i := range 20 {
+		item, rls, size := decode(fmt.Sprintf("same-%d", i), podinfoRelease(t, 1, common.StatusDeployed))
+		cache.put(item, rls, size)
+		items = append(items, item)
+	}
+	first := cache.get(items[0])
+	if first == nil {
+		t.Fatalf("the first of 20 records of one chart was dropped; a budget of three records should keep them all (size %d of %d)", cache.size, cache.budget)
+	}
+	for _, item := range items[1:] {
+		got := cache.get(item)
+		if got == nil {
+			t.Fatalf("record %s was dropped (size %d of %d)", item.UID, cache.size, cache.budget)
+		}
+		if got.Chart != first.Chart {
+			t.Errorf("record %s holds a chart of its own, want the one kept for every equal chart", item.UID)
+		}
+	}
+
+	other := podinfoRelease(t, 1, common.StatusDeployed)
+	other.Chart.Templates[0].Data = append(slices.Clone(other.Chart.Templates[0].Data), []byte("\n# edited\n")...)
+	item, rls, size := decode("other", other)
+	cache.put(item, rls, size)
+	if got := cache.get(item); got == nil || got.Chart == first.Chart {
+		t.Fatalf("a record of another chart was dropped or given the shared chart")
+	}
+	if got := cache.get(item); string(got.Chart.Templates[0].Data) != string(other.Chart.Templates[0].Data) {
+		t.Errorf("the other chart's template reads %q", got.Chart.Templates[0].Data)
+	}
+
+	// Dropping every record of a chart frees what its chart cost.
+	small := NewDecoded(oneRecord + oneRecord/2)
+	for i := range 3 {
+		item, rls, size := decode(fmt.Sprintf("a-%d", i), podinfoRelease(t, 1, common.StatusDeployed))
+		small.put(item, rls, size)
+	}
+	item, rls, size = decode("b", other)
+	small.put(item, rls, size)
+	if small.get(item) == nil || len(small.charts) != 1 {
+		t.Errorf("after a record of another chart pushed out the first chart's records: %d charts kept, want 1", len(small.charts))
+	}
+	if small.size > small.budget {
+		t.Errorf("size %d over budget %d", small.size, small.budget)
+	}
 }

@@ -46,6 +46,10 @@ type Options struct {
 	Controllers []string
 	// Concurrent is both controllers' --concurrent; DefaultConcurrent when 0.
 	Concurrent int
+	// Shards, when set, runs that many controllers side by side, each with
+	// --watch-label-selector=sharding.fluxcd.io/key=shard<i>, and deals
+	// the fleet out to them in turn; 0 runs one controller.
+	Shards int
 	// Settle is the pause between the install and no-op phases;
 	// DefaultSettle when 0.
 	Settle time.Duration
@@ -81,6 +85,9 @@ func (o Options) withDefaults() (Options, error) {
 		if name != Upstream && !isOurs(name) {
 			return o, fmt.Errorf("unknown controller %q (want %s, %s or %s)", name, Upstream, Ours, OursAfterHooks)
 		}
+	}
+	if o.Shards < 0 {
+		return o, fmt.Errorf("shards must be 0 or more, got %d", o.Shards)
 	}
 	if o.Concurrent == 0 {
 		o.Concurrent = DefaultConcurrent
@@ -127,6 +134,19 @@ type Row struct {
 	NoopDownloads    float64
 
 	PeakRSSBytes int64
+
+	// Shards is how many controllers shared the fleet (0: one, unsharded);
+	// CPU, requests and peak RSS are then their sums.
+	Shards int
+
+	// Restart phase: the controllers stopped (SIGTERM) and started again
+	// with the fleet deployed, until each had reconciled every release
+	// once. RestartCPU counts the new processes from their start.
+	RestartTime time.Duration
+	RestartCPU  time.Duration
+	// NewRevisions is how many Helm revisions appeared after the install
+	// phase: through the no-op phase and the restart. It should be 0.
+	NewRevisions int
 }
 
 // Run benchmarks every controller at every fleet size, one run at a time,
@@ -148,7 +168,7 @@ func Run(ctx context.Context, opts Options) ([]Row, error) {
 	var rows []Row
 	for _, n := range opts.Releases {
 		for _, name := range opts.Controllers {
-			row, err := runOnce(ctx, opts, runSpec{controller: name, binary: binaries[name], releases: n})
+			row, err := runOnce(ctx, opts, runSpec{controller: name, binary: binaries[name], releases: n, shards: opts.Shards})
 			if err != nil {
 				return rows, fmt.Errorf("%s controller with %d releases: %w", name, n, err)
 			}

@@ -40,11 +40,41 @@ func TestFleetOfTwenty(t *testing.T) {
 	for _, table := range []Table{ResultTable(rows), RatioTable(rows)} {
 		wantFilled(t, table)
 	}
+	// Run fails a run whose fleet gained a revision at rest (no-op phase,
+	// restart); this shows the restart was measured at all.
+	for _, r := range rows {
+		if r.RestartTime <= 0 || r.NewRevisions != 0 {
+			t.Errorf("%s: restart took %s with %d new revisions, want a measured restart and none", r.Controller, r.RestartTime, r.NewRevisions)
+		}
+	}
 	var text strings.Builder
 	if err := WriteText(&text, rows); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", text.String())
+}
+
+// TestShardsOfAFleet runs ours as two shards on a small fleet. Run fails
+// the run if a shard's controller reconciled a release of the other
+// shard, or if the fleet gained a revision at rest or over the restart.
+func TestShardsOfAFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster and two controllers")
+	}
+	const releases, shards = 8, 2
+	rows, err := Run(t.Context(), Options{
+		Releases:    []int{releases},
+		Controllers: []string{Ours},
+		Shards:      shards,
+		Progress:    testLog{t},
+	})
+	if err != nil {
+		t.Fatalf("benchmark: %v", err)
+	}
+	if len(rows) != 1 || rows[0].Shards != shards || rows[0].RestartTime <= 0 {
+		t.Fatalf("rows %+v, want one of %d shards with a measured restart", rows, shards)
+	}
+	wantFilled(t, ResultTable(rows))
 }
 
 // wantFilled fails t for a table without rows or with an empty cell.

@@ -44,6 +44,8 @@ type controllerConfig struct {
 	kubeconfig string
 	logPath    string
 	concurrent int
+	// args follow the flags every run passes.
+	args []string
 }
 
 func startController(cfg controllerConfig) (*controllerProcess, error) {
@@ -61,14 +63,15 @@ func startController(cfg controllerConfig) (*controllerProcess, error) {
 	}
 	// Both binaries accept these flags. The log level stays at its default
 	// (info): debug logging would add the logger's cost to what is measured.
-	cmd := exec.Command(cfg.binary,
+	args := append([]string{
 		"--watch-all-namespaces",
 		"--enable-leader-election=false",
-		"--metrics-addr="+metricsAddr,
-		"--health-addr="+healthAddr,
+		"--metrics-addr=" + metricsAddr,
+		"--health-addr=" + healthAddr,
 		"--events-addr=",
-		"--concurrent="+strconv.Itoa(cfg.concurrent),
-	)
+		"--concurrent=" + strconv.Itoa(cfg.concurrent),
+	}, cfg.args...)
+	cmd := exec.Command(cfg.binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// KUBECONFIG rather than --kubeconfig: upstream reads only the environment.
 	cmd.Env = append(os.Environ(), "RUNTIME_NAMESPACE=flux-system", "KUBECONFIG="+cfg.kubeconfig)

@@ -22,7 +22,23 @@
 //     Ready. Nothing changed, so this is the cost of a reconcile that has
 //     nothing to do: controller CPU per release.
 //
-// Peak RSS is VmHWM from /proc just before the controller is stopped.
+// Peak RSS is VmHWM from /proc just before the controller is stopped. Then
+// a third phase:
+//
+//   - restart: the controller is stopped (SIGTERM) and started again with
+//     the fleet deployed, as a rollout of the controller would. The phase
+//     lasts until the new process has reconciled every release once, read
+//     from the per-object Flux metric gotk_reconcile_duration_seconds_count
+//     both binaries export. Reported: that time, the new process's CPU
+//     from its start, and the Helm revisions the fleet gained since the
+//     install phase (no-op and restart together), which must be 0: a run
+//     with a new revision fails.
+//
+// With Options.Shards the controller runs as that many processes, each
+// with --watch-label-selector=sharding.fluxcd.io/key=shard<i>, and the
+// fleet is dealt out to them in turn; CPU, requests and peak RSS are the
+// sums over the shards, and a run in which a shard's controller
+// reconciled a release of another shard fails.
 //
 // Ours runs as the image ships it (static, stripped), as upstream's tool
 // binary is built. The controller "ours-afterhooks" is ours with the fleet

@@ -46,6 +46,8 @@ type environment struct {
 	// waitStrategy, when set, is the fleet's install and upgrade
 	// waitStrategy.
 	waitStrategy v2.HookWaitStrategy
+	// shards, when set, spreads the fleet over that many shard keys.
+	shards int
 }
 
 // startEnvironment brings everything up; on error nothing is left running.

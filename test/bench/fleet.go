@@ -31,6 +31,14 @@ const (
 
 func releaseName(i int) string { return fmt.Sprintf("podinfo-%d", i) }
 
+// shardLabel is the label Flux's sharding selects on.
+const shardLabel = "sharding.fluxcd.io/key"
+
+func shardKey(shard int) string { return fmt.Sprintf("shard%d", shard+1) }
+
+// shardOf is the shard release i belongs to: the fleet is dealt out in turn.
+func shardOf(i, shards int) int { return i % shards }
+
 // podinfoRelease is release i of the fleet: the podinfo chart from the
 // HelmRepository through a chart template, with default install settings
 // but for the environment's wait strategy.
@@ -48,6 +56,9 @@ func (env *environment) podinfoRelease(i int) *v2.HelmRelease {
 				SourceRef: &helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: repositoryName},
 			}},
 		}},
+	}
+	if env.shards > 0 {
+		hr.Labels = map[string]string{shardLabel: shardKey(shardOf(i, env.shards))}
 	}
 	if env.waitStrategy != "" {
 		hr.Spec.Install = &v2.Install{WaitStrategy: env.waitStrategy}

@@ -96,7 +96,7 @@ func (c Chart) plot(rows []Row) (*plot.Plot, error) {
 func (c Chart) points(rows []Row, controller string) plotter.XYs {
 	var xys plotter.XYs
 	for _, r := range rows {
-		if r.Controller == controller {
+		if controllerLabel(r.Controller, r.Shards) == controller {
 			xys = append(xys, plotter.XY{X: float64(r.Releases), Y: c.Value(r)})
 		}
 	}
@@ -109,8 +109,8 @@ func (c Chart) points(rows []Row, controller string) plotter.XYs {
 func controllersOf(rows []Row) []string {
 	var names []string
 	for _, r := range rows {
-		if !slices.Contains(names, r.Controller) {
-			names = append(names, r.Controller)
+		if name := controllerLabel(r.Controller, r.Shards); !slices.Contains(names, name) {
+			names = append(names, name)
 		}
 	}
 	return names

@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 )
 
@@ -12,8 +14,9 @@ import (
 // noopProfileSeconds that of the no-op phase, which is over sooner. Each
 // phase waits for its profile before the next begins.
 const (
-	cpuProfileSeconds  = 30
-	noopProfileSeconds = 10
+	cpuProfileSeconds     = 30
+	noopProfileSeconds    = 10
+	restartProfileSeconds = 10
 )
 
 // pendingProfile is a CPU profile being taken in the background.
@@ -30,6 +33,19 @@ func (p *pendingProfile) wait() error {
 	return <-p.done
 }
 
+// joinProfiles is done when every one of ps is, with their errors.
+func joinProfiles(ps ...*pendingProfile) *pendingProfile {
+	joined := &pendingProfile{done: make(chan error, 1)}
+	go func() {
+		var errs []error
+		for _, p := range ps {
+			errs = append(errs, p.wait())
+		}
+		joined.done <- errors.Join(errs...)
+	}()
+	return joined
+}
+
 // startCPUProfile asks ours for a CPU profile of seconds from its pprof
 // endpoint (served beside the metrics) and saves it as kind when it
 // arrives. It returns nil when no profile is wanted; upstream is never
@@ -39,7 +55,7 @@ func (r *run) startCPUProfile(ctx context.Context, seconds int, kind string) *pe
 		return nil
 	}
 	p := &pendingProfile{done: make(chan error, 1)}
-	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", r.ctl.metricsBase, seconds)
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", r.ctls[0].metricsBase, seconds)
 	go func() {
 		// The endpoint answers only after the profile's duration.
 		ctx, cancel := context.WithTimeout(ctx, time.Duration(seconds)*time.Second+time.Minute)
@@ -49,12 +65,36 @@ func (r *run) startCPUProfile(ctx context.Context, seconds int, kind string) *pe
 	return p
 }
 
+// startAPIServerProfile takes a CPU profile of the cluster's kube-apiserver
+// for seconds, as kind, while the fleet is installed: at a few thousand
+// releases the API server, not the controller, sets the pace, and its
+// profile shows for which requests. Taken for every controller, so the
+// two can be compared; nil when no profile is wanted.
+func (r *run) startAPIServerProfile(ctx context.Context, seconds int, kind string) *pendingProfile {
+	if r.opts.ProfileDir == "" {
+		return nil
+	}
+	p := &pendingProfile{done: make(chan error, 1)}
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, time.Duration(seconds)*time.Second+time.Minute)
+		defer cancel()
+		data, err := r.env.apiServer.Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(seconds)).DoRaw(ctx)
+		if err != nil {
+			p.done <- fmt.Errorf("taking the kube-apiserver's %s profile: %w", kind, err)
+			return
+		}
+		p.done <- r.writeProfile(data, kind)
+	}()
+	return p
+}
+
 // saveHeapProfile saves ours' heap profile at the end of the run.
 func (r *run) saveHeapProfile(ctx context.Context) error {
 	if r.opts.ProfileDir == "" || !isOurs(r.controller) {
 		return nil
 	}
-	return r.saveProfile(ctx, r.ctl.metricsBase+"/debug/pprof/heap", "heap")
+	return r.saveProfile(ctx, r.ctls[0].metricsBase+"/debug/pprof/heap", "heap")
 }
 
 // saveProfile writes what url returns to <dir>/<controller>-n<N>-<kind>.pprof.
@@ -63,6 +103,11 @@ func (r *run) saveProfile(ctx context.Context, url, kind string) error {
 	if err != nil {
 		return fmt.Errorf("taking the %s profile: %w", kind, err)
 	}
+	return r.writeProfile(data, kind)
+}
+
+// writeProfile writes data to <dir>/<controller>-n<N>-<kind>.pprof.
+func (r *run) writeProfile(data []byte, kind string) error {
 	if err := os.MkdirAll(r.opts.ProfileDir, 0o755); err != nil {
 		return fmt.Errorf("creating the profile directory: %w", err)
 	}

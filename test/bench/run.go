@@ -17,6 +17,9 @@ type runSpec struct {
 	controller string
 	binary     string
 	releases   int
+	// shards is the number of controllers sharing the fleet by
+	// sharding.fluxcd.io/key; 0 runs one controller without a selector.
+	shards int
 }
 
 // run is the state of one run while it is measured.
@@ -24,15 +27,16 @@ type run struct {
 	runSpec
 	opts     Options
 	env      *environment
-	ctl      *controllerProcess
+	ctls     controllers
+	configs  []controllerConfig
 	progress io.Writer
 	row      Row
 }
 
-// runOnce measures one controller with one fleet size on a fresh cluster
-// and stops everything it started, whatever happens.
+// runOnce measures one controller (or its shards) with one fleet size on
+// a fresh cluster and stops everything it started, whatever happens.
 func runOnce(ctx context.Context, opts Options, spec runSpec) (row Row, err error) {
-	progress := prefixWriter{w: opts.Progress, prefix: fmt.Sprintf("bench: %s N=%d: ", spec.controller, spec.releases)}
+	progress := prefixWriter{w: opts.Progress, prefix: fmt.Sprintf("bench: %s N=%d: ", controllerLabel(spec.controller, spec.shards), spec.releases)}
 	workDir, err := os.MkdirTemp("", "helm-controller-bench-*")
 	if err != nil {
 		return row, fmt.Errorf("creating the work directory: %w", err)
@@ -46,35 +50,62 @@ func runOnce(ctx context.Context, opts Options, spec runSpec) (row Row, err erro
 	if spec.controller == OursAfterHooks {
 		env.waitStrategy = v2.AfterHooks
 	}
+	env.shards = spec.shards
 	defer func() { err = errors.Join(err, env.stop()) }()
 
-	ctl, err := startController(controllerConfig{
-		name:       spec.controller,
-		binary:     spec.binary,
-		kubeconfig: env.cluster.Kubeconfig(),
-		logPath:    filepath.Join(workDir, "controller.log"),
-		concurrent: opts.Concurrent,
-	})
-	if err != nil {
+	r := &run{runSpec: spec, opts: opts, env: env, progress: progress,
+		configs: controllerConfigs(spec, opts, env.cluster.Kubeconfig(), workDir),
+		row:     Row{Controller: spec.controller, Releases: spec.releases, Shards: spec.shards}}
+	if r.ctls, err = startControllers(r.configs); err != nil {
 		return row, err
 	}
-	r := &run{runSpec: spec, opts: opts, env: env, ctl: ctl, progress: progress,
-		row: Row{Controller: spec.controller, Releases: spec.releases}}
 	measureErr := r.measure(ctx)
-	stopErr := ctl.stop()
-	// The log is read before the deferred clean-up removes the work directory.
+	stopErr := r.ctls.stop()
+	// The logs are read before the deferred clean-up removes the work directory.
 	if err := errors.Join(measureErr, stopErr); err != nil {
-		return row, ctl.explain(err)
+		return row, r.ctls.explain(err)
 	}
 	return r.row, nil
 }
 
-func (r *run) measure(ctx context.Context) error {
-	if err := r.ctl.waitServing(ctx); err != nil {
-		return fmt.Errorf("waiting for the controller to serve metrics: %w", err)
+// controllerConfigs is one controller, or one per shard, each watching
+// only its shard's releases.
+func controllerConfigs(spec runSpec, opts Options, kubeconfig, workDir string) []controllerConfig {
+	base := controllerConfig{name: spec.controller, binary: spec.binary, kubeconfig: kubeconfig,
+		logPath: filepath.Join(workDir, "controller.log"), concurrent: opts.Concurrent}
+	if spec.shards == 0 {
+		return []controllerConfig{base}
 	}
-	if err := r.ctl.waitIdle(ctx); err != nil {
-		return fmt.Errorf("waiting for the controller to finish starting: %w", err)
+	configs := make([]controllerConfig, spec.shards)
+	for i := range configs {
+		c := base
+		c.name = fmt.Sprintf("%s %s", spec.controller, shardKey(i))
+		c.logPath = filepath.Join(workDir, fmt.Sprintf("controller-%s.log", shardKey(i)))
+		c.args = []string{"--watch-label-selector=" + shardLabel + "=" + shardKey(i)}
+		configs[i] = c
+	}
+	return configs
+}
+
+// startControllers starts every process; on error it stops those started.
+func startControllers(configs []controllerConfig) (controllers, error) {
+	var ctls controllers
+	for _, cfg := range configs {
+		ctl, err := startController(cfg)
+		if err != nil {
+			return nil, errors.Join(err, ctls.stop())
+		}
+		ctls = append(ctls, ctl)
+	}
+	return ctls, nil
+}
+
+func (r *run) measure(ctx context.Context) error {
+	if err := r.ctls.waitServing(ctx); err != nil {
+		return err
+	}
+	if err := r.ctls.waitIdle(ctx); err != nil {
+		return err
 	}
 	profile, err := r.installPhase(ctx)
 	if err != nil {
@@ -91,10 +122,16 @@ func (r *run) measure(ctx context.Context) error {
 	if err := r.noopPhase(ctx); err != nil {
 		return err
 	}
-	if r.row.PeakRSSBytes, err = r.ctl.peakRSSBytes(); err != nil {
+	if err := r.checkShards(ctx); err != nil {
 		return err
 	}
-	return r.saveHeapProfile(ctx)
+	if r.row.PeakRSSBytes, err = r.ctls.peakRSSBytes(); err != nil {
+		return err
+	}
+	if err := r.saveHeapProfile(ctx); err != nil {
+		return err
+	}
+	return r.restartPhase(ctx)
 }
 
 // installTimeout grows with the fleet: a few seconds per release on a
@@ -116,7 +153,12 @@ func (r *run) installPhase(ctx context.Context) (*pendingProfile, error) {
 	if err != nil {
 		return nil, err
 	}
-	profile := r.startCPUProfile(ctx, cpuProfileSeconds, "cpu")
+	kindsBefore, err := r.env.apiServerRequestsByKind(ctx)
+	if err != nil {
+		return nil, err
+	}
+	profile := joinProfiles(r.startCPUProfile(ctx, cpuProfileSeconds, "cpu"),
+		r.startAPIServerProfile(ctx, cpuProfileSeconds, "apiserver-cpu"))
 	began := time.Now()
 	if err := r.env.createFleet(ctx, r.releases); err != nil {
 		return nil, err
@@ -126,7 +168,7 @@ func (r *run) installPhase(ctx context.Context) (*pendingProfile, error) {
 		releases: r.releases,
 		timeout:  installTimeout(r.releases),
 		check:    readyForGeneration,
-		alive:    r.ctl.alive,
+		alive:    r.ctls.alive,
 		progress: r.progress,
 	})
 	if err != nil {
@@ -141,6 +183,12 @@ func (r *run) installPhase(ctx context.Context) (*pendingProfile, error) {
 	r.row.APIRequests = after.apiRequests - before.apiRequests
 	r.row.ControllerRequests = after.controllerRequests - before.controllerRequests
 	r.row.InstallDownloads = after.downloads - before.downloads
+	kindsAfter, err := r.env.apiServerRequestsByKind(ctx)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(r.progress, "install: API requests per release, the most frequent (all clients): %s\n",
+		topGrowth(kindsBefore, kindsAfter, r.releases, 8))
 	fmt.Fprintf(r.progress, "install: all %d Ready in %s, controller CPU %s\n",
 		r.releases, r.row.TimeToReady.Round(100*time.Millisecond), r.row.InstallCPU)
 	return profile, nil
@@ -152,7 +200,7 @@ func (r *run) settle(ctx context.Context) error {
 	if err := sleep(ctx, r.opts.Settle); err != nil {
 		return err
 	}
-	return r.ctl.alive()
+	return r.ctls.alive()
 }
 
 // noopPhase asks every release for a reconcile that has nothing to do and
@@ -173,7 +221,7 @@ func (r *run) noopPhase(ctx context.Context) error {
 		releases: r.releases,
 		timeout:  noopTimeout(r.releases),
 		check:    handledAndReady(token),
-		alive:    r.ctl.alive,
+		alive:    r.ctls.alive,
 		progress: r.progress,
 	})
 	if err != nil {
@@ -203,17 +251,17 @@ type counters struct {
 func (r *run) snapshot(ctx context.Context) (counters, error) {
 	var c counters
 	var err error
-	if c.cpu, err = r.ctl.cpuTime(); err != nil {
+	if c.cpu, err = r.ctls.cpuTime(); err != nil {
 		return c, err
 	}
 	if c.apiRequests, err = r.env.apiServerRequestCount(ctx); err != nil {
 		return c, err
 	}
-	if c.controllerRequests, err = r.ctl.controllerMetric(ctx, clientRequests); err != nil {
+	if c.controllerRequests, err = r.ctls.metric(ctx, clientRequests); err != nil {
 		return c, err
 	}
 	if isOurs(r.controller) {
-		if c.downloads, err = r.ctl.controllerMetric(ctx, oursChartDownloads); err != nil {
+		if c.downloads, err = r.ctls.metric(ctx, oursChartDownloads); err != nil {
 			return c, err
 		}
 	}

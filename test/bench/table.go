@@ -24,11 +24,12 @@ func ResultTable(rows []Row) Table {
 		"controller", "N", "time to all Ready (s)", "controller CPU (s)", "CPU per release (ms)",
 		"peak RSS (MiB)", "no-op CPU per reconcile (ms)", "downloads install/no-op",
 		"API requests per release", "controller requests per release",
+		"restart: all reconciled (s)", "restart CPU (s)", "new revisions",
 	}}
 	for _, r := range rows {
 		n := float64(r.Releases)
 		t.Rows = append(t.Rows, []string{
-			r.Controller,
+			controllerLabel(r.Controller, r.Shards),
 			strconv.Itoa(r.Releases),
 			fmt.Sprintf("%.1f", r.TimeToReady.Seconds()),
 			fmt.Sprintf("%.1f", r.InstallCPU.Seconds()),
@@ -38,9 +39,29 @@ func ResultTable(rows []Row) Table {
 			downloadsCell(r),
 			fmt.Sprintf("%.0f", r.APIRequests/n),
 			fmt.Sprintf("%.1f", r.ControllerRequests/n),
+			restartCell(r, fmt.Sprintf("%.1f", r.RestartTime.Seconds())),
+			restartCell(r, fmt.Sprintf("%.1f", r.RestartCPU.Seconds())),
+			restartCell(r, strconv.Itoa(r.NewRevisions)),
 		})
 	}
 	return t
+}
+
+// controllerLabel names a run's controller, with its shards if it had any.
+func controllerLabel(controller string, shards int) string {
+	if shards == 0 {
+		return controller
+	}
+	return fmt.Sprintf("%s, %d shards", controller, shards)
+}
+
+// restartCell is value, or n/a for rows saved before runs had a restart
+// phase.
+func restartCell(r Row, value string) string {
+	if r.RestartTime == 0 {
+		return notAvailable
+	}
+	return value
 }
 
 func milliseconds(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -89,7 +110,7 @@ func pairs(rows []Row) [][2]Row {
 
 func find(rows []Row, controller string, releases int) (Row, bool) {
 	for _, r := range rows {
-		if r.Controller == controller && r.Releases == releases {
+		if r.Controller == controller && r.Releases == releases && r.Shards == 0 {
 			return r, true
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/afterhooks/helm-controller/test/chartgen"
+	"github.com/afterhooks/helm-controller/test/parity"
 )
 
 // generatedReport gathers TestGeneratedParity's results, from scenarios
@@ -23,7 +24,7 @@ type generatedReport struct {
 	start       time.Time
 	results     []generatedResult
 	// used marks the listed differences the scenarios showed.
-	used map[expectKey]bool
+	used map[parity.Key]bool
 }
 
 // generatedResult is one scenario's outcome: its unlisted differences,
@@ -31,20 +32,21 @@ type generatedReport struct {
 // that still differs when it was shrunk.
 type generatedResult struct {
 	scenario chartgen.Scenario
-	rows     []realRow
+	rows     []parity.Row
 	took     time.Duration
 	shrunk   *chartgen.Scenario
 }
 
 func newGeneratedReport(base uint64, concurrency int) *generatedReport {
-	return &generatedReport{base: base, concurrency: concurrency, start: time.Now(), used: map[expectKey]bool{}}
+	return &generatedReport{base: base, concurrency: concurrency, start: time.Now(), used: map[parity.Key]bool{}}
 }
 
-// compare is compareRealRuns for scenario s, ours in default mode.
-func (r *generatedReport) compare(s chartgen.Scenario, upstream, ours realRun) []realRow {
+// compare lists the differences of ours from upstream in scenario s
+// that realChartsExpected lists under none of its feature keys.
+func (r *generatedReport) compare(s chartgen.Scenario, upstream, ours realRun) []parity.Row {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return compareRealRuns(expectNames(s), realModeDefault, upstream, ours, r.used)
+	return parity.CompareScenarios(expectNames(s), upstream.Run, ours.Run, realChartsExpected, r.used)
 }
 
 func (r *generatedReport) add(result generatedResult) {
@@ -112,7 +114,7 @@ func (r *generatedReport) writeDifferences(b *strings.Builder) {
 			continue
 		}
 		found = true
-		fmt.Fprintf(b, "### %s\n\n```\n%s```\n\nReproduce: `%s`\n\n", res.scenario, formatRows(res.rows), reproduceCommand(res.scenario.Seed))
+		fmt.Fprintf(b, "### %s\n\n```\n%s```\n\nReproduce: `%s`\n\n", res.scenario, parity.FormatRows(res.rows), reproduceCommand(res.scenario.Seed))
 		if res.shrunk != nil {
 			fmt.Fprintf(b, "Smallest failing scenario: %s\n\n", res.shrunk)
 		}
@@ -128,8 +130,8 @@ func (r *generatedReport) writeListed(b *strings.Builder) {
 	b.WriteString("## Listed differences seen\n\nEach is in `realChartsExpected` and in [differences.md](differences.md).\n\n")
 	fields, reasons := map[string][]string{}, map[string]string{}
 	for key := range r.used {
-		if feature, ok := strings.CutPrefix(key.chart, generatedExpectPrefix); ok {
-			fields[feature] = append(fields[feature], key.field)
+		if feature, ok := strings.CutPrefix(key.Scenario, generatedExpectPrefix); ok {
+			fields[feature] = append(fields[feature], key.Field)
 			reasons[feature] = realChartsExpected[key]
 		}
 	}

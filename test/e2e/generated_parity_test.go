@@ -11,12 +11,15 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/test/chartgen"
 	"github.com/afterhooks/helm-controller/test/chartserver"
 	"github.com/afterhooks/helm-controller/test/e2e/framework"
+	"github.com/afterhooks/helm-controller/test/parity"
+	"github.com/afterhooks/helm-controller/test/realcharts"
 )
 
 // The settings of TestGeneratedParity.
@@ -47,7 +50,7 @@ const (
 // TestGeneratedParity runs charts that test/chartgen composes from
 // seeds, each through its steps under upstream helm-controller and under
 // ours in default mode, in fresh namespaces, and compares the two with
-// the real-chart harness's comparison (compareRealRuns): a difference
+// the real-chart harness's comparison (test/parity): a difference
 // that realChartsExpected does not list under one of the scenario's
 // feature keys fails the test with its table, its seed and the command
 // that reproduces it. It runs only when HELM_CONTROLLER_PARITY_GENERATED
@@ -132,7 +135,7 @@ func parityGenerated(t *testing.T, s chartgen.Scenario, report *generatedReport)
 		return
 	}
 	msg := fmt.Sprintf("%s: ours (default) differs from upstream where no difference is listed:\n%s\nreproduce: %s",
-		s, formatRows(rows), reproduceCommand(s.Seed))
+		s, parity.FormatRows(rows), reproduceCommand(s.Seed))
 	if result.shrunk != nil {
 		msg += fmt.Sprintf("\nsmallest failing scenario: %s", result.shrunk)
 	}
@@ -160,7 +163,7 @@ func shrinkGenerated(t *testing.T, s chartgen.Scenario, report *generatedReport)
 // attempts' charts apart), runs it under upstream, then under ours (one
 // after the other: CRDs are cluster-scoped), and lists the unlisted
 // differences.
-func runGeneratedPair(t *testing.T, s chartgen.Scenario, attempt int, report *generatedReport) []realRow {
+func runGeneratedPair(t *testing.T, s chartgen.Scenario, attempt int, report *generatedReport) []parity.Row {
 	t.Helper()
 	dir := t.TempDir()
 	if err := s.Write(dir); err != nil {
@@ -196,30 +199,33 @@ func expectNames(s chartgen.Scenario) []string {
 }
 
 // runGenerated runs s's steps under mode in a fresh namespace and
-// snapshots after each.
+// observes after each, as the real charts' steps are observed.
 func runGenerated(t *testing.T, s chartgen.Scenario, dir string, ref chartserver.ChartRef, mode realMode) realRun {
 	t.Helper()
-	side, repo := startParitySide(t, mode, "gen")
+	side, repo := startRealSide(t, realcharts.Chart{Name: s.Name()}, dir, mode, "gen")
 	side.hr = framework.Sharded(generatedRelease(s, side.ns, repo, ref), side.ctl)
-	run := realRun{mode: mode}
+	run := realRun{Run: parity.Run{Mode: string(mode)}}
 	for i, step := range s.Steps {
-		run.names = append(run.names, string(step))
-		switch step {
-		case chartgen.StepInstall:
-			start := time.Now()
-			env.Create(t, side.hr)
-			side.settle(t, parityStep{name: string(step), settled: parityInstallSettled})
-			run.install = time.Since(start)
-		case chartgen.StepUninstall:
-			run.steps = append(run.steps, side.uninstall(t, dir))
-			continue
-		default:
-			env.PatchSpec(t, side.hr, func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSONFrom(s.Values(i)) })
-			side.settle(t, parityStep{name: string(step), settled: generatedSettled})
-		}
-		run.steps = append(run.steps, side.realSnapshot(t))
+		run.Steps = append(run.Steps, side.observeStep(t, generatedStep(s, i, step)))
 	}
+	run.install = side.install
 	return run
+}
+
+// generatedStep is step i of s as a real-chart step: the install and
+// the uninstall are theirs; any other step sets the step's values and
+// waits until the controller attempted them.
+func generatedStep(s chartgen.Scenario, i int, step chartgen.Step) realStep {
+	switch step {
+	case chartgen.StepInstall:
+		return realStep{name: string(step), do: (*realSide).doInstall}
+	case chartgen.StepUninstall:
+		return realStep{name: string(step), do: (*realSide).doUninstall, observe: (*realSide).uninstalledObservation}
+	}
+	return realStep{name: string(step), do: func(side *realSide, t *testing.T) {
+		env.PatchSpec(t, side.hr, func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSONFrom(s.Values(i)) })
+		side.settle(t, parityStep{name: string(step), settled: generatedSettled})
+	}}
 }
 
 // generatedRelease is s's HelmRelease in ns, with the values of its
@@ -241,4 +247,40 @@ func generatedSettled(hr *v2.HelmRelease) error {
 		return fmt.Errorf("generation %d not attempted yet: %s", hr.Generation, framework.Conditions(hr))
 	}
 	return parityInstallSettled(hr)
+}
+
+// generatedOutcomeFields are the fields that follow from a generated
+// step's outcome: a difference in whether it succeeded shows in each.
+var generatedOutcomeFields = []string{meta.ReadyCondition, "Released", "TestSuccess", meta.StalledCondition,
+	"Stalled message", "failures", "history", "storage", "hooks", "objects", "events", "leftovers"}
+
+func init() {
+	// Generated scenarios (TestGeneratedParity), keyed by feature.
+	//
+	// An object that consents to being recreated is recreated here when
+	// an upgrade changes its immutable field, and the upgrade goes on;
+	// upstream does not know the consent and the upgrade fails.
+	recreate := "an object annotated " + chartgen.ConsentAnnotation + ": enabled is recreated when an upgrade " +
+		"changes an immutable field, where upstream's upgrade fails (docs/immutable.md; docs/differences.md, " +
+		"\"Generated scenarios side by side\")"
+	for _, feature := range chartgen.ConsentFeatures() {
+		listGenerated(feature, recreate)
+	}
+	// A failing hook Job with ttlSecondsAfterFinished: upstream counts it
+	// a success once its TTL deleted it; here a hook the wait saw fail
+	// fails the release.
+	ttl := "a failed Job that its TTL deleted is a failure here, a success upstream (docs/differences.md, " +
+		"\"Jobs that failed and were then deleted by their TTL\")"
+	for _, hook := range chartgen.FailingTTLHooks() {
+		listGenerated(hook, ttl)
+	}
+}
+
+// listGenerated lists in realChartsExpected a difference in every
+// outcome field, at any step, for the generated feature.
+func listGenerated(feature chartgen.Feature, reason string) {
+	for _, field := range generatedOutcomeFields {
+		key := parity.Key{Scenario: generatedExpectPrefix + feature.Key(), Mode: string(realModeDefault), Field: field}
+		realChartsExpected[key] = reason
+	}
 }

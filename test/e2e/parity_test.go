@@ -309,6 +309,8 @@ type parityStep struct {
 	// events: compare the types and reasons of the HelmRelease's events
 	// too.
 	events bool
+	// timeout bounds the wait for settled; two minutes when zero.
+	timeout time.Duration
 }
 
 // paritySide is one controller running the scenario in a namespace of
@@ -323,7 +325,11 @@ type paritySide struct {
 // the same for a while, and returns it.
 func (s *paritySide) settle(t *testing.T, step parityStep) paritySnapshot {
 	t.Helper()
-	env.Eventually(t, 2*time.Minute, fmt.Sprintf("%s: %s", s.name, step.name), func(ctx context.Context) error {
+	timeout := step.timeout
+	if timeout == 0 {
+		timeout = 2 * time.Minute
+	}
+	env.Eventually(t, timeout, fmt.Sprintf("%s: %s", s.name, step.name), func(ctx context.Context) error {
 		framework.MustRun(t, s.ctl)
 		if err := env.Get(ctx, s.hr, s.ns, s.hr.Name); err != nil {
 			return err

@@ -1,6 +1,7 @@
 package realcharts
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -39,6 +40,11 @@ func TestCorpusRenders(t *testing.T) {
 			if c.Sim.Deadlock && !slices.Contains(cov.HookPhases, "post-install") {
 				t.Errorf("%s is listed as a deadlock chart but has no post-install hook: %v", c.Name, cov.HookPhases)
 			}
+			// The full parity steps' values change must pass the chart's
+			// schema and render.
+			if _, err := Cover(dir, c.Name, "corpus", c.Sim.ChangedValues("values")); err != nil {
+				t.Errorf("with the values change: %v", err)
+			}
 			t.Logf("%s: %d objects; %v", c.Name, cov.Objects, cov.Features())
 		})
 	}
@@ -64,6 +70,34 @@ func TestParseLine(t *testing.T) {
 				t.Fatalf("got %v, want an error with %q", err, tt.wantErr)
 			case tt.wantErr == "" && c.ModuleVersion() != "example.com/m@v1.0.0":
 				t.Errorf("got %s", c.ModuleVersion())
+			}
+		})
+	}
+}
+
+func TestChangedValues(t *testing.T) {
+	tests := []struct {
+		name string
+		sim  Simulation
+		want string
+	}{
+		{name: "podAnnotations by default", sim: Simulation{},
+			want: `map[podAnnotations:map[parity.afterhooks.io/step:v]]`},
+		{name: "beside the chart's values", sim: Simulation{Values: map[string]any{"controller": map[string]any{"a": 1}},
+			ChangePath: []string{"controller", "podLabels"}},
+			want: `map[controller:map[a:1 podLabels:map[parity.afterhooks.io/step:v]]]`},
+		{name: "into an existing map", sim: Simulation{Values: map[string]any{"labels": map[string]any{"x": "y"}},
+			ChangePath: []string{"labels"}},
+			want: `map[labels:map[parity.afterhooks.io/step:v x:y]]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := fmt.Sprint(tt.sim.Values)
+			if got := fmt.Sprint(tt.sim.ChangedValues("v")); got != tt.want {
+				t.Errorf("got %s, want %s", got, tt.want)
+			}
+			if after := fmt.Sprint(tt.sim.Values); after != before {
+				t.Errorf("the simulation's values changed: %s, were %s", after, before)
 			}
 		})
 	}

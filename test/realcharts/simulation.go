@@ -31,6 +31,36 @@ type Simulation struct {
 	// Timeout, when set, is the HelmRelease's spec.timeout: short for a
 	// chart whose default install is known to time out.
 	Timeout time.Duration
+	// ChangePath is where in the chart's values a map of harmless
+	// annotations or labels lives (podAnnotations when empty): the values
+	// changes of the full parity steps put a key there.
+	ChangePath []string
+}
+
+// ChangeKey is the key the full parity steps' values changes set under
+// ChangePath.
+const ChangeKey = "parity.afterhooks.io/step"
+
+// ChangedValues are the chart's values with ChangeKey set to value under
+// ChangePath: a change of values the chart renders, and that changes
+// nothing the simulated cluster cares about.
+func (s Simulation) ChangedValues(value string) map[string]any {
+	out := copyValues(s.Values)
+	path := s.ChangePath
+	if len(path) == 0 {
+		path = []string{"podAnnotations"}
+	}
+	at := out
+	for _, key := range path {
+		next, ok := at[key].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			at[key] = next
+		}
+		at = next
+	}
+	at[ChangeKey] = value
+	return out
 }
 
 // secret is a Secret that a simulated program writes: its name and keys.
@@ -62,6 +92,7 @@ var simulations = map[string]Simulation{
 	"cert-manager": {
 		Values: map[string]any{"crds": map[string]any{"enabled": true},
 			"startupapicheck": map[string]any{"ttlSecondsAfterFinished": 5}},
+		ChangePath: []string{"podLabels"},
 		Simulated: []string{"crds.enabled: true, so that the chart's templated CRDs (kept on uninstall) are part of the release",
 			"startupapicheck.ttlSecondsAfterFinished: 5: a post-install hook Job that deletes itself"},
 	},
@@ -78,9 +109,10 @@ var simulations = map[string]Simulation{
 			"the post-install init Job (`cockroach init`) creates the Secret cockroachdb-initialized, which the StatefulSet's pods mount " +
 				"(statefulset.secretMounts): a node turns ready only once the cluster is initialised, the deadlock of issue 1",
 		},
-		Claims:   []string{"datadir-cockroachdb-0", "datadir-cockroachdb-1", "datadir-cockroachdb-2"},
-		Deadlock: true,
-		Timeout:  20 * time.Second,
+		Claims:     []string{"datadir-cockroachdb-0", "datadir-cockroachdb-1", "datadir-cockroachdb-2"},
+		Deadlock:   true,
+		Timeout:    20 * time.Second,
+		ChangePath: []string{"labels"},
 	},
 	"external-secrets": {
 		Fixes: []string{"none needed: the optional remote dependency bitwarden-sdk-server is off by default (its condition), " +
@@ -97,7 +129,8 @@ var simulations = map[string]Simulation{
 		Values: map[string]any{"injector": map[string]any{"enabled": false}},
 		Off: []string{"injector.enabled: false: the agent injector's MutatingWebhookConfiguration matches every pod of the " +
 			"shared test cluster and needs a real program to answer"},
-		Claims: []string{"data-vault-0"},
+		Claims:     []string{"data-vault-0"},
+		ChangePath: []string{"server", "annotations"},
 	},
 	"gatekeeper": {
 		Values: map[string]any{"disableValidatingWebhook": true, "disableMutation": true,
@@ -119,7 +152,8 @@ var simulations = map[string]Simulation{
 		Simulated: []string{"the pre-install certgen Job (its real program writes the webhook's certificate Secret, which the " +
 			"controller's pods mount) creates the Secret ingress-nginx-admission",
 			"controller.service.type: ClusterIP: a LoadBalancer Service is never ready without a cloud's load balancer"},
-		Off: []string{"controller.admissionWebhooks.failurePolicy: Ignore: no program answers the webhook on the test cluster"},
+		Off:        []string{"controller.admissionWebhooks.failurePolicy: Ignore: no program answers the webhook on the test cluster"},
+		ChangePath: []string{"controller", "podLabels"},
 	},
 	"descheduler": {
 		Values:    map[string]any{"ttlSecondsAfterFinished": 30},
