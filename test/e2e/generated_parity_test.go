@@ -206,7 +206,9 @@ func runGenerated(t *testing.T, s chartgen.Scenario, dir string, ref chartserver
 	side.hr = framework.Sharded(generatedRelease(s, side.ns, repo, ref), side.ctl)
 	run := realRun{Run: parity.Run{Mode: string(mode)}}
 	for i, step := range s.Steps {
-		run.Steps = append(run.Steps, side.observeStep(t, generatedStep(s, i, step)))
+		genStep := generatedStep(s, i, step)
+		genStep.do(side, t)
+		run.Steps = append(run.Steps, side.observeStep(t, genStep))
 	}
 	run.install = side.install
 	return run
@@ -250,9 +252,10 @@ func generatedSettled(hr *v2.HelmRelease) error {
 }
 
 // generatedOutcomeFields are the fields that follow from a generated
-// step's outcome: a difference in whether it succeeded shows in each.
+// step's outcome: a difference in whether it succeeded shows in each,
+// and an object recreated on one side only in "recreated" (a new uid).
 var generatedOutcomeFields = []string{meta.ReadyCondition, "Released", "TestSuccess", meta.StalledCondition,
-	"Stalled message", "failures", "history", "storage", "hooks", "objects", "events", "leftovers"}
+	"Stalled message", "failures", "history", "storage", "hooks", "objects", "recreated", "events", "leftovers"}
 
 func init() {
 	// Generated scenarios (TestGeneratedParity), keyed by feature.
