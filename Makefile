@@ -21,6 +21,9 @@ DIST_DIR ?= $(CURDIR)/dist
 BENCH_N ?= 100
 BENCH_DIR ?= docs/bench
 FUZZTIME ?= 1m
+# Generated scenarios of `make parity`, and how many run at once.
+PARITY_GENERATED ?= 200
+PARITY_CONCURRENCY ?= 4
 # Packages that need no cluster binaries beyond envtest's API server.
 UNIT_PKGS = $$(go list ./... | grep -v '/test/')
 E2E_PKGS = ./test/...
@@ -99,10 +102,6 @@ charts-outcomes: tools ## Run TestRealChartsParity, record each chart's outcomes
 		go test $(GO_TEST_FLAGS) -timeout 30m -run 'TestRealChartsParity' ./test/e2e/
 	go run ./hack/charts-doc -o docs/charts.md
 
-.PHONY: parity
-parity: tools ## Run every real chart through every step of the differential harness (install to uninstall, issue 31), under upstream and ours.
-	HELM_CONTROLLER_PARITY=full go test $(GO_TEST_FLAGS) -timeout 90m -run 'TestRealChartsParity' ./test/e2e/
-
 .PHONY: verify-generated
 verify-generated: generate charts-doc ## Fail when generated files differ from what is committed.
 	@if [ -n "$$(git status --porcelain -- api config docs/charts.md)" ]; then \
@@ -138,6 +137,22 @@ test-e2e: tools ## End-to-end tests on throwaway local clusters.
 reliability: tools ## Run the full reliability suite (faults at every phase, load, bad input) and write its table into docs/reliability.md.
 	RELIABILITY=full RELIABILITY_REPORT=$(CURDIR)/docs/reliability.md \
 		go test $(GO_TEST_FLAGS) -timeout 6h -v ./test/reliability/
+
+.PHONY: parity
+parity: tools ## Run every real chart through every step of the differential harness (issue 31) and PARITY_GENERATED (default 200) generated scenarios under upstream and ours (PARITY_SEED repeats a run), and write docs/parity.md; not part of make test.
+	start=$$(date +%s); \
+	HELM_CONTROLLER_PARITY=full HELM_CONTROLLER_PARITY_GENERATED=$(PARITY_GENERATED) \
+	HELM_CONTROLLER_PARITY_CONCURRENCY=$(PARITY_CONCURRENCY) $(if $(PARITY_SEED),HELM_CONTROLLER_PARITY_SEED=$(PARITY_SEED)) \
+	HELM_CONTROLLER_PARITY_REPORT=$(CURDIR)/docs/parity.md \
+		go test $(GO_TEST_FLAGS) -timeout 8h -run 'TestRealChartsParity|TestGeneratedParity' ./test/e2e/; \
+	printf '\nThe whole `make parity` (build, real charts and generated scenarios) took %d minutes on %d CPUs.\n' \
+		$$(( ($$(date +%s) - start) / 60 )) $$(nproc) >> docs/parity.md
+
+.PHONY: parity-seed
+parity-seed: tools ## Run the generated parity scenario of SEED alone, as a failing TestGeneratedParity prints it.
+	@test -n "$(SEED)" || { echo "usage: make parity-seed SEED=<seed>" >&2; exit 2; }
+	HELM_CONTROLLER_PARITY_GENERATED=1 HELM_CONTROLLER_PARITY_SEED=$(SEED) \
+		go test $(GO_TEST_FLAGS) -timeout 30m -v -run 'TestGeneratedParity' ./test/e2e/
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 1m), one after the other.

@@ -145,29 +145,46 @@ type realSide struct {
 
 func runRealChart(t *testing.T, c realcharts.Chart, dir string, ref chartserver.ChartRef, mode realMode, steps []realStep) realRun {
 	t.Helper()
-	side := &realSide{paritySide: &paritySide{name: string(mode), ns: env.Namespace(t)}, chart: c, dir: dir, mode: mode}
-	if mode == realModeUpstream {
-		side.binary = framework.UpstreamBinary(t)
-	}
-	repo := env.HelmRepository(t, side.ns)
-	side.ctl = env.StartShard(t, side.ns, framework.ControllerOptions{Shard: "corpus-" + rand.String(8), Binary: side.binary})
-	framework.EnsureRunning(t, side.ctl)
+	side, repo := startRealSide(t, c, dir, mode, "corpus")
 	bindClaims(t, side.ns, c.Sim.Claims)
-	side.hr = framework.Sharded(realChartRelease(c, side.ns, repo.Name, ref, mode), side.ctl)
+	side.hr = framework.Sharded(realChartRelease(c, side.ns, repo, ref, mode), side.ctl)
 	run := realRun{Run: parity.Run{Mode: string(mode)}}
 	for _, step := range steps {
 		step.do(side, t)
-		observe := step.observe
-		if observe == nil {
-			observe = (*realSide).observe
-		}
-		obs := plantedObservation(step.name, mode, observe(side, t))
-		run.Steps = append(run.Steps, parity.Step{Name: step.name, Observation: obs})
+		run.Steps = append(run.Steps, side.observeStep(t, step))
 	}
 	run.install = side.install
 	t.Logf("%s (%s): install settled in %s", c.Name, mode, run.install.Round(time.Second))
 	recordRun(t, c.Name, run.Run)
 	return run
+}
+
+// startRealSide starts, for a fresh namespace, a controller of its own
+// (upstream's binary for realModeUpstream, ours otherwise) on a shard
+// named after shard, for chart c in dir, and returns the side with the
+// name of the namespace's HelmRepository. The real charts and the
+// generated scenarios both start their sides here.
+func startRealSide(t *testing.T, c realcharts.Chart, dir string, mode realMode, shard string) (*realSide, string) {
+	t.Helper()
+	side := &realSide{paritySide: &paritySide{name: string(mode), ns: env.Namespace(t)}, chart: c, dir: dir, mode: mode}
+	if mode == realModeUpstream {
+		side.binary = framework.UpstreamBinary(t)
+	}
+	repo := env.HelmRepository(t, side.ns)
+	side.ctl = env.StartShard(t, side.ns, framework.ControllerOptions{Shard: shard + "-" + rand.String(8), Binary: side.binary})
+	framework.EnsureRunning(t, side.ctl)
+	return side, repo.Name
+}
+
+// observeStep is the side's observation after step, with a planted
+// difference if realPlantEnv asks for one.
+func (s *realSide) observeStep(t *testing.T, step realStep) parity.Step {
+	t.Helper()
+	observe := step.observe
+	if observe == nil {
+		observe = (*realSide).observe
+	}
+	return parity.Step{Name: step.name, Observation: plantedObservation(step.name, s.mode, observe(s, t))}
 }
 
 // realChartRelease is the HelmRelease of chart c in ns for mode.

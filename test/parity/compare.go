@@ -15,13 +15,15 @@ type Key struct {
 // AnyScenario in a Key lists a difference every scenario may show.
 const AnyScenario = "*"
 
-// listed is the key of expected that covers field at step of scenario in
-// mode, most specific first, and whether there is one.
-func listed(expected map[Key]string, scenario, mode, field, step string) (Key, bool) {
-	for _, key := range []Key{
-		{scenario, mode, field, step}, {scenario, mode, field, ""},
-		{AnyScenario, mode, field, step}, {AnyScenario, mode, field, ""},
-	} {
+// listed is the key of expected that covers field at step of one of
+// scenarios in mode, most specific first, and whether there is one.
+func listed(expected map[Key]string, scenarios []string, mode, field, step string) (Key, bool) {
+	var keys []Key
+	for _, scenario := range scenarios {
+		keys = append(keys, Key{scenario, mode, field, step}, Key{scenario, mode, field, ""})
+	}
+	keys = append(keys, Key{AnyScenario, mode, field, step}, Key{AnyScenario, mode, field, ""})
+	for _, key := range keys {
 		if _, ok := expected[key]; ok {
 			return key, true
 		}
@@ -37,6 +39,13 @@ type Row struct{ Step, Field, Upstream, Ours string }
 // it marks in used each listed difference it saw. Runs of different
 // lengths (a step one side never reached) differ in a "steps" row.
 func Compare(scenario string, upstream, ours Run, expected map[Key]string, used map[Key]bool) []Row {
+	return CompareScenarios([]string{scenario}, upstream, ours, expected, used)
+}
+
+// CompareScenarios is Compare for a scenario known under several names
+// (a generated scenario, by the keys of its features): a difference
+// expected lists under any of them is no row.
+func CompareScenarios(scenarios []string, upstream, ours Run, expected map[Key]string, used map[Key]bool) []Row {
 	var rows []Row
 	for i := range min(len(upstream.Steps), len(ours.Steps)) {
 		step := upstream.Steps[i].Name
@@ -49,7 +58,7 @@ func Compare(scenario string, upstream, ours Run, expected map[Key]string, used 
 			if f.Value == mine[j].Value {
 				continue
 			}
-			if key, ok := listed(expected, scenario, ours.Mode, f.Name, step); ok {
+			if key, ok := listed(expected, scenarios, ours.Mode, f.Name, step); ok {
 				used[key] = true
 				continue
 			}

@@ -194,3 +194,34 @@ func TestRecreated(t *testing.T) {
 		})
 	}
 }
+
+// TestCompareScenariosListed: a scenario known under several names (a
+// generated one, by its features' keys) has a difference listed under
+// any one of them as no row, and marks that key seen; a name it does not
+// have lists nothing.
+func TestCompareScenariosListed(t *testing.T) {
+	upstream, ours := recorded(t)
+	step(t, &ours, "install").Conditions["Ready"] = "True/Planted"
+	names := []string{"generated/hook/post-install", "generated/immutable/consent"}
+	tests := []struct {
+		name   string
+		listed Key
+		want   int
+	}{
+		{name: "under the first name", listed: Key{Scenario: names[0], Mode: "default", Field: "Ready"}},
+		{name: "under the second name", listed: Key{Scenario: names[1], Mode: "default", Field: "Ready", Step: "install"}},
+		{name: "under another name", listed: Key{Scenario: "generated/crd", Mode: "default", Field: "Ready"}, want: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			used := map[Key]bool{}
+			rows := CompareScenarios(names, upstream, ours, map[Key]string{tt.listed: "reason"}, used)
+			if len(rows) != tt.want {
+				t.Errorf("got %d rows, want %d:\n%s", len(rows), tt.want, FormatRows(rows))
+			}
+			if used[tt.listed] != (tt.want == 0) {
+				t.Errorf("listed difference marked seen: %v", used[tt.listed])
+			}
+		})
+	}
+}

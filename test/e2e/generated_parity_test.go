@@ -1,0 +1,289 @@
+package e2e
+
+import (
+	"fmt"
+	mathrand "math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/chartgen"
+	"github.com/afterhooks/helm-controller/test/chartserver"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
+	"github.com/afterhooks/helm-controller/test/parity"
+	"github.com/afterhooks/helm-controller/test/realcharts"
+)
+
+// The settings of TestGeneratedParity.
+const (
+	// generatedCountEnv: how many generated scenarios to run; the test
+	// skips without it.
+	generatedCountEnv = "HELM_CONTROLLER_PARITY_GENERATED"
+	// generatedSeedEnv: the base seed; the first scenario's seed is the
+	// base seed itself, so one seed with a count of 1 reproduces a case.
+	generatedSeedEnv = "HELM_CONTROLLER_PARITY_SEED"
+	// generatedConcurrencyEnv: how many scenarios run at once (default
+	// generatedConcurrency).
+	generatedConcurrencyEnv = "HELM_CONTROLLER_PARITY_CONCURRENCY"
+	// generatedReportEnv: a file to write the run's report to
+	// (docs/parity.md under make parity).
+	generatedReportEnv = "HELM_CONTROLLER_PARITY_REPORT"
+	// generatedShrinkEnv: "0" turns off shrinking a failing case.
+	generatedShrinkEnv = "HELM_CONTROLLER_PARITY_SHRINK"
+)
+
+const (
+	generatedConcurrency = 4
+	// generatedTimeout is the HelmRelease's timeout: long enough for a
+	// slow pod, short for a scenario that waits for what never comes.
+	generatedTimeout = 25 * time.Second
+)
+
+// TestGeneratedParity runs charts that test/chartgen composes from
+// seeds, each through its steps under upstream helm-controller and under
+// ours in default mode, in fresh namespaces, and compares the two with
+// the real-chart harness's comparison (test/parity): a difference
+// that realChartsExpected does not list under one of the scenario's
+// feature keys fails the test with its table, its seed and the command
+// that reproduces it. It runs only when HELM_CONTROLLER_PARITY_GENERATED
+// says how many scenarios (make parity).
+func TestGeneratedParity(t *testing.T) {
+	n, base := generatedSettings(t)
+	concurrency := generatedConcurrency
+	if v, err := strconv.Atoi(os.Getenv(generatedConcurrencyEnv)); err == nil && v > 0 {
+		concurrency = v
+	}
+	t.Logf("%d generated scenarios from base seed %d, %d at a time; all again: %s=%d %s=%d",
+		n, base, concurrency, generatedSeedEnv, base, generatedCountEnv, n)
+	report := newGeneratedReport(base, concurrency)
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, concurrency)
+	for _, seed := range generatedSeeds(base, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) { parityGenerated(t, chartgen.Generate(seed), report) })
+		}()
+	}
+	wg.Wait()
+	report.write(t)
+}
+
+// generatedSettings reads how many scenarios to run and the base seed,
+// drawing one when none is given; it skips the test without a count.
+func generatedSettings(t *testing.T) (int, uint64) {
+	t.Helper()
+	count := os.Getenv(generatedCountEnv)
+	if count == "" {
+		t.Skipf("set %s=N to run N generated scenarios (make parity)", generatedCountEnv)
+	}
+	n, err := strconv.Atoi(count)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive number", generatedCountEnv, count)
+	}
+	seed := os.Getenv(generatedSeedEnv)
+	if seed == "" {
+		return n, mathrand.Uint64()
+	}
+	base, err := strconv.ParseUint(seed, 10, 64)
+	if err != nil {
+		t.Fatalf("%s=%q: want an unsigned number", generatedSeedEnv, seed)
+	}
+	return n, base
+}
+
+// generatedSeeds: the base seed, then n-1 seeds drawn from it.
+func generatedSeeds(base uint64, n int) []uint64 {
+	r := mathrand.New(mathrand.NewPCG(base, 0))
+	seeds := []uint64{base}
+	for len(seeds) < n {
+		seeds = append(seeds, r.Uint64())
+	}
+	return seeds
+}
+
+// reproduceCommand runs the scenario of seed alone.
+func reproduceCommand(seed uint64) string {
+	return fmt.Sprintf("make parity-seed SEED=%d  (or: %s=%d %s=1 go test -count=1 -run 'TestGeneratedParity/seed-%d$' ./test/e2e/)",
+		seed, generatedSeedEnv, seed, generatedCountEnv, seed)
+}
+
+// parityGenerated runs scenario s under both controllers, compares and,
+// on a difference, shrinks the scenario to the fewest features that
+// still show one.
+func parityGenerated(t *testing.T, s chartgen.Scenario, report *generatedReport) {
+	t.Logf("scenario %s", s)
+	start := time.Now()
+	rows := runGeneratedPair(t, s, 0, report)
+	result := generatedResult{scenario: s, rows: rows, took: time.Since(start)}
+	if len(rows) > 0 && os.Getenv(generatedShrinkEnv) != "0" {
+		smallest := shrinkGenerated(t, s, report)
+		result.shrunk = &smallest
+	}
+	report.add(result)
+	if len(rows) == 0 {
+		return
+	}
+	msg := fmt.Sprintf("%s: ours (default) differs from upstream where no difference is listed:\n%s\nreproduce: %s",
+		s, parity.FormatRows(rows), reproduceCommand(s.Seed))
+	if result.shrunk != nil {
+		msg += fmt.Sprintf("\nsmallest failing scenario: %s", result.shrunk)
+	}
+	t.Error(msg)
+}
+
+// shrinkGenerated drops s's features one at a time, keeping each drop
+// after which ours still differs from upstream.
+func shrinkGenerated(t *testing.T, s chartgen.Scenario, report *generatedReport) chartgen.Scenario {
+	attempt := 0
+	for i := 0; i < len(s.Features) && len(s.Features) > 1; {
+		attempt++
+		smaller := s.Without(i)
+		if rows := runGeneratedPair(t, smaller, attempt, report); len(rows) > 0 {
+			t.Logf("still differs without feature %d: %s", i, smaller)
+			s = smaller
+			continue
+		}
+		i++
+	}
+	return s
+}
+
+// runGeneratedPair publishes s's chart (attempt tells the shrinking
+// attempts' charts apart), runs it under upstream, then under ours (one
+// after the other: CRDs are cluster-scoped), and lists the unlisted
+// differences.
+func runGeneratedPair(t *testing.T, s chartgen.Scenario, attempt int, report *generatedReport) []parity.Row {
+	t.Helper()
+	dir := t.TempDir()
+	if err := s.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := env.Charts.AddChart(dir, chartserver.WithVersion(fmt.Sprintf("0.1.%d", attempt)))
+	if err != nil {
+		t.Fatalf("publishing %s: %v", s.Name(), err)
+	}
+	upstream := runGenerated(t, s, dir, ref, realModeUpstream)
+	ours := runGenerated(t, s, dir, ref, realModeDefault)
+	return report.compare(s, upstream, ours)
+}
+
+// generatedExpectPrefix prefixes a feature key in realChartsExpected.
+const generatedExpectPrefix = "generated/"
+
+// expectNames are the names realChartsExpected may list s's
+// differences under: one per feature key, but a consent to recreating
+// only where an upgrade changes the immutable fields.
+func expectNames(s chartgen.Scenario) []string {
+	immutableUpgrade := slices.Contains(s.Steps, chartgen.StepImmutableUpgrade)
+	var names []string
+	for _, f := range s.Features {
+		if m, ok := f.(chartgen.Immutable); ok && m.Consent && !immutableUpgrade {
+			continue
+		}
+		if name := generatedExpectPrefix + f.Key(); !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// runGenerated runs s's steps under mode in a fresh namespace and
+// observes after each, as the real charts' steps are observed.
+func runGenerated(t *testing.T, s chartgen.Scenario, dir string, ref chartserver.ChartRef, mode realMode) realRun {
+	t.Helper()
+	side, repo := startRealSide(t, realcharts.Chart{Name: s.Name()}, dir, mode, "gen")
+	side.hr = framework.Sharded(generatedRelease(s, side.ns, repo, ref), side.ctl)
+	run := realRun{Run: parity.Run{Mode: string(mode)}}
+	for i, step := range s.Steps {
+		genStep := generatedStep(s, i, step)
+		genStep.do(side, t)
+		run.Steps = append(run.Steps, side.observeStep(t, genStep))
+	}
+	run.install = side.install
+	return run
+}
+
+// generatedStep is step i of s as a real-chart step: the install and
+// the uninstall are theirs; any other step sets the step's values and
+// waits until the controller attempted them.
+func generatedStep(s chartgen.Scenario, i int, step chartgen.Step) realStep {
+	switch step {
+	case chartgen.StepInstall:
+		return realStep{name: string(step), do: (*realSide).doInstall}
+	case chartgen.StepUninstall:
+		return realStep{name: string(step), do: (*realSide).doUninstall, observe: (*realSide).uninstalledObservation}
+	}
+	return realStep{name: string(step), do: func(side *realSide, t *testing.T) {
+		env.PatchSpec(t, side.hr, func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSONFrom(s.Values(i)) })
+		side.settle(t, parityStep{name: string(step), settled: generatedSettled})
+	}}
+}
+
+// generatedRelease is s's HelmRelease in ns, with the values of its
+// install.
+func generatedRelease(s chartgen.Scenario, ns, repo string, ref chartserver.ChartRef) *v2.HelmRelease {
+	hr := framework.Release(ns, "gen", repo, ref.Name, ref.Version, "")
+	hr.Spec.Values = framework.JSONFrom(s.Values(0))
+	hr.Spec.Timeout = &metav1.Duration{Duration: generatedTimeout}
+	if s.TestsEnabled() {
+		hr.Spec.Test = &helmv2.Test{Enable: true}
+	}
+	return hr
+}
+
+// generatedSettled: the controller attempted the current spec and ended
+// Ready or stalled.
+func generatedSettled(hr *v2.HelmRelease) error {
+	if hr.Status.LastAttemptedGeneration != hr.Generation {
+		return fmt.Errorf("generation %d not attempted yet: %s", hr.Generation, framework.Conditions(hr))
+	}
+	return parityInstallSettled(hr)
+}
+
+// generatedOutcomeFields are the fields that follow from a generated
+// step's outcome: a difference in whether it succeeded shows in each,
+// and an object recreated on one side only in "recreated" (a new uid).
+var generatedOutcomeFields = []string{meta.ReadyCondition, "Released", "TestSuccess", meta.StalledCondition,
+	"Stalled message", "failures", "history", "storage", "hooks", "objects", "recreated", "events", "leftovers"}
+
+func init() {
+	// Generated scenarios (TestGeneratedParity), keyed by feature.
+	//
+	// An object that consents to being recreated is recreated here when
+	// an upgrade changes its immutable field, and the upgrade goes on;
+	// upstream does not know the consent and the upgrade fails.
+	recreate := "an object annotated " + chartgen.ConsentAnnotation + ": enabled is recreated when an upgrade " +
+		"changes an immutable field, where upstream's upgrade fails (docs/immutable.md; docs/differences.md, " +
+		"\"Generated scenarios side by side\")"
+	for _, feature := range chartgen.ConsentFeatures() {
+		listGenerated(feature, recreate)
+	}
+	// A failing hook Job with ttlSecondsAfterFinished: upstream counts it
+	// a success once its TTL deleted it; here a hook the wait saw fail
+	// fails the release.
+	ttl := "a failed Job that its TTL deleted is a failure here, a success upstream (docs/differences.md, " +
+		"\"Jobs that failed and were then deleted by their TTL\")"
+	for _, hook := range chartgen.FailingTTLHooks() {
+		listGenerated(hook, ttl)
+	}
+}
+
+// listGenerated lists in realChartsExpected a difference in every
+// outcome field, at any step, for the generated feature.
+func listGenerated(feature chartgen.Feature, reason string) {
+	for _, field := range generatedOutcomeFields {
+		key := parity.Key{Scenario: generatedExpectPrefix + feature.Key(), Mode: string(realModeDefault), Field: field}
+		realChartsExpected[key] = reason
+	}
+}
