@@ -23,21 +23,12 @@ const (
 func sumMetric(exposition, name string) (float64, error) {
 	var sum float64
 	found := false
-	for line := range strings.Lines(exposition) {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		series, value, ok := splitSample(line)
-		if !ok || metricName(series) != name {
-			continue
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			return 0, fmt.Errorf("parsing the value of %q: %w", line, err)
-		}
+	err := eachSample(exposition, name, func(_ map[string]string, v float64) {
 		sum += v
 		found = true
+	})
+	if err != nil {
+		return 0, err
 	}
 	if !found {
 		return 0, fmt.Errorf("metric %s is not exposed", name)
