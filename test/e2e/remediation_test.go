@@ -340,10 +340,19 @@ func TestInstallRetryOnFailure(t *testing.T) {
 		})
 		t.Logf("Ready: %s: %s", conditions.GetReason(hr, meta.ReadyCondition), conditions.GetMessage(hr, meta.ReadyCondition))
 		// As upstream: an upgrade over the failed revision, which Helm
-		// supersedes; the history keeps the two.
+		// supersedes. With RetryOnFailure the history is cut to the newest
+		// five (upstream's TruncateIgnoringPreviousSnapshots), so it holds
+		// every revision since the failed install, up to five.
 		h := hr.Status.History
-		if latest := h.Latest(); latest.Version != retried+1 || len(h) != 2 || h[1].Status != "superseded" {
-			t.Errorf("history %s, want v%d deployed and v%d superseded", framework.Snapshots(h), retried+1, retried)
+		newest := retried + 1
+		if latest := h.Latest(); latest.Version != newest || len(h) < 2 || h[1].Status != "superseded" || len(h) != min(newest, 5) {
+			t.Errorf("history %s, want v%d deployed, v%d superseded and the revisions before, %d in all",
+				framework.Snapshots(h), newest, retried, min(newest, 5))
+		}
+		for i, s := range h {
+			if s.Version != newest-i {
+				t.Errorf("history %s: entry %d is v%d, want v%d", framework.Snapshots(h), i, s.Version, newest-i)
+			}
 		}
 		if err := framework.Condition(hr, meta.ReadyCondition, metav1.ConditionTrue, helmv2.UpgradeSucceededReason); err != nil {
 			t.Error(err)
