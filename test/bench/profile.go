@@ -54,15 +54,10 @@ func (r *run) startCPUProfile(ctx context.Context, seconds int, kind string) *pe
 	if r.opts.ProfileDir == "" || !isOurs(r.controller) {
 		return nil
 	}
-	p := &pendingProfile{done: make(chan error, 1)}
 	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", r.ctls[0].metricsBase, seconds)
-	go func() {
-		// The endpoint answers only after the profile's duration.
-		ctx, cancel := context.WithTimeout(ctx, time.Duration(seconds)*time.Second+time.Minute)
-		defer cancel()
-		p.done <- r.saveProfile(ctx, url, kind)
-	}()
-	return p
+	return r.profileInBackground(ctx, seconds, kind, func(ctx context.Context) ([]byte, error) {
+		return fetch(ctx, url)
+	})
 }
 
 // startAPIServerProfile takes a CPU profile of the cluster's kube-apiserver
@@ -74,14 +69,21 @@ func (r *run) startAPIServerProfile(ctx context.Context, seconds int, kind strin
 	if r.opts.ProfileDir == "" {
 		return nil
 	}
+	return r.profileInBackground(ctx, seconds, kind, func(ctx context.Context) ([]byte, error) {
+		return r.env.apiServer.Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(seconds)).DoRaw(ctx)
+	})
+}
+
+// profileInBackground runs take, which answers only after the profile's
+// seconds, and writes what it returns as kind.
+func (r *run) profileInBackground(ctx context.Context, seconds int, kind string, take func(context.Context) ([]byte, error)) *pendingProfile {
 	p := &pendingProfile{done: make(chan error, 1)}
 	go func() {
 		ctx, cancel := context.WithTimeout(ctx, time.Duration(seconds)*time.Second+time.Minute)
 		defer cancel()
-		data, err := r.env.apiServer.Get().AbsPath("/debug/pprof/profile").
-			Param("seconds", strconv.Itoa(seconds)).DoRaw(ctx)
+		data, err := take(ctx)
 		if err != nil {
-			p.done <- fmt.Errorf("taking the kube-apiserver's %s profile: %w", kind, err)
+			p.done <- fmt.Errorf("taking the %s profile: %w", kind, err)
 			return
 		}
 		p.done <- r.writeProfile(data, kind)
