@@ -33,17 +33,17 @@ func (m *Machine) remediate(ctx context.Context, req *Request, cause error) erro
 	case helmv2.ReleaseActionInstall:
 		err = m.uninstallRemediation(ctx, req)
 	case helmv2.ReleaseActionUpgrade:
-		switch {
-		case rem.GetStrategy() == helmv2.UninstallRemediationStrategy:
+		if rem.GetStrategy() == helmv2.UninstallRemediationStrategy {
 			err = m.uninstallRemediation(ctx, req)
-		case missingRollbackTarget(req, rem) != nil:
+			break
+		}
+		if missing := missingRollbackTarget(req, rem); missing != nil {
 			// Nothing to roll back to (the release never deployed):
 			// stop here as upstream does, with neither a rollback nor
 			// another failure counted.
-			return missingRollbackTarget(req, rem)
-		default:
-			err = m.rollback(ctx, req)
+			return missing
 		}
+		err = m.rollback(ctx, req)
 	}
 	if err != nil {
 		return fmt.Errorf("%v; remediation failed: %w", cause, err)
