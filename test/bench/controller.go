@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/afterhooks/helm-controller/test/cluster"
 )
 
 const (
@@ -49,16 +50,21 @@ type controllerConfig struct {
 }
 
 func startController(cfg controllerConfig) (*controllerProcess, error) {
-	metricsAddr, err := freeLoopbackAddress()
+	// Reserved ports (locked, below the ephemeral range): a port taken from
+	// a closed port-0 listener can be taken again before the controller binds it.
+	metricsAddr, releaseMetrics, err := cluster.ReserveAddress()
 	if err != nil {
 		return nil, err
 	}
-	healthAddr, err := freeLoopbackAddress()
+	healthAddr, releaseHealth, err := cluster.ReserveAddress()
 	if err != nil {
+		releaseMetrics()
 		return nil, err
 	}
+	release := func() { releaseMetrics(); releaseHealth() }
 	logFile, err := os.Create(cfg.logPath)
 	if err != nil {
+		release()
 		return nil, fmt.Errorf("creating the controller log: %w", err)
 	}
 	// Both binaries accept these flags. The log level stays at its default
@@ -79,6 +85,7 @@ func startController(cfg controllerConfig) (*controllerProcess, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
+		release()
 		return nil, fmt.Errorf("starting %s: %w", cfg.binary, err)
 	}
 	p := &controllerProcess{
@@ -91,19 +98,10 @@ func startController(cfg controllerConfig) (*controllerProcess, error) {
 	go func() {
 		p.exitErr = cmd.Wait()
 		logFile.Close()
+		release()
 		close(p.exited)
 	}()
 	return p, nil
-}
-
-// freeLoopbackAddress returns a 127.0.0.1 address nobody listens on.
-func freeLoopbackAddress() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // alive reports an error once the process has exited.

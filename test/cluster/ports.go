@@ -134,3 +134,16 @@ func portFree(port int) bool {
 	_ = l.Close()
 	return true
 }
+
+// ReserveAddress claims one free port on 127.0.0.1 the way a cluster claims
+// its own, for a process started beside the cluster (a controller's metrics
+// address): the port lies below the ephemeral range and stays locked against
+// other test processes until release is called, which the caller does once
+// the process that binds it has exited.
+func ReserveAddress() (addr string, release func(), err error) {
+	set, err := reservePorts(1)
+	if err != nil {
+		return "", nil, err
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(set.ports[0])), set.release, nil
+}

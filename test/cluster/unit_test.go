@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,31 @@ func TestReservePorts(t *testing.T) {
 
 	set.release()
 	lock, err = claimPort(portLockDir(), port)
+	if err != nil || lock == nil {
+		t.Fatalf("claiming port %d after release: lock %v, err %v", port, lock, err)
+	}
+	lock.Close()
+}
+
+func TestReserveAddressHoldsItsPortUntilReleased(t *testing.T) {
+	addr, release, err := ReserveAddress()
+	if err != nil {
+		t.Fatalf("ReserveAddress: %v", err)
+	}
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil || host != "127.0.0.1" {
+		t.Fatalf("ReserveAddress returned %q (%v); want a 127.0.0.1 address", addr, err)
+	}
+	port, _ := strconv.Atoi(portText)
+	if low, high := portBand(); port < low || port >= high {
+		t.Errorf("port %d outside band %d-%d, where outgoing connections could take it", port, low, high-1)
+	}
+	if lock, _ := claimPort(portLockDir(), port); lock != nil {
+		lock.Close()
+		t.Fatalf("port %d claimed by another test process while reserved", port)
+	}
+	release()
+	lock, err := claimPort(portLockDir(), port)
 	if err != nil || lock == nil {
 		t.Fatalf("claiming port %d after release: lock %v, err %v", port, lock, err)
 	}

@@ -129,7 +129,7 @@ func startProcess(opts ControllerOptions, logPath string) (*process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the controller log: %w", err)
 	}
-	metricsAddr, err := FreeAddress()
+	metricsAddr, releaseAddr, err := ReserveAddress()
 	if err != nil {
 		logFile.Close()
 		return nil, err
@@ -156,12 +156,15 @@ func startProcess(opts ControllerOptions, logPath string) (*process, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
+		releaseAddr()
 		return nil, fmt.Errorf("starting the controller: %w", err)
 	}
 	p := &process{cmd: cmd, logPath: logPath, exited: make(chan error, 1), metricsURL: "http://" + metricsAddr + "/metrics"}
 	go func() {
-		p.exited <- cmd.Wait()
+		err := cmd.Wait()
 		logFile.Close()
+		releaseAddr()
+		p.exited <- err
 	}()
 	return p, nil
 }

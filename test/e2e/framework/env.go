@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -188,12 +187,16 @@ func UpstreamBinary(t testing.TB) string {
 	return ToolPath(t, "helm-controller-upstream")
 }
 
-// FreeAddress returns a 127.0.0.1 address with a port nobody listens on.
-func FreeAddress() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// ReserveAddress returns a 127.0.0.1 address for a process to bind and the
+// function that frees it once the process is gone. An address taken from a
+// listener on port 0 and closed again was seen taken by the time the
+// controller bound it (a metrics server failing with "address already in
+// use" while tests run in parallel), so ports come from the cluster's
+// reservations, which hold a lock and stay out of the ephemeral range.
+func ReserveAddress() (string, func(), error) {
+	addr, release, err := cluster.ReserveAddress()
 	if err != nil {
-		return "", fmt.Errorf("finding a free port: %w", err)
+		return "", nil, fmt.Errorf("reserving a local port: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return addr, release, nil
 }

@@ -63,14 +63,16 @@ func FluxOperator(t testing.TB) FluxOperatorTools {
 // carries no UI build) and the ports are free local ones.
 func StartFluxOperator(t testing.TB, tools FluxOperatorTools, kubeconfig, logPath string) {
 	t.Helper()
-	metrics, err := FreeAddress()
+	metrics, releaseMetrics, err := ReserveAddress()
 	if err != nil {
 		t.Fatal(err)
 	}
-	health, err := FreeAddress()
+	t.Cleanup(releaseMetrics)
+	health, releaseHealth, err := ReserveAddress()
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(releaseHealth)
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
