@@ -44,6 +44,11 @@ type Action struct {
 	// HookLeftovers are what spec.uninstall.deleteHookResources would do
 	// after an uninstall.
 	HookLeftovers *Leftovers `json:"hookLeftovers,omitempty"`
+	// RenderedWithoutServer are the kinds ("Kind.group") of the chart's
+	// crds/ the cluster does not serve yet: an install applies those CRDs
+	// first, the preview cannot, so it rendered the manifest without the
+	// API server and did not compare objects of those kinds with it.
+	RenderedWithoutServer []string `json:"renderedWithoutServer,omitempty"`
 }
 
 // Leftovers are the objects hooks left, judged by the hook cleanup.
@@ -115,10 +120,12 @@ func actionOf(ctx context.Context, in Input, v plan.Verb, cur *releasev1.Release
 // with what is stored (nothing for an install: a release installed again
 // over an uninstalled one starts afresh).
 func (a *Action) apply(ctx context.Context, in Input, v plan.Verb, cur *releasev1.Release, live bool) error {
-	rendered, err := in.Helm.DryRun(ctx, v, in.Chart, in.Values)
+	out, err := in.Helm.DryRun(ctx, v, in.Chart, in.Values)
 	if err != nil {
 		return err
 	}
+	rendered := out.Release
+	a.RenderedWithoutServer = out.OfflineKinds
 	from := ""
 	if v == plan.Upgrade && cur != nil {
 		from = cur.Manifest
@@ -127,7 +134,7 @@ func (a *Action) apply(ctx context.Context, in Input, v plan.Verb, cur *releasev
 		return err
 	}
 	if live {
-		if err := a.compareLive(ctx, in, rendered); err != nil {
+		if err := a.compareLive(ctx, in, withoutKinds(rendered, out.OfflineKinds)); err != nil {
 			return err
 		}
 	}

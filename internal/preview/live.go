@@ -3,9 +3,16 @@ package preview
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
 
 	"github.com/fluxcd/pkg/ssa/jsondiff"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
 
 	"github.com/afterhooks/helm-controller/internal/recreate"
 )
@@ -109,4 +116,34 @@ func liveChanges(d *jsondiff.Diff) []string {
 		out = append(out, op.Type+" "+op.Path)
 	}
 	return out
+}
+
+// withoutKinds is rel with the objects of kinds ("Kind.group") left out
+// of its manifest: kinds the cluster does not serve yet cannot be
+// compared with it.
+func withoutKinds(rel *releasev1.Release, kinds []string) *releasev1.Release {
+	if len(kinds) == 0 {
+		return rel
+	}
+	kept := *rel
+	split := releaseutil.SplitManifests(rel.Manifest)
+	keys := slices.Collect(maps.Keys(split))
+	sort.Sort(releaseutil.BySplitManifestsOrder(keys))
+	var docs []string
+	for _, key := range keys {
+		doc := split[key]
+		var head struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &head); err == nil {
+			gv, _ := schema.ParseGroupVersion(head.APIVersion)
+			if slices.Contains(kinds, head.Kind+"."+gv.Group) {
+				continue
+			}
+		}
+		docs = append(docs, doc)
+	}
+	kept.Manifest = strings.Join(docs, "\n---\n")
+	return &kept
 }

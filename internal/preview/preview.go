@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/fluxcd/pkg/chartutil"
 	"github.com/fluxcd/pkg/ssa/jsondiff"
@@ -29,7 +30,7 @@ type Helm interface {
 	LastRelease(ctx context.Context) (*releasev1.Release, error)
 	Revision(version int) (*releasev1.Release, error)
 	Plan(v plan.Verb) (plan.Plan, error)
-	DryRun(ctx context.Context, v plan.Verb, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error)
+	DryRun(ctx context.Context, v plan.Verb, chart *chartv2.Chart, values map[string]any) (action.Rendered, error)
 	HookLeftovers() (deleted, left []string, err error)
 	// DetectRefused compares the objects of rel's manifest with the
 	// cluster by a server-side apply dry run, and returns those the API
@@ -104,6 +105,13 @@ func Compute(ctx context.Context, in Input) (*Preview, error) {
 	}
 	if p.Actions, err = actionsOf(ctx, in, next, cur); err != nil {
 		return nil, errors.New(in.Secrets.String(err.Error()))
+	}
+	for _, a := range p.Actions {
+		if len(a.RenderedWithoutServer) > 0 {
+			p.NotShown = append(p.NotShown, fmt.Sprintf("the %s applies the chart's CRDs of %s before it renders; the preview "+
+				"cannot, so it rendered without the API server (lookups found nothing, no server-side dry run) "+
+				"and did not compare objects of those kinds with the cluster", a.Verb, strings.Join(a.RenderedWithoutServer, ", ")))
+		}
 	}
 	return p, nil
 }

@@ -29,18 +29,18 @@ func (r *Runner) Plan(v plan.Verb) (plan.Plan, error) {
 // action would (the same HelmRelease, plan and post renderer), through
 // Helm's server-side dry run: only reads and dry-run requests reach the
 // cluster, and Helm storage is only read.
-func (r *Runner) DryRun(ctx context.Context, v plan.Verb, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
+func (r *Runner) DryRun(ctx context.Context, v plan.Verb, chart *chartv2.Chart, values map[string]any) (action.Rendered, error) {
 	obj := r.obj
 	switch v {
 	case plan.Install:
 		obj = r.installObject(ctx)
 	case plan.Upgrade:
 	default:
-		return nil, fmt.Errorf("a dry run renders an install or an upgrade, not %s", v)
+		return action.Rendered{}, fmt.Errorf("a dry run renders an install or an upgrade, not %s", v)
 	}
 	p, err := r.withPostRenderer(r.planFor(v))
 	if err != nil {
-		return nil, err
+		return action.Rendered{}, err
 	}
 	return action.DryRun(ctx, r.cfg, obj, chart, values, action.Call{Config: r.config, Plan: p})
 }
