@@ -183,6 +183,10 @@ func runPlan(args []string) int {
 	defer stop()
 	info, err := os.Stdout.Stat()
 	terminal := err == nil && info.Mode()&os.ModeCharDevice != 0
+	// The command prints its own output and errors; controller-runtime's
+	// client logs nothing a user needs, and without a logger it prints a
+	// stack trace once the process is 30 s old (a plan of a large chart).
+	ctrl.SetLogger(logr.Discard())
 	return plancmd.Run(ctx, args, os.Stdout, os.Stderr, terminal)
 }
 

@@ -25,6 +25,8 @@ type generatedReport struct {
 	results     []generatedResult
 	// used marks the listed differences the scenarios showed.
 	used map[parity.Key]bool
+	// plans are ours' steps planned before they ran (issue 33).
+	plans planTally
 }
 
 // generatedResult is one scenario's outcome: its unlisted differences,
@@ -77,6 +79,7 @@ func (r *generatedReport) markdown() string {
 	b.WriteString("and every step's observation is compared as TestRealChartsParity compares the real charts.\n\n")
 	r.writeSummary(&b)
 	r.writeDifferences(&b)
+	r.writePlans(&b)
 	r.writeListed(&b)
 	r.writeFeatures(&b)
 	r.writeScenarios(&b)
@@ -121,6 +124,24 @@ func (r *generatedReport) writeDifferences(b *strings.Builder) {
 	}
 	if !found {
 		b.WriteString("None.\n\n")
+	}
+}
+
+// writePlans says how many of ours' steps were planned and where the
+// controller did otherwise than its plan.
+func (r *generatedReport) writePlans(b *strings.Builder) {
+	r.plans.mu.Lock()
+	defer r.plans.mu.Unlock()
+	b.WriteString("## Plans against outcomes\n\n")
+	fmt.Fprintf(b, "Before each install and upgrade step, ours was planned with `helm-controller plan` and, once the step\n"+
+		"settled, the action, the objects created, deleted, kept and recreated and the hooks run in order were\n"+
+		"compared with the plan (docs/plan.md). Steps planned: %d (shrinking attempts included); differences: %d.\n\n",
+		r.plans.steps, len(r.plans.differences))
+	for _, d := range r.plans.differences {
+		fmt.Fprintf(b, "- %s\n", d)
+	}
+	if len(r.plans.differences) > 0 {
+		b.WriteString("\n")
 	}
 }
 

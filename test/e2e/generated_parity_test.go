@@ -173,8 +173,8 @@ func runGeneratedPair(t *testing.T, s chartgen.Scenario, attempt int, report *ge
 	if err != nil {
 		t.Fatalf("publishing %s: %v", s.Name(), err)
 	}
-	upstream := runGenerated(t, s, dir, ref, realModeUpstream)
-	ours := runGenerated(t, s, dir, ref, realModeDefault)
+	upstream := runGenerated(t, s, dir, ref, realModeUpstream, report)
+	ours := runGenerated(t, s, dir, ref, realModeDefault, report)
 	return report.compare(s, upstream, ours)
 }
 
@@ -200,15 +200,14 @@ func expectNames(s chartgen.Scenario) []string {
 
 // runGenerated runs s's steps under mode in a fresh namespace and
 // observes after each, as the real charts' steps are observed.
-func runGenerated(t *testing.T, s chartgen.Scenario, dir string, ref chartserver.ChartRef, mode realMode) realRun {
+func runGenerated(t *testing.T, s chartgen.Scenario, dir string, ref chartserver.ChartRef, mode realMode, report *generatedReport) realRun {
 	t.Helper()
 	side, repo := startRealSide(t, realcharts.Chart{Name: s.Name()}, dir, mode, "gen")
 	side.hr = framework.Sharded(generatedRelease(s, side.ns, repo, ref), side.ctl)
+	side.plans = &report.plans
 	run := realRun{Run: parity.Run{Mode: string(mode)}}
 	for i, step := range s.Steps {
-		genStep := generatedStep(s, i, step)
-		genStep.do(side, t)
-		run.Steps = append(run.Steps, side.observeStep(t, genStep))
+		side.runStep(t, &run, generatedStep(s, i, step))
 	}
 	run.install = side.install
 	return run
@@ -220,13 +219,18 @@ func runGenerated(t *testing.T, s chartgen.Scenario, dir string, ref chartserver
 func generatedStep(s chartgen.Scenario, i int, step chartgen.Step) realStep {
 	switch step {
 	case chartgen.StepInstall:
-		return realStep{name: string(step), do: (*realSide).doInstall}
+		return realStep{name: string(step), do: (*realSide).doInstall, next: (*realSide).unchanged}
 	case chartgen.StepUninstall:
 		return realStep{name: string(step), do: (*realSide).doUninstall, observe: (*realSide).uninstalledObservation}
 	}
+	values := func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSONFrom(s.Values(i)) }
 	return realStep{name: string(step), do: func(side *realSide, t *testing.T) {
-		env.PatchSpec(t, side.hr, func(hr *v2.HelmRelease) { hr.Spec.Values = framework.JSONFrom(s.Values(i)) })
+		env.PatchSpec(t, side.hr, values)
 		side.settle(t, parityStep{name: string(step), settled: generatedSettled})
+	}, next: func(side *realSide, t *testing.T) *v2.HelmRelease {
+		hr := side.live(t)
+		values(hr)
+		return hr
 	}}
 }
 

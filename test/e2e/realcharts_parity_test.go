@@ -141,6 +141,8 @@ type realSide struct {
 	installed []*unstructured.Unstructured
 	// install is how long the install took to settle.
 	install time.Duration
+	// plans, when set, counts the side's planned steps for a report.
+	plans *planTally
 }
 
 func runRealChart(t *testing.T, c realcharts.Chart, dir string, ref chartserver.ChartRef, mode realMode, steps []realStep) realRun {
@@ -150,8 +152,7 @@ func runRealChart(t *testing.T, c realcharts.Chart, dir string, ref chartserver.
 	side.hr = framework.Sharded(realChartRelease(c, side.ns, repo, ref, mode), side.ctl)
 	run := realRun{Run: parity.Run{Mode: string(mode)}}
 	for _, step := range steps {
-		step.do(side, t)
-		run.Steps = append(run.Steps, side.observeStep(t, step))
+		side.runStep(t, &run, step)
 	}
 	run.install = side.install
 	t.Logf("%s (%s): install settled in %s", c.Name, mode, run.install.Round(time.Second))
@@ -174,6 +175,21 @@ func startRealSide(t *testing.T, c realcharts.Chart, dir string, mode realMode, 
 	side.ctl = env.StartShard(t, side.ns, framework.ControllerOptions{Shard: shard + "-" + rand.String(8), Binary: side.binary})
 	framework.EnsureRunning(t, side.ctl)
 	return side, repo.Name
+}
+
+// runStep plans step (ours), runs it, observes the side after it and
+// compares what happened with the plan.
+func (s *realSide) runStep(t *testing.T, run *realRun, step realStep) {
+	t.Helper()
+	plan := s.takePlan(t, step)
+	step.do(s, t)
+	var before parity.Observation
+	if n := len(run.Steps); n > 0 {
+		before = run.Steps[n-1].Observation
+	}
+	observed := s.observeStep(t, step)
+	run.Steps = append(run.Steps, observed)
+	s.checkPlan(t, step.name, plan, before, observed.Observation)
 }
 
 // observeStep is the side's observation after step, with a planted
@@ -273,11 +289,12 @@ func (s *realSide) observe(t *testing.T) parity.Observation {
 		obs.Hooks = append(obs.Hooks, fmt.Sprintf("%s/%s %v: %s", h.Kind, name, h.Events, phase))
 		for _, obj := range manifestObjects(t, s.ns, h.Manifest) {
 			if uid, ok := liveUID(t, obj); ok {
-				uids["hook "+s.normalise(randomSuffix.ReplaceAllString(objectName(obj), "-<random>"))] = uid
+				uids[parity.HookPrefix+s.normalise(randomSuffix.ReplaceAllString(objectName(obj), "-<random>"))] = uid
 			}
 		}
 	}
 	sort.Strings(obs.Hooks)
+	obs.HooksRun = hooksRun(&latest, obs.LastAction)
 	for _, obj := range manifestObjects(t, s.ns, latest.Manifest) {
 		if uid, ok := liveUID(t, obj); ok {
 			name := s.normalise(objectName(obj))

@@ -53,11 +53,15 @@ type realStep struct {
 	do func(s *realSide, t *testing.T)
 	// observe reads the side after the step; realSide.observe when nil.
 	observe func(s *realSide, t *testing.T) parity.Observation
+	// next, when set, is the HelmRelease the step is about to apply,
+	// which ours plans before the step (plan_outcome_test.go); steps
+	// without it are not planned.
+	next func(s *realSide, t *testing.T) *v2.HelmRelease
 }
 
 var (
-	stepInstall   = realStep{name: "install", do: (*realSide).doInstall}
-	stepNoOp      = realStep{name: "no-op reconcile", do: (*realSide).doNoOp}
+	stepInstall   = realStep{name: "install", do: (*realSide).doInstall, next: (*realSide).unchanged}
+	stepNoOp      = realStep{name: "no-op reconcile", do: (*realSide).doNoOp, next: (*realSide).live}
 	stepUninstall = realStep{name: "uninstall", do: (*realSide).doUninstall, observe: (*realSide).uninstalledObservation}
 )
 
@@ -69,13 +73,13 @@ var realShortSteps = []realStep{stepInstall, stepNoOp, stepUninstall}
 var realFullSteps = []realStep{
 	stepInstall,
 	stepNoOp,
-	{name: "common metadata", do: (*realSide).doCommonMetadata},
-	{name: "values change", do: (*realSide).doValuesChange},
-	{name: "failing upgrade", do: (*realSide).doFailingUpgrade},
-	{name: "working spec back", do: (*realSide).doWorkingSpecBack},
+	specStep("common metadata", (*realSide).setCommonMetadata),
+	specStep("values change", (*realSide).changeValues),
+	specStep("failing upgrade", (*realSide).breakPods),
+	specStep("working spec back", (*realSide).restoreWorkingSpec),
 	{name: "drift corrected", do: (*realSide).doDrift},
 	{name: "change while suspended", do: (*realSide).doSuspendedChange},
-	{name: "resumed", do: (*realSide).doResume},
+	specStep("resumed", func(_ *realSide, hr *v2.HelmRelease) { hr.Spec.Suspend = false }),
 	stepUninstall,
 }
 
@@ -85,6 +89,21 @@ func realSteps() []realStep {
 		return realFullSteps
 	}
 	return realShortSteps
+}
+
+// unchanged is the side's HelmRelease as the step applies it: the
+// install's, not in the cluster yet.
+func (s *realSide) unchanged(*testing.T) *v2.HelmRelease { return s.hr }
+
+// live is the side's HelmRelease as the cluster has it: the spec a step
+// that changes nothing reconciles.
+func (s *realSide) live(t *testing.T) *v2.HelmRelease {
+	t.Helper()
+	hr := &v2.HelmRelease{}
+	if err := env.Get(context.Background(), hr, s.hr.Namespace, s.hr.Name); err != nil {
+		t.Fatalf("%s: reading the HelmRelease to plan: %v", s.mode, err)
+	}
+	return hr
 }
 
 func (s *realSide) doInstall(t *testing.T) {
@@ -149,26 +168,39 @@ func (s *realSide) plantLeftover(t *testing.T) {
 // puts on every object, and the label the drift step edits by hand.
 const commonMetadataKey = "parity.afterhooks.io/common-metadata"
 
-func (s *realSide) doCommonMetadata(t *testing.T) {
-	s.changeSpec(t, "common metadata", func(hr *v2.HelmRelease) {
-		hr.Spec.CommonMetadata = &helmv2.CommonMetadata{
-			Labels:      map[string]string{commonMetadataKey: "set"},
-			Annotations: map[string]string{commonMetadataKey: "set"},
-		}
-	})
+// specStep is a step that changes the spec with change and waits until
+// the controller settled the new generation; ours plans the changed spec
+// first.
+func specStep(name string, change func(*realSide, *v2.HelmRelease)) realStep {
+	return realStep{
+		name: name,
+		do: func(s *realSide, t *testing.T) {
+			s.changeSpec(t, name, func(hr *v2.HelmRelease) { change(s, hr) })
+		},
+		next: func(s *realSide, t *testing.T) *v2.HelmRelease {
+			hr := s.live(t)
+			change(s, hr)
+			return hr
+		},
+	}
 }
 
-func (s *realSide) doValuesChange(t *testing.T) {
-	s.changeSpec(t, "values change", func(hr *v2.HelmRelease) {
-		hr.Spec.Values = framework.JSONFrom(s.chart.Sim.ChangedValues("values"))
-	})
+func (s *realSide) setCommonMetadata(hr *v2.HelmRelease) {
+	hr.Spec.CommonMetadata = &helmv2.CommonMetadata{
+		Labels:      map[string]string{commonMetadataKey: "set"},
+		Annotations: map[string]string{commonMetadataKey: "set"},
+	}
+}
+
+func (s *realSide) changeValues(hr *v2.HelmRelease) {
+	hr.Spec.Values = framework.JSONFrom(s.chart.Sim.ChangedValues("values"))
 }
 
 // failingUpgradeTimeout is the failing upgrade's spec.timeout: its pods
 // never become ready, so each attempt waits all of it.
 const failingUpgradeTimeout = 20 * time.Second
 
-// doFailingUpgrade changes the values and makes every Deployment's,
+// breakPods changes the values and makes every Deployment's,
 // StatefulSet's and DaemonSet's pods crash-loop (a post renderer: the
 // simulator's fail annotation on the pod template), with one retry and a
 // rollback as remediation, and waits until the controller gave up
@@ -177,16 +209,14 @@ const failingUpgradeTimeout = 20 * time.Second
 // pods: the rollback then restores other values than the spec's, and
 // both controllers retry; see docs/differences.md for a post renderer
 // changed alone.
-func (s *realSide) doFailingUpgrade(t *testing.T) {
-	s.changeSpec(t, "failing upgrade", func(hr *v2.HelmRelease) {
-		hr.Spec.Values = framework.JSONFrom(s.chart.Sim.ChangedValues("failing"))
-		hr.Spec.PostRenderers = []helmv2.PostRenderer{{Kustomize: &helmv2.Kustomize{Patches: crashLoopPatches()}}}
-		hr.Spec.Timeout = &metav1.Duration{Duration: failingUpgradeTimeout}
-		if hr.Spec.Upgrade == nil {
-			hr.Spec.Upgrade = &v2.Upgrade{}
-		}
-		hr.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 1}
-	})
+func (s *realSide) breakPods(hr *v2.HelmRelease) {
+	hr.Spec.Values = framework.JSONFrom(s.chart.Sim.ChangedValues("failing"))
+	hr.Spec.PostRenderers = []helmv2.PostRenderer{{Kustomize: &helmv2.Kustomize{Patches: crashLoopPatches()}}}
+	hr.Spec.Timeout = &metav1.Duration{Duration: failingUpgradeTimeout}
+	if hr.Spec.Upgrade == nil {
+		hr.Spec.Upgrade = &v2.Upgrade{}
+	}
+	hr.Spec.Upgrade.Remediation = &helmv2.UpgradeRemediation{Retries: 1}
 }
 
 // crashLoopPatches annotate the pod template of every workload kind whose
@@ -203,19 +233,17 @@ func crashLoopPatches() []kustomize.Patch {
 	return patches
 }
 
-// doWorkingSpecBack undoes the failing upgrade's spec: the values and
+// restoreWorkingSpec undoes the failing upgrade's spec: the values and
 // post renderers the remediation's rollback restored, so that the release
 // is in sync again without an upgrade.
-func (s *realSide) doWorkingSpecBack(t *testing.T) {
-	s.changeSpec(t, "working spec back", func(hr *v2.HelmRelease) {
-		hr.Spec.Values = framework.JSONFrom(s.chart.Sim.ChangedValues("values"))
-		hr.Spec.PostRenderers = nil
-		hr.Spec.Timeout = nil
-		if s.chart.Sim.Timeout > 0 {
-			hr.Spec.Timeout = &metav1.Duration{Duration: s.chart.Sim.Timeout}
-		}
-		hr.Spec.Upgrade.Remediation = nil
-	})
+func (s *realSide) restoreWorkingSpec(hr *v2.HelmRelease) {
+	hr.Spec.Values = framework.JSONFrom(s.chart.Sim.ChangedValues("values"))
+	hr.Spec.PostRenderers = nil
+	hr.Spec.Timeout = nil
+	if s.chart.Sim.Timeout > 0 {
+		hr.Spec.Timeout = &metav1.Duration{Duration: s.chart.Sim.Timeout}
+	}
+	hr.Spec.Upgrade.Remediation = nil
 }
 
 // doDrift turns drift detection on, edits the common metadata label of
@@ -278,10 +306,6 @@ func (s *realSide) doSuspendedChange(t *testing.T) {
 	})
 	time.Sleep(5 * time.Second)
 	s.settle(t, parityStep{name: "change while suspended", settled: func(*v2.HelmRelease) error { return nil }})
-}
-
-func (s *realSide) doResume(t *testing.T) {
-	s.changeSpec(t, "resumed", func(hr *v2.HelmRelease) { hr.Spec.Suspend = false })
 }
 
 // changeSpec changes the HelmRelease's spec and waits until the

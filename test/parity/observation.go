@@ -31,7 +31,12 @@ type Observation struct {
 	// phase of their last run; Objects the live objects of the latest
 	// revision; Recreated those of the live objects and hooks that have
 	// another uid than after the previous step.
-	Hooks     []string `json:"hooks,omitempty"`
+	Hooks []string `json:"hooks,omitempty"`
+	// HooksRun are the hooks of the latest revision that ran for its
+	// action (LastAction), "phase Kind/name" in the order they started:
+	// what a plan's hooks are checked against (ComparePlan). Not compared
+	// between the sides, whose Hooks already differ when the runs do.
+	HooksRun  []string `json:"hooksRun,omitempty"`
 	Objects   []string `json:"objects,omitempty"`
 	Recreated []string `json:"recreated,omitempty"`
 	// Events are the HelmRelease's events as "Type/Reason", each once.

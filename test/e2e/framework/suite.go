@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // Suite is a test package whose tests share one Env; its TestMain is
@@ -33,6 +36,10 @@ func (s Suite) Main(m *testing.M) {
 }
 
 func (s Suite) run(m *testing.M) int {
+	// The tests' own clients (and the plan command they run in process)
+	// log through controller-runtime; without a logger it prints a stack
+	// trace into the test output, which reads like a failure.
+	ctrllog.SetLogger(logr.Discard())
 	env, err := Setup(context.Background(), Options{
 		Module: filepath.Join("..", ".."),
 		CRDDir: filepath.Join("..", "..", "config", "crd", "bases"),

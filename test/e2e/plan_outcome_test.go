@@ -1,0 +1,229 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/plancmd"
+	"github.com/afterhooks/helm-controller/test/parity"
+)
+
+// The harness's steps under ours are planned first (issue 33): right
+// before a step applies its spec, `helm-controller plan` previews it,
+// as a user would run it; once the step settled, what the controller did
+// is compared with the plan (parity.ComparePlan). Upstream has no plans;
+// the uninstall, a deletion, is not a reconcile a plan previews.
+
+// plantPlanRecreate in realPlantEnv plants, in ours' default mode, a plan that
+// omits its recreates, to show the comparison catching it.
+const plantPlanRecreate = "plan-recreate"
+
+// planTally counts, for a report, the steps planned and where the
+// controller did otherwise; sides running at once share it.
+type planTally struct {
+	mu          sync.Mutex
+	steps       int
+	differences []string
+}
+
+func (p *planTally) record(scenario, step string, diffs []string) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.steps++
+	for _, d := range diffs {
+		p.differences = append(p.differences, scenario+", "+step+": "+d)
+	}
+}
+
+// pendingPlan is a step's plan, taken before the step, kept until the
+// step settled: the names of its objects are read then, once the kinds
+// a CRD of the step serves are known.
+type pendingPlan struct {
+	preview plannedStep
+	ns      string
+}
+
+// plannedStep is the part of `plan -o json` (internal/preview.Preview)
+// the comparison reads.
+type plannedStep struct {
+	Actions []struct {
+		Verb    string `json:"verb"`
+		Objects struct {
+			Create []plannedObject `json:"create"`
+			Delete []plannedObject `json:"delete"`
+			Keep   []plannedObject `json:"keep"`
+		} `json:"objects"`
+		Hooks []struct {
+			Phase string `json:"phase"`
+			Kind  string `json:"kind"`
+			Name  string `json:"name"`
+		} `json:"hooks"`
+		Recreates []struct {
+			Object   string `json:"object"`
+			Recreate bool   `json:"recreate"`
+		} `json:"recreates"`
+	} `json:"actions"`
+}
+
+type plannedObject struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+}
+
+// takePlan plans the HelmRelease step is about to apply, or returns nil
+// for upstream and for a step without a plan. A release that is not in
+// the cluster yet (the install) is planned with the chart's directory,
+// since its HelmChart does not exist before it; the others with the
+// source's artifact, as the controller gets it.
+func (s *realSide) takePlan(t *testing.T, step realStep) *pendingPlan {
+	t.Helper()
+	if s.mode == realModeUpstream || step.next == nil {
+		return nil
+	}
+	hr := step.next(s, t).DeepCopy()
+	hr.APIVersion, hr.Kind = v2.GroupVersion.String(), helmv2.HelmReleaseKind
+	hr.ManagedFields, hr.ResourceVersion = nil, ""
+	data, err := yaml.Marshal(hr)
+	if err != nil {
+		t.Fatalf("%s, %s: writing the HelmRelease to plan: %v", s.mode, step.name, err)
+	}
+	file := filepath.Join(t.TempDir(), "helmrelease.yaml")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-n", s.ns, "--file", file, "-o", "json", "--kubeconfig", env.Cluster.Kubeconfig()}
+	if hr.UID == "" {
+		args = append(args, "--chart", s.dir)
+	}
+	var out, errOut bytes.Buffer
+	if code := plancmd.Run(context.Background(), args, &out, &errOut, false); code == plancmd.ExitError {
+		t.Fatalf("%s, %s: helm-controller plan %s: %s", s.mode, step.name, strings.Join(args, " "), errOut.String())
+	}
+	p := &pendingPlan{ns: s.ns}
+	if err := json.Unmarshal(out.Bytes(), &p.preview); err != nil {
+		t.Fatalf("%s, %s: reading the plan: %v\n%s", s.mode, step.name, err, out.String())
+	}
+	return p
+}
+
+// checkPlan fails t where what the controller did in step (before →
+// after) differs from the plan taken before it.
+func (s *realSide) checkPlan(t *testing.T, step string, p *pendingPlan, before, after parity.Observation) {
+	t.Helper()
+	if p == nil {
+		return
+	}
+	prediction := s.prediction(t, p)
+	if s.planted(plantPlanRecreate) {
+		prediction.Recreate = nil
+	}
+	diffs := parity.ComparePlan(prediction, before, after)
+	s.plans.record(s.chart.Name, step, diffs)
+	if len(diffs) > 0 {
+		t.Errorf("%s (%s), step %s: the controller did not do what the plan said:\n  %s\nplan: %+v",
+			s.chart.Name, s.mode, step, strings.Join(diffs, "\n  "), prediction)
+		return
+	}
+	t.Logf("%s (%s), step %s: done as planned: %s", s.chart.Name, s.mode, step, prediction.Summary())
+}
+
+// prediction is p's first action in the names of an observation.
+func (s *realSide) prediction(t *testing.T, p *pendingPlan) parity.Prediction {
+	t.Helper()
+	if len(p.preview.Actions) == 0 {
+		return parity.Prediction{}
+	}
+	a := p.preview.Actions[0]
+	pr := parity.Prediction{Verb: a.Verb}
+	names := func(objs []plannedObject) []string {
+		var out []string
+		for _, o := range objs {
+			head := &unstructured.Unstructured{}
+			head.SetAPIVersion(o.APIVersion)
+			head.SetKind(o.Kind)
+			head.SetNamespace(o.Namespace)
+			head.SetName(o.Name)
+			if head.GetNamespace() == "" && namespaced(t, head) {
+				head.SetNamespace(p.ns)
+			}
+			out = append(out, s.normalise(objectName(head)))
+		}
+		return out
+	}
+	pr.Create, pr.Delete, pr.Keep = names(a.Objects.Create), names(a.Objects.Delete), names(a.Objects.Keep)
+	for _, r := range a.Recreates {
+		name := s.normalise(verdictObjectName(r.Object))
+		if r.Recreate {
+			pr.Recreate = append(pr.Recreate, name)
+		} else {
+			pr.Refused = append(pr.Refused, name)
+		}
+	}
+	for _, h := range a.Hooks {
+		pr.Hooks = append(pr.Hooks, hookRun(h.Phase, h.Kind, h.Name))
+	}
+	return pr
+}
+
+// verdictObjectName turns a recreate verdict's Kind/namespace/name into
+// objectName's form.
+func verdictObjectName(object string) string {
+	parts := strings.SplitN(object, "/", 3)
+	if len(parts) == 3 {
+		return parts[0] + " " + parts[1] + "/" + parts[2]
+	}
+	return strings.Replace(object, "/", " ", 1)
+}
+
+// hookRun names one run of a hook, its random tail normalised.
+func hookRun(phase, kind, name string) string {
+	return phase + " " + kind + "/" + randomSuffix.ReplaceAllString(name, "-<random>")
+}
+
+// hooksRun are the hooks of rel that ran for action (its pre and post
+// events), in the order they started.
+func hooksRun(rel *releasev1.Release, action string) []string {
+	type run struct {
+		name string
+		hook *releasev1.Hook
+	}
+	phases := []releasev1.HookEvent{releasev1.HookEvent("pre-" + action), releasev1.HookEvent("post-" + action)}
+	var runs []run
+	for _, h := range rel.Hooks {
+		if h == nil || h.LastRun.StartedAt.IsZero() {
+			continue
+		}
+		for _, e := range h.Events {
+			if slices.Contains(phases, e) {
+				runs = append(runs, run{hookRun(string(e), h.Kind, h.Name), h})
+				break
+			}
+		}
+	}
+	sort.SliceStable(runs, func(i, j int) bool { return runs[i].hook.LastRun.StartedAt.Before(runs[j].hook.LastRun.StartedAt) })
+	out := make([]string, len(runs))
+	for i, r := range runs {
+		out[i] = r.name
+	}
+	return out
+}
