@@ -37,7 +37,8 @@ const (
 	// that the comparison catches them, comma-separated: "reason"
 	// rewrites the install's Ready reason as read, "revision" adds a real
 	// upgrade to the no-op step, "leftover" keeps a live object through
-	// the uninstall (a finalizer).
+	// the uninstall (a finalizer), "plan-recreate" drops the recreates
+	// from ours' plans (plan_outcome_test.go).
 	realPlantEnv = "HELM_CONTROLLER_PARITY_PLANT"
 )
 
