@@ -5,7 +5,6 @@ import (
 
 	"io"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/testcharts"
 )
 
 // newHR returns a minimal HelmRelease "app" in namespace "flux" after
@@ -122,28 +122,7 @@ func testChart(version string) *chartv2.Chart {
 // crdYAML is a namespaced CRD widgets.<group> of kind Widget with a label
 // rev, so tests can tell which version of it is on the cluster.
 func crdYAML(plural, kind, group, rev string) string {
-	return `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: ` + plural + `.` + group + `
-  labels:
-    rev: "` + rev + `"
-spec:
-  group: ` + group + `
-  names:
-    kind: ` + kind + `
-    plural: ` + plural + `
-    singular: ` + strings.ToLower(kind) + `
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-`
+	return testcharts.CRD(plural, kind, group, map[string]string{"rev": rev})
 }
 
 // withLogger sends Helm's logs (actions, kube client, storage) to logger.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/afterhooks/helm-controller/internal/reconcile"
+	"github.com/afterhooks/helm-controller/test/testcharts"
 )
 
 // A chart that ships a CRD in crds/ and a custom resource of it in its
@@ -54,23 +55,7 @@ func TestPreviewOfAnInstallWithTheChartsCRDs(t *testing.T) {
 func crdChart(group string) *chartv2.Chart {
 	c := testChart("1.0.0", configMap("app"),
 		fmt.Sprintf("apiVersion: %s/v1\nkind: Widget\nmetadata:\n  name: default\nspec:\n  size: 1\n", group))
-	crd := fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: widgets.%[1]s
-spec:
-  group: %[1]s
-  scope: Namespaced
-  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-`, group)
+	crd := testcharts.CRD("widgets", "Widget", group, nil)
 	c.Files = append(c.Files, &common.File{Name: "crds/widgets.yaml", Data: []byte(crd)})
 	return c
 }

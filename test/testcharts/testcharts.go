@@ -8,9 +8,12 @@ package testcharts
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -57,4 +60,34 @@ func External(t testing.TB, name string) string {
 		t.Skip(err.Error())
 	}
 	return dir
+}
+
+// CRD is the manifest of a namespaced CRD <plural>.<group> of kind, one
+// version v1 served and stored, whose schema takes any field, with labels.
+func CRD(plural, kind, group string, labels map[string]string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: %s.%s\n", plural, group)
+	if len(labels) > 0 {
+		b.WriteString("  labels:\n")
+		for _, k := range slices.Sorted(maps.Keys(labels)) {
+			fmt.Fprintf(&b, "    %s: %q\n", k, labels[k])
+		}
+	}
+	fmt.Fprintf(&b, `spec:
+  group: %s
+  names:
+    kind: %s
+    plural: %s
+    singular: %s
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+`, group, kind, plural, strings.ToLower(kind))
+	return b.String()
 }
