@@ -14,6 +14,7 @@ import (
 	chartcommon "helm.sh/helm/v4/pkg/chart/common"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -55,7 +56,22 @@ func helmRelease(ctx context.Context, c client.Client, o *options) (*v2.HelmRele
 		return live, nil
 	}
 	fromFile.Status = live.Status
+	fromFile.Generation = nextGeneration(live, fromFile)
 	return fromFile, nil
+}
+
+// nextGeneration is the generation the API server would give the file's
+// HelmRelease once applied over live: the same when the spec is the same,
+// the next one otherwise. The machine counts failures afresh for a new
+// generation, so a release whose retries are used up is attempted again
+// once its spec changes, in values or not. The file's spec is compared as
+// written: a field it leaves to a default the API server fills in reads as
+// a change.
+func nextGeneration(live, fromFile *v2.HelmRelease) int64 {
+	if equality.Semantic.DeepEqual(live.Spec, fromFile.Spec) {
+		return live.Generation
+	}
+	return live.Generation + 1
 }
 
 // nsFlagSet tells whether -n was given; the file's namespace wins

@@ -138,6 +138,16 @@ func (m *Machine) notReady(req *Request, err error) {
 	m.event(req, nil, corev1.EventTypeWarning, reason, err.Error())
 }
 
+// newAttempt tells whether req attempts something else than the previous
+// attempt recorded in the status: another chart version or OCI digest,
+// other values, or another generation. Failures are then counted afresh.
+func newAttempt(req *Request) bool {
+	st := &req.Object.Status
+	lastValues := lastAttemptedValuesDigest(st.LastAttemptedConfigDigest, st.LastAttemptedValuesChecksum)
+	return st.LastAttemptedRevision != req.Chart.Metadata().Version || !req.valuesMatch(lastValues) ||
+		st.LastAttemptedGeneration != req.Object.Generation || st.LastAttemptedRevisionDigest != req.OCIDigest
+}
+
 // trackAttempt records what this reconcile attempts, and starts failure
 // counting afresh when that differs from the previous attempt: a new chart
 // version, new values or a new generation get their own retries.
@@ -147,9 +157,7 @@ func (m *Machine) trackAttempt(req *Request) {
 	revision := req.Chart.Metadata().Version
 	req.specChanged = st.LastAttemptedGeneration != obj.Generation
 	req.previousOCIDigest = st.LastAttemptedRevisionDigest
-	lastValues := lastAttemptedValuesDigest(st.LastAttemptedConfigDigest, st.LastAttemptedValuesChecksum)
-	if st.LastAttemptedRevision != revision || !req.valuesMatch(lastValues) ||
-		st.LastAttemptedGeneration != obj.Generation || st.LastAttemptedRevisionDigest != req.OCIDigest {
+	if newAttempt(req) {
 		st.ClearFailures()
 	}
 	st.LastAttemptedRevision = revision

@@ -49,6 +49,7 @@ type Next struct {
 // step, without acting. Drift (spec.driftDetection) is not predicted: it
 // needs the cluster.
 func Predict(req *Request, cur *releasev1.Release) Next {
+	req = withAttemptTracked(req)
 	obs := Observe(req, cur)
 	n := Next{Observation: obs, Step: StepNone}
 	switch obs.State {
@@ -71,6 +72,19 @@ func Predict(req *Request, cur *releasev1.Release) Next {
 		n.Step, n.Why = predictFailed(req)
 	}
 	return n
+}
+
+// withAttemptTracked is req as the machine sees it once it recorded the
+// attempt (trackAttempt): with the failures cleared when req attempts
+// something new, on a copy of the object, which Predict must not change.
+func withAttemptTracked(req *Request) *Request {
+	if !newAttempt(req) {
+		return req
+	}
+	tracked := *req
+	tracked.Object = req.Object.DeepCopy()
+	tracked.Object.Status.ClearFailures()
+	return &tracked
 }
 
 func predictOutOfSync(req *Request, cur *releasev1.Release, obs Observation) (Step, string) {

@@ -47,6 +47,29 @@ func TestPredictMatchesTheFirstAction(t *testing.T) {
 				h.helm.fail["install"] = errors.New("boom")
 				_ = h.run(t)
 			}, want: StepNone},
+		{name: "upgrade retries used up, then a new generation",
+			setup: func(t *testing.T, h *harness) {
+				deployed(t, h)
+				h.values = map[string]any{"replicas": 2}
+				h.helm.fail["upgrade"] = errors.New("boom")
+				_ = h.run(t)
+				if next := Predict(h.request(), h.helm.last()); next.Step != StepNone {
+					t.Fatalf("with the retries used up: step %s (%s), want none", next.Step, next.Why)
+				}
+				delete(h.helm.fail, "upgrade")
+				// A new spec (the same values, as a changed post renderer
+				// or timeout would be) starts counting failures afresh.
+				h.obj.Generation++
+			}, want: StepUpgrade, call: "upgrade"},
+		{name: "install retries used up, then a new generation",
+			mutate: []func(*v2.HelmRelease){func(o *v2.HelmRelease) {
+				o.Spec.Install = &v2.Install{Install: helmv2.Install{Remediation: &helmv2.InstallRemediation{Retries: 0}}}
+			}},
+			setup: func(t *testing.T, h *harness) {
+				h.helm.fail["install"] = errors.New("boom")
+				_ = h.run(t)
+				h.obj.Generation++
+			}, want: StepUpgrade, call: "upgrade"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
