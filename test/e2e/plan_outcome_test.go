@@ -100,30 +100,45 @@ func (s *realSide) takePlan(t *testing.T, step realStep) *pendingPlan {
 	if s.mode == realModeUpstream || step.next == nil {
 		return nil
 	}
-	hr := step.next(s, t).DeepCopy()
+	hr := step.next(s, t)
+	chartDir := ""
+	if hr.UID == "" {
+		chartDir = s.dir
+	}
+	out := runPlanCommand(t, hr, chartDir, "json")
+	p := &pendingPlan{ns: s.ns}
+	if err := json.Unmarshal([]byte(out), &p.preview); err != nil {
+		t.Fatalf("%s, %s: reading the plan: %v\n%s", s.mode, step.name, err, out)
+	}
+	return p
+}
+
+// runPlanCommand runs `helm-controller plan` as a user would, on hr
+// written to a file (its spec, with the live status when it exists), and
+// returns what it printed as output (text or json). chartDir, when set,
+// is the chart to plan with, else the source's artifact.
+func runPlanCommand(t *testing.T, hr *v2.HelmRelease, chartDir, output string) string {
+	t.Helper()
+	hr = hr.DeepCopy()
 	hr.APIVersion, hr.Kind = v2.GroupVersion.String(), helmv2.HelmReleaseKind
 	hr.ManagedFields, hr.ResourceVersion = nil, ""
 	data, err := yaml.Marshal(hr)
 	if err != nil {
-		t.Fatalf("%s, %s: writing the HelmRelease to plan: %v", s.mode, step.name, err)
+		t.Fatalf("writing the HelmRelease to plan: %v", err)
 	}
 	file := filepath.Join(t.TempDir(), "helmrelease.yaml")
 	if err := os.WriteFile(file, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"-n", s.ns, "--file", file, "-o", "json", "--kubeconfig", env.Cluster.Kubeconfig()}
-	if hr.UID == "" {
-		args = append(args, "--chart", s.dir)
+	args := []string{"-n", hr.Namespace, "--file", file, "-o", output, "--color", "never", "--kubeconfig", env.Cluster.Kubeconfig()}
+	if chartDir != "" {
+		args = append(args, "--chart", chartDir)
 	}
 	var out, errOut bytes.Buffer
 	if code := plancmd.Run(context.Background(), args, &out, &errOut, false); code == plancmd.ExitError {
-		t.Fatalf("%s, %s: helm-controller plan %s: %s", s.mode, step.name, strings.Join(args, " "), errOut.String())
+		t.Fatalf("helm-controller plan %s: %s", strings.Join(args, " "), errOut.String())
 	}
-	p := &pendingPlan{ns: s.ns}
-	if err := json.Unmarshal(out.Bytes(), &p.preview); err != nil {
-		t.Fatalf("%s, %s: reading the plan: %v\n%s", s.mode, step.name, err, out.String())
-	}
-	return p
+	return out.String()
 }
 
 // checkPlan fails t where what the controller did in step (before →
