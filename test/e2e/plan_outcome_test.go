@@ -119,6 +119,13 @@ func (s *realSide) takePlan(t *testing.T, step realStep) *pendingPlan {
 // is the chart to plan with, else the source's artifact.
 func runPlanCommand(t *testing.T, hr *v2.HelmRelease, chartDir, output string) string {
 	t.Helper()
+	return runPlanCommandThrough(t, env.Cluster.Kubeconfig(), hr, chartDir, output)
+}
+
+// runPlanCommandThrough is runPlanCommand with the kubeconfig given (a
+// proxy's, to see the requests).
+func runPlanCommandThrough(t *testing.T, kubeconfig string, hr *v2.HelmRelease, chartDir, output string) string {
+	t.Helper()
 	hr = hr.DeepCopy()
 	hr.APIVersion, hr.Kind = v2.GroupVersion.String(), helmv2.HelmReleaseKind
 	hr.ManagedFields, hr.ResourceVersion = nil, ""
@@ -130,7 +137,7 @@ func runPlanCommand(t *testing.T, hr *v2.HelmRelease, chartDir, output string) s
 	if err := os.WriteFile(file, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"-n", hr.Namespace, "--file", file, "-o", output, "--color", "never", "--kubeconfig", env.Cluster.Kubeconfig()}
+	args := []string{"-n", hr.Namespace, "--file", file, "-o", output, "--color", "never", "--kubeconfig", kubeconfig}
 	if chartDir != "" {
 		args = append(args, "--chart", chartDir)
 	}

@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"maps"
+	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,8 +67,30 @@ func TestPlanOfARealChartUpgradeRecreatingAJob(t *testing.T) {
 
 	next := hr.DeepCopy()
 	next.Spec.Values = framework.JSONFrom(startupCheck("2m"))
-	text := runPlanCommand(t, next, "", "text")
-	t.Logf("helm-controller plan -n %s --file hr.yaml:\n%s", ns, text)
+	// Through a proxy of the test framework, which sees every request
+	// the plan makes: reads and dry runs only.
+	proxy := env.StartProxy(t)
+	var mu sync.Mutex
+	var reads, dryRuns int
+	var writes []string
+	stop := proxy.Observe(func(r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case r.Method == http.MethodGet:
+			reads++
+		case slices.Contains(r.URL.Query()["dryRun"], "All"):
+			dryRuns++
+		default:
+			writes = append(writes, r.Method+" "+r.URL.Path)
+		}
+	})
+	text := runPlanCommandThrough(t, proxy.Kubeconfig, next, "", "text")
+	stop()
+	t.Logf("helm-controller plan -n %s --file hr.yaml (%d reads, %d dry runs through the proxy):\n%s", ns, reads, dryRuns, text)
+	if len(writes) > 0 || dryRuns == 0 {
+		t.Errorf("the plan sent %d dry runs and these other requests than reads: %q", dryRuns, writes)
+	}
 	for _, want := range []string{"next step: upgrade", "hook order afterHooks",
 		"Job/" + ns + "/" + jobName + " recreated (deleted and created again)", "consent: " + string(recreate.ConsentAnnotation)} {
 		if !strings.Contains(text, want) {
