@@ -27,6 +27,12 @@ const (
 	ExitError    = 2
 )
 
+// The client rate limits of a plan, those of the controller's flags.
+const (
+	planQPS   = 50
+	planBurst = 300
+)
+
 // options are the command's flags.
 type options struct {
 	namespace   string
@@ -170,6 +176,13 @@ func restConfig(o *options) (*rest.Config, string, error) {
 	cfg, err := loader.ClientConfig()
 	if err != nil {
 		return nil, "", fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	// client-go's defaults (5 requests a second, bursts of 10) would
+	// throttle a plan of a large chart, whose reads and dry runs per
+	// object come to a few hundred requests: the controller's own defaults
+	// (--kube-api-qps 50, --kube-api-burst 300) instead.
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = planQPS, planBurst
 	}
 	ns, _, err := loader.Namespace()
 	if err != nil {

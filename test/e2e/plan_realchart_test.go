@@ -85,9 +85,12 @@ func TestPlanOfARealChartUpgradeRecreatingAJob(t *testing.T) {
 			writes = append(writes, r.Method+" "+r.URL.Path)
 		}
 	})
+	began := time.Now()
 	text := runPlanCommandThrough(t, proxy.Kubeconfig, next, "", "text")
+	took := time.Since(began)
 	stop()
-	t.Logf("helm-controller plan -n %s --file hr.yaml (%d reads, %d dry runs through the proxy):\n%s", ns, reads, dryRuns, text)
+	t.Logf("helm-controller plan -n %s --file hr.yaml (%s, %d reads, %d dry runs through the proxy):\n%s",
+		ns, took.Round(time.Millisecond), reads, dryRuns, text)
 	if len(writes) > 0 || dryRuns == 0 {
 		t.Errorf("the plan sent %d dry runs and these other requests than reads: %q", dryRuns, writes)
 	}
