@@ -27,6 +27,9 @@ const (
 	// LiveImmutable: the API server refuses the change in place; only a
 	// recreate can make it (Action.Recreates says whether one would).
 	LiveImmutable = "refused in place by the API server (immutable field): see recreates"
+	// LiveMissing: an object of the stored release is not in the cluster
+	// (deleted by hand, or never made by a failed action); Helm creates it.
+	LiveMissing = "not in the cluster: created"
 )
 
 // compareLive adds to the objects to update what a server-side
@@ -58,7 +61,28 @@ func (a *Action) compareLive(ctx context.Context, in Input, rendered *releasev1.
 		}
 	}
 	a.Objects.takeOver(find)
+	a.Objects.createMissing(find)
 	return nil
+}
+
+// createMissing moves the objects to update or leave unchanged that are
+// not in the cluster to those created: Helm's update creates what it
+// does not find.
+func (o *Objects) createMissing(find func(Object) *jsondiff.Diff) {
+	keep := func(list []Object) []Object {
+		out := list[:0]
+		for _, obj := range list {
+			if d := find(obj); d != nil && d.Type == jsondiff.DiffTypeCreate {
+				obj.Fields, obj.Live = nil, []string{LiveMissing}
+				o.Create = append(o.Create, obj)
+				continue
+			}
+			out = append(out, obj)
+		}
+		return out
+	}
+	o.Update, o.Unchanged = keep(o.Update), keep(o.Unchanged)
+	o.sort()
 }
 
 // takeOver moves the objects to create that are already in the cluster
