@@ -97,7 +97,7 @@ type plannedObject struct {
 // source's artifact, as the controller gets it.
 func (s *realSide) takePlan(t *testing.T, step realStep) *pendingPlan {
 	t.Helper()
-	if s.mode == realModeUpstream || step.next == nil {
+	if upstreamMode(s.mode) || step.next == nil {
 		return nil
 	}
 	hr := step.next(s, t)
@@ -105,7 +105,12 @@ func (s *realSide) takePlan(t *testing.T, step realStep) *pendingPlan {
 	if hr.UID == "" {
 		chartDir = s.dir
 	}
-	out := runPlanCommand(t, hr, chartDir, "json")
+	var extra []string
+	if s.mode == realModeDefaultToAfterHooks {
+		// As the controller runs with the gate.
+		extra = append(extra, "--default-wait-strategy", string(v2.AfterHooks))
+	}
+	out := runPlanCommand(t, hr, chartDir, "json", extra...)
 	p := &pendingPlan{ns: s.ns}
 	if err := json.Unmarshal([]byte(out), &p.preview); err != nil {
 		t.Fatalf("%s, %s: reading the plan: %v\n%s", s.mode, step.name, err, out)
@@ -117,14 +122,14 @@ func (s *realSide) takePlan(t *testing.T, step realStep) *pendingPlan {
 // written to a file (its spec, with the live status when it exists), and
 // returns what it printed as output (text or json). chartDir, when set,
 // is the chart to plan with, else the source's artifact.
-func runPlanCommand(t *testing.T, hr *v2.HelmRelease, chartDir, output string) string {
+func runPlanCommand(t *testing.T, hr *v2.HelmRelease, chartDir, output string, extra ...string) string {
 	t.Helper()
-	return runPlanCommandThrough(t, env.Cluster.Kubeconfig(), hr, chartDir, output)
+	return runPlanCommandThrough(t, env.Cluster.Kubeconfig(), hr, chartDir, output, extra...)
 }
 
 // runPlanCommandThrough is runPlanCommand with the kubeconfig given (a
 // proxy's, to see the requests).
-func runPlanCommandThrough(t *testing.T, kubeconfig string, hr *v2.HelmRelease, chartDir, output string) string {
+func runPlanCommandThrough(t *testing.T, kubeconfig string, hr *v2.HelmRelease, chartDir, output string, extra ...string) string {
 	t.Helper()
 	hr = hr.DeepCopy()
 	hr.APIVersion, hr.Kind = v2.GroupVersion.String(), helmv2.HelmReleaseKind
@@ -141,6 +146,7 @@ func runPlanCommandThrough(t *testing.T, kubeconfig string, hr *v2.HelmRelease, 
 	if chartDir != "" {
 		args = append(args, "--chart", chartDir)
 	}
+	args = append(args, extra...)
 	var out, errOut bytes.Buffer
 	if code := plancmd.Run(context.Background(), args, &out, &errOut, false); code == plancmd.ExitError {
 		t.Fatalf("helm-controller plan %s: %s", strings.Join(args, " "), errOut.String())

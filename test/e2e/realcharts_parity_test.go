@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/features"
 	"github.com/afterhooks/helm-controller/test/chartserver"
 	"github.com/afterhooks/helm-controller/test/cluster"
 	"github.com/afterhooks/helm-controller/test/e2e/framework"
@@ -99,12 +101,15 @@ func parityRealChart(t *testing.T, c realcharts.Chart, bin string, steps []realS
 	if err != nil {
 		t.Fatalf("publishing %s: %v", c.Name, err)
 	}
-	upstream := runRealChart(t, c, dir, ref, realModeUpstream, steps)
-	seen.record(c.Name, upstream)
-	for _, mode := range []realMode{realModeDefault, realModeAfterHooks} {
+	upstream := map[realMode]realRun{}
+	for _, mode := range []realMode{realModeUpstream, realModeUpstreamDrift} {
+		upstream[mode] = runRealChart(t, c, dir, ref, mode, steps)
+		seen.record(c.Name, upstream[mode])
+	}
+	for _, mode := range oursModes {
 		ours := runRealChart(t, c, dir, ref, mode, steps)
 		seen.record(c.Name, ours)
-		if rows := seen.compare(c.Name, upstream, ours); len(rows) > 0 {
+		if rows := seen.compare(c.Name, upstream[upstreamOf(mode)], ours); len(rows) > 0 {
 			t.Errorf("%s: ours (%s) differs from upstream where no difference is listed:\n%s", c.Name, mode, parity.FormatRows(rows))
 		}
 	}
@@ -114,10 +119,55 @@ func parityRealChart(t *testing.T, c realcharts.Chart, bin string, steps []realS
 type realMode string
 
 const (
-	realModeUpstream   realMode = "upstream"
-	realModeDefault    realMode = "default"
-	realModeAfterHooks realMode = "afterHooks"
+	realModeUpstream realMode = "upstream"
+	// realModeUpstreamDrift is upstream with drift detection enabled:
+	// what ours' drift mode is compared with, since upstream detects and
+	// corrects drift too.
+	realModeUpstreamDrift realMode = "upstream-drift"
+	realModeDefault       realMode = "default"
+	realModeAfterHooks    realMode = "afterHooks"
+	// realModeOrdered sets spec.waitStrategy.name: ordered.
+	realModeOrdered realMode = "ordered"
+	// realModeDefaultToAfterHooks runs the controller with the
+	// DefaultToAfterHooks gate on and the spec of the default mode.
+	realModeDefaultToAfterHooks realMode = "DefaultToAfterHooks"
+	// realModeDrift turns drift detection on (mode enabled).
+	realModeDrift realMode = "drift"
 )
+
+// upstreamOf is the upstream run a mode of ours is compared with: the
+// same spec where upstream knows it (drift detection), else upstream with
+// the default spec, which a user swapping controllers runs today.
+func upstreamOf(mode realMode) realMode {
+	if mode == realModeDrift {
+		return realModeUpstreamDrift
+	}
+	return realModeUpstream
+}
+
+// upstreamMode tells whether mode runs upstream's binary.
+func upstreamMode(mode realMode) bool {
+	return mode == realModeUpstream || mode == realModeUpstreamDrift
+}
+
+// oursModes are the modes ours runs each real chart in.
+var oursModes = []realMode{realModeDefault, realModeAfterHooks, realModeOrdered, realModeDefaultToAfterHooks, realModeDrift}
+
+// expectedLike is the mode whose listed differences a mode shares: its
+// relation to upstream, written down once. The DefaultToAfterHooks gate
+// gives a release without waitStrategy what afterHooks gives; ordered
+// (a chart without HIP-0025 annotations applies in one batch) and drift
+// detection (a release nobody edits has no drift) end as the default
+// does. What a mode shows besides is listed under its own name.
+func expectedLike(mode realMode) realMode {
+	switch mode {
+	case realModeDefaultToAfterHooks:
+		return realModeAfterHooks
+	case realModeOrdered, realModeDrift:
+		return realModeDefault
+	}
+	return mode
+}
 
 // realRun is one side's observations, and how long its install took to
 // settle.
@@ -161,18 +211,22 @@ func runRealChart(t *testing.T, c realcharts.Chart, dir string, ref chartserver.
 }
 
 // startRealSide starts, for a fresh namespace, a controller of its own
-// (upstream's binary for realModeUpstream, ours otherwise) on a shard
+// (upstream's binary for the upstream modes, ours otherwise) on a shard
 // named after shard, for chart c in dir, and returns the side with the
 // name of the namespace's HelmRepository. The real charts and the
 // generated scenarios both start their sides here.
 func startRealSide(t *testing.T, c realcharts.Chart, dir string, mode realMode, shard string) (*realSide, string) {
 	t.Helper()
 	side := &realSide{paritySide: &paritySide{name: string(mode), ns: env.Namespace(t)}, chart: c, dir: dir, mode: mode}
-	if mode == realModeUpstream {
+	if upstreamMode(mode) {
 		side.binary = framework.UpstreamBinary(t)
 	}
 	repo := env.HelmRepository(t, side.ns)
-	side.ctl = env.StartShard(t, side.ns, framework.ControllerOptions{Shard: shard + "-" + rand.String(8), Binary: side.binary})
+	var args []string
+	if mode == realModeDefaultToAfterHooks {
+		args = append(args, "--feature-gates="+features.DefaultToAfterHooks+"=true")
+	}
+	side.ctl = env.StartShard(t, side.ns, framework.ControllerOptions{Shard: shard + "-" + rand.String(8), Binary: side.binary, Args: args})
 	framework.EnsureRunning(t, side.ctl)
 	return side, repo.Name
 }
@@ -212,9 +266,14 @@ func realChartRelease(c realcharts.Chart, ns, repo string, ref chartserver.Chart
 	if c.Sim.Timeout > 0 {
 		hr.Spec.Timeout = &metav1.Duration{Duration: c.Sim.Timeout}
 	}
-	if mode == realModeAfterHooks {
+	switch mode {
+	case realModeAfterHooks:
 		hr.Spec.Install = &v2.Install{WaitStrategy: v2.AfterHooks}
 		hr.Spec.Upgrade = &v2.Upgrade{WaitStrategy: v2.AfterHooks}
+	case realModeOrdered:
+		hr.Spec.WaitStrategy = &v2.WaitStrategy{Name: v2.WaitStrategyOrdered}
+	case realModeDrift, realModeUpstreamDrift:
+		hr.Spec.DriftDetection = &helmv2.DriftDetection{Mode: helmv2.DriftDetectionEnabled}
 	}
 	return hr
 }
@@ -532,13 +591,19 @@ func (s *seenExpectations) checkUnused(t *testing.T) {
 // compareRealRuns compares ours with upstream after dropping afterHooks'
 // own progress events, listed once for every chart.
 func compareRealRuns(chart string, upstream, ours parity.Run, expected map[parity.Key]string, used map[parity.Key]bool) []parity.Row {
-	if ours.Mode == string(realModeAfterHooks) {
-		steps := slices.Clone(ours.Steps)
-		for i := range steps {
-			steps[i].Observation.Events = withoutProgressEvents(steps[i].Observation.Events, used)
+	mode := realMode(ours.Mode)
+	steps := slices.Clone(ours.Steps)
+	for i := range steps {
+		events := steps[i].Observation.Events
+		if expectedLike(mode) == realModeAfterHooks {
+			events = withoutListedEvents(events, "Normal/AfterHooks", progressEvents, used)
 		}
-		ours.Steps = steps
+		if mode == realModeOrdered {
+			events = withoutListedEvents(events, "Normal/ResourceGroup", orderedEvents, used)
+		}
+		steps[i].Observation.Events = events
 	}
+	ours.Steps, ours.Mode = steps, string(expectedLike(mode))
 	return parity.Compare(chart, upstream, ours, expected, used)
 }
 
@@ -546,13 +611,17 @@ func compareRealRuns(chart string, upstream, ours parity.Run, expected map[parit
 // realChartsExpected.
 var progressEvents = parity.Key{Scenario: parity.AnyScenario, Mode: string(realModeAfterHooks), Field: "events"}
 
-// withoutProgressEvents drops afterHooks' own progress events (listed
-// under progressEvents) from events.
-func withoutProgressEvents(events []string, used map[parity.Key]bool) []string {
+// orderedEvents is the key of the ordered mode's batch events
+// (ResourceGroupApplied, ResourceGroupReady) in realChartsExpected.
+var orderedEvents = parity.Key{Scenario: parity.AnyScenario, Mode: string(realModeOrdered), Field: "events"}
+
+// withoutListedEvents drops the events that start with prefix, a mode's
+// own events listed under key, and marks key used when it dropped one.
+func withoutListedEvents(events []string, prefix string, key parity.Key, used map[parity.Key]bool) []string {
 	out := make([]string, 0, len(events))
 	for _, e := range events {
-		if strings.HasPrefix(e, "Normal/AfterHooks") {
-			used[progressEvents] = true
+		if strings.HasPrefix(e, prefix) {
+			used[key] = true
 			continue
 		}
 		out = append(out, e)
@@ -566,6 +635,8 @@ func withoutProgressEvents(events []string, used map[parity.Key]bool) []string {
 var realChartsExpected = map[parity.Key]string{
 	progressEvents: "afterHooks reports its phases as events AfterHooksStarted and AfterHooksWaiting " +
 		"(Trace for notification-controller, which never forwards them); docs/afterhooks.md",
+	orderedEvents: "waitStrategy ordered reports each batch as events ResourceGroupApplied and ResourceGroupReady " +
+		"(docs/sequencing.md)",
 }
 
 // realChartsFullOnly are the listed differences only the full steps
