@@ -108,6 +108,24 @@ func TestFailedUpgradeKeepsObservedDigest(t *testing.T) {
 	if obs := Observe(h.request(), h.helm.last()); obs.State != StateOutOfSync {
 		t.Fatalf("after rollback: %s (%s), want OutOfSync", obs.State, obs.Reason)
 	}
+
+	// The failing upgrade changed only the post renderers. Upstream finds
+	// the rolled-back release in sync and reports Ready True/
+	// UpgradeSucceeded; this controller retries as the remediation says,
+	// then stalls (docs/differences.md, "a failing upgrade that changes
+	// only the post renderers").
+	if err := h.run(t); err == nil {
+		t.Fatal("the retried upgrade's failure is not reported")
+	}
+	wantCalls(t, h, "upgrade", "rollback")
+	err := h.run(t)
+	if !errors.Is(err, ErrRetriesExhausted) {
+		t.Fatalf("after the retry: %v, want the retries exhausted", err)
+	}
+	wantCalls(t, h)
+	if ready := conditions.Get(h.obj, meta.ReadyCondition); ready == nil || ready.Status == "True" {
+		t.Errorf("Ready %+v, want not True: the release runs without the spec's post renderers", ready)
+	}
 }
 
 func TestEmptyObservedDigest(t *testing.T) {
