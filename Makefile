@@ -117,7 +117,7 @@ tools: ## Build (or reuse cached) etcd, kube-*, kwok, source-controller, upstrea
 	hack/tools/build.sh >/dev/null
 
 .PHONY: tools-flux-operator
-tools-flux-operator: ## Build (or reuse cached) the Flux Operator and its Flux manifests, for TestFluxOperatorInstance only (opt-in: a long compile).
+tools-flux-operator: ## Build (or reuse cached) the Flux Operator and its Flux manifests, for TestFluxOperatorInstance (a long compile; .ci/run calls it, make tools does not).
 	hack/tools/build.sh flux-operator >/dev/null
 
 ##@ Test
