@@ -58,7 +58,7 @@ func ComparePlan(p Prediction, before, after Observation) []string {
 		diffs = append(diffs, fmt.Sprintf("the plan said %s fails on %s, which it would not recreate; it succeeded",
 			p.Verb, strings.Join(p.Refused, ", ")))
 	}
-	if len(after.Storage) <= len(before.Storage) {
+	if latestRevision(after.Storage) <= latestRevision(before.Storage) {
 		diffs = append(diffs, fmt.Sprintf("revisions: the plan said %s, Helm storage has no new revision (%s)",
 			p.Verb, strings.Join(after.Storage, "; ")))
 	}
@@ -71,6 +71,20 @@ func ComparePlan(p Prediction, before, after Observation) []string {
 			strings.Join(p.Hooks, ", "), strings.Join(after.HooksRun, ", ")))
 	}
 	return diffs
+}
+
+// latestRevision is the number of the newest of storage's entries ("v3
+// deployed"), 0 for none. Their count tells nothing: Helm prunes storage
+// to spec.maxHistory entries (5 by default) as it adds one.
+func latestRevision(storage []string) int {
+	latest := 0
+	for _, entry := range storage {
+		var v int
+		if _, err := fmt.Sscanf(entry, "v%d", &v); err == nil && v > latest {
+			latest = v
+		}
+	}
+	return latest
 }
 
 // compareNothingPlanned: a plan without an action means no revision, no

@@ -78,6 +78,16 @@ func TestComparePlan(t *testing.T) {
 			want: []string{"the plan said upgrade fails on Job <ns>/migrate", "recreated: only in the plan [], only done [Job <ns>/migrate]"},
 		},
 		{name: "a planned refusal that failed", plan: refused, before: planBefore, after: failed},
+		{
+			// Helm pruned storage to maxHistory as it added v7.
+			name: "an upgrade whose new revision pruned the oldest", plan: planOfUpgrade,
+			before: changedObservation(planBefore, func(o *Observation) {
+				o.Storage = []string{"v2 superseded", "v3 superseded", "v4 superseded", "v5 superseded", "v6 deployed"}
+			}),
+			after: changedObservation(planAfter, func(o *Observation) {
+				o.Storage = []string{"v3 superseded", "v4 superseded", "v5 superseded", "v6 superseded", "v7 deployed"}
+			}),
+		},
 		{name: "nothing planned, nothing done", before: planBefore, after: noOp},
 		{
 			name: "nothing planned, a revision made", before: planBefore, after: planAfter,
@@ -98,6 +108,11 @@ func TestComparePlan(t *testing.T) {
 			}
 		})
 	}
+}
+
+func changedObservation(o Observation, change func(*Observation)) Observation {
+	change(&o)
+	return o
 }
 
 func changedPlan(p Prediction, change func(*Prediction)) Prediction {
