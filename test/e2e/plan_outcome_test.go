@@ -229,21 +229,24 @@ func hookRun(phase, kind, name string) string {
 }
 
 // hooksRun are the hooks of rel that ran for action (its pre and post
-// events), in the order they started.
+// events), in the order they started, each in its last run (a hook of
+// both phases in its post run).
 func hooksRun(rel *releasev1.Release, action string) []string {
 	type run struct {
 		name string
 		hook *releasev1.Hook
 	}
-	phases := []releasev1.HookEvent{releasev1.HookEvent("pre-" + action), releasev1.HookEvent("post-" + action)}
+	// Post first: a hook of both phases ran last (and LastRun holds
+	// that run) after the apply.
+	phases := []releasev1.HookEvent{releasev1.HookEvent("post-" + action), releasev1.HookEvent("pre-" + action)}
 	var runs []run
 	for _, h := range rel.Hooks {
 		if h == nil || h.LastRun.StartedAt.IsZero() {
 			continue
 		}
-		for _, e := range h.Events {
-			if slices.Contains(phases, e) {
-				runs = append(runs, run{hookRun(string(e), h.Kind, h.Name), h})
+		for _, phase := range phases {
+			if slices.Contains(h.Events, phase) {
+				runs = append(runs, run{hookRun(string(phase), h.Kind, h.Name), h})
 				break
 			}
 		}

@@ -66,11 +66,26 @@ func ComparePlan(p Prediction, before, after Observation) []string {
 	diffs = appendSetDiff(diffs, "created", p.Create, created)
 	diffs = appendSetDiff(diffs, "deleted or kept", union(p.Delete, p.Keep), removed)
 	diffs = appendSetDiff(diffs, "recreated", p.Recreate, objectsOnly(after.Recreated))
-	if !slices.Equal(p.Hooks, after.HooksRun) {
+	if planned := lastRuns(p.Hooks); !slices.Equal(planned, after.HooksRun) {
 		diffs = append(diffs, fmt.Sprintf("hooks in order: the plan said [%s], the controller ran [%s]",
-			strings.Join(p.Hooks, ", "), strings.Join(after.HooksRun, ", ")))
+			strings.Join(planned, ", "), strings.Join(after.HooksRun, ", ")))
 	}
 	return diffs
+}
+
+// lastRuns keeps, of hook runs ("phase Kind/name") in order, the last run
+// of each hook: Helm records only a hook's last run, so a hook of both
+// phases (pre-install and post-install) is seen once, in its post run.
+func lastRuns(runs []string) []string {
+	hook := func(run string) string { return run[strings.Index(run, " ")+1:] }
+	var out []string
+	for i, run := range runs {
+		later := slices.ContainsFunc(runs[i+1:], func(r string) bool { return hook(r) == hook(run) })
+		if !later {
+			out = append(out, run)
+		}
+	}
+	return out
 }
 
 // latestRevision is the number of the newest of storage's entries ("v3

@@ -88,6 +88,18 @@ func TestComparePlan(t *testing.T) {
 				o.Storage = []string{"v3 superseded", "v4 superseded", "v5 superseded", "v6 superseded", "v7 deployed"}
 			}),
 		},
+		{
+			// ingress-nginx's admission RBAC runs before and after the
+			// apply; Helm keeps its last run only.
+			name: "a hook of both phases, seen in its last run",
+			plan: changedPlan(planOfUpgrade, func(p *Prediction) {
+				p.Hooks = []string{"pre-upgrade Role/rbac", "pre-upgrade Job/pre", "post-upgrade Role/rbac", "post-upgrade Job/post"}
+			}),
+			before: planBefore,
+			after: changedObservation(planAfter, func(o *Observation) {
+				o.HooksRun = []string{"pre-upgrade Job/pre", "post-upgrade Role/rbac", "post-upgrade Job/post"}
+			}),
+		},
 		{name: "nothing planned, nothing done", before: planBefore, after: noOp},
 		{
 			name: "nothing planned, a revision made", before: planBefore, after: planAfter,
