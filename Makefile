@@ -20,6 +20,7 @@ DIST_DIR ?= $(CURDIR)/dist
 # Fleet sizes for `make bench`, comma-separated (e.g. 100,400).
 BENCH_N ?= 100
 BENCH_DIR ?= docs/bench
+BENCH_ARGS ?=
 FUZZTIME ?= 1m
 # Generated scenarios of `make parity`, and how many run at once.
 PARITY_GENERATED ?= 200
@@ -159,9 +160,9 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 1m), one after the oth
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: bench
-bench: tools ## Benchmark upstream helm-controller against ours on BENCH_N podinfo releases (default 100; a list such as 100,400 for several sizes); print the table and write it, the measurements (JSON) and SVG charts against N into BENCH_DIR (default docs/bench).
+bench: tools ## Benchmark upstream helm-controller against ours on BENCH_N podinfo releases (default 100; a list such as 100,400 for several sizes); print the table and write it, the measurements (JSON) and SVG charts against N into BENCH_DIR (default docs/bench); BENCH_ARGS passes more flags, e.g. -steady 12m or -shards 4 (go run ./hack/bench -h lists them).
 	mkdir -p $(BENCH_DIR)
-	go run ./hack/bench -n $(BENCH_N) -out $(BENCH_DIR)/bench.md -json $(BENCH_DIR)/bench.json -svg $(BENCH_DIR)
+	go run ./hack/bench -n $(BENCH_N) $(BENCH_ARGS) -out $(BENCH_DIR)/bench.md -json $(BENCH_DIR)/bench.json -svg $(BENCH_DIR)
 
 ##@ Charts
 

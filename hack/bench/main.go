@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/afterhooks/helm-controller/test/bench"
 )
@@ -34,6 +35,8 @@ type flags struct {
 	out         string
 	concurrent  int
 	shards      int
+	interval    time.Duration
+	steady      time.Duration
 	profileDir  string
 	svgDir      string
 	jsonOut     string
@@ -70,6 +73,8 @@ func parseFlags(args []string) (flags, error) {
 	var f flags
 	fs.StringVar(&f.out, "out", "", "also write the tables as Markdown to this file")
 	fs.IntVar(&f.concurrent, "concurrent", bench.DefaultConcurrent, "--concurrent for both controllers")
+	fs.DurationVar(&f.interval, "interval", bench.DefaultInterval, "every release's spec.interval")
+	fs.DurationVar(&f.steady, "steady", 0, "after the restart, leave the fleet alone this long and measure the cost at rest, scaled to an hour (at least the interval plus its jitter to see every release once; 0: skip)")
 	fs.IntVar(&f.shards, "shards", 0, "run this many controllers, each with --watch-label-selector=sharding.fluxcd.io/key=shard<i>, sharing the fleet (0: one controller)")
 	fs.StringVar(&f.profileDir, "profile", "", "save CPU (install and no-op phases) and heap profiles of ours to this directory")
 	fs.StringVar(&f.svgDir, "svg", "", "draw CPU per release, peak RSS and time to Ready against N as SVG charts into this directory")
@@ -89,6 +94,9 @@ func parseFlags(args []string) (flags, error) {
 	f.controllers = splitList(*controllers)
 	if f.shards < 0 {
 		return f, fmt.Errorf("-shards must be 0 or more, got %d", f.shards)
+	}
+	if f.interval <= 0 || f.steady < 0 {
+		return f, fmt.Errorf("-interval must be positive and -steady not negative, got %s and %s", f.interval, f.steady)
 	}
 	if f.concurrent < 1 {
 		return f, fmt.Errorf("-concurrent must be at least 1, got %d", f.concurrent)
@@ -145,6 +153,8 @@ func measure(ctx context.Context, f flags) ([]bench.Row, error) {
 		Controllers: f.controllers,
 		Concurrent:  f.concurrent,
 		Shards:      f.shards,
+		Interval:    f.interval,
+		Steady:      f.steady,
 		ProfileDir:  f.profileDir,
 		Progress:    os.Stderr,
 	})

@@ -36,6 +36,8 @@ const upstreamBinaryName = "helm-controller-upstream"
 const (
 	DefaultConcurrent = 4
 	DefaultSettle     = 10 * time.Second
+	// DefaultInterval is Flux's usual interval for a HelmRelease.
+	DefaultInterval = 10 * time.Minute
 )
 
 // Options configure Run.
@@ -53,6 +55,11 @@ type Options struct {
 	// Settle is the pause between the install and no-op phases;
 	// DefaultSettle when 0.
 	Settle time.Duration
+	// Interval is every release's spec.interval; DefaultInterval when 0.
+	Interval time.Duration
+	// Steady, when set, leaves the fleet alone this long after the restart
+	// and measures the cost at rest (SteadyState); 0 skips that phase.
+	Steady time.Duration
 	// ProfileDir, when set, receives a CPU profile of Ours taken during the
 	// install phase and a heap profile taken at the end of each run.
 	ProfileDir string
@@ -94,6 +101,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Settle == 0 {
 		o.Settle = DefaultSettle
+	}
+	if o.Interval == 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.Interval < 0 || o.Steady < 0 {
+		return o, fmt.Errorf("interval and steady window must not be negative, got %s and %s", o.Interval, o.Steady)
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
@@ -147,6 +160,10 @@ type Row struct {
 	// NewRevisions is how many Helm revisions appeared after the install
 	// phase: through the no-op phase and the restart. It should be 0.
 	NewRevisions int
+
+	// Steady is the cost at rest after the restart, when Options.Steady
+	// asked for it.
+	Steady SteadyState `json:",omitzero"`
 }
 
 // Run benchmarks every controller at every fleet size, one run at a time,

@@ -48,11 +48,13 @@ type environment struct {
 	waitStrategy v2.HookWaitStrategy
 	// shards, when set, spreads the fleet over that many shard keys.
 	shards int
+	// interval is every release's spec.interval.
+	interval time.Duration
 }
 
 // startEnvironment brings everything up; on error nothing is left running.
 func startEnvironment(ctx context.Context, opts Options, progress io.Writer) (env *environment, err error) {
-	env = &environment{}
+	env = &environment{interval: opts.Interval}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, env.stop())

@@ -20,7 +20,6 @@ import (
 )
 
 const (
-	releaseInterval = 10 * time.Minute
 	// fleetPollInterval is how often the fleet is listed while waiting.
 	fleetPollInterval = time.Second
 	// progressInterval spaces the "k of N" lines of a long wait.
@@ -46,7 +45,7 @@ func (env *environment) podinfoRelease(i int) *v2.HelmRelease {
 	hr := &v2.HelmRelease{
 		ObjectMeta: metav1.ObjectMeta{Name: releaseName(i), Namespace: fleetNamespace},
 		Spec: v2.HelmReleaseSpec{HelmReleaseSpec: helmv2.HelmReleaseSpec{
-			Interval: metav1.Duration{Duration: releaseInterval},
+			Interval: metav1.Duration{Duration: env.interval},
 			// Set, not defaulted, so uniqueness does not hang on the
 			// defaulting rule.
 			ReleaseName: releaseName(i),

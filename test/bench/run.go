@@ -131,7 +131,10 @@ func (r *run) measure(ctx context.Context) error {
 	if err := r.saveHeapProfile(ctx); err != nil {
 		return err
 	}
-	return r.restartPhase(ctx)
+	if err := r.restartPhase(ctx); err != nil {
+		return err
+	}
+	return r.steadyPhase(ctx)
 }
 
 // installTimeout grows with the fleet: a few seconds per release on a

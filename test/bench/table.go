@@ -160,6 +160,9 @@ func tablesOf(rows []Row) []Table {
 	if ratios := RatioTable(rows); len(ratios.Rows) > 0 {
 		tables = append(tables, ratios)
 	}
+	if steady := SteadyTable(rows); len(steady.Rows) > 0 {
+		tables = append(tables, steady)
+	}
 	return tables
 }
 
@@ -184,8 +187,8 @@ func (t Table) markdown() string {
 	separator := make([]string, len(t.Header))
 	for i := range separator {
 		separator[i] = "---"
-		// Every column but the controller's name holds numbers.
-		if t.Header[i] != "controller" {
+		// Every column but the controller's name and the interval holds numbers.
+		if t.Header[i] != "controller" && t.Header[i] != "release interval" {
 			separator[i] = "---:"
 		}
 	}
