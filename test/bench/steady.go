@@ -28,6 +28,10 @@ func (r *run) steadyPhase(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	kindsBefore, err := r.env.apiServerRequestsByKind(ctx)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(r.progress, "steady: leaving the fleet alone for %s (release interval %s)\n", r.opts.Steady, r.opts.Interval)
 	began := time.Now()
 	for time.Since(began) < r.opts.Steady {
@@ -46,10 +50,16 @@ func (r *run) steadyPhase(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	kindsAfter, err := r.env.apiServerRequestsByKind(ctx)
+	if err != nil {
+		return err
+	}
 	revisions, err := r.env.countRevisions(ctx)
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(r.progress, "steady: API requests per release in the window, the most frequent (all clients): %s\n",
+		topGrowth(kindsBefore, kindsAfter, r.releases, 8))
 	r.row.Steady = SteadyState{
 		Interval:           r.opts.Interval,
 		Window:             time.Since(began),
