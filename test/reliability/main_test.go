@@ -33,6 +33,11 @@ func TestMain(m *testing.M) {
 func printReport(code int) (int, error) {
 	text := report.markdown(full)
 	fmt.Fprintln(os.Stderr, text)
+	// A long log is cut in the middle; the failed rows come again last so
+	// that they survive that.
+	if failed := report.failedRows(); failed != "" {
+		fmt.Fprintln(os.Stderr, failed)
+	}
 	if path := os.Getenv("RELIABILITY_REPORT"); path != "" {
 		if err := writeSection(path, text); err != nil {
 			return 1, err

@@ -84,6 +84,21 @@ func (t *table) markdown(full bool) string {
 	return b.String()
 }
 
+// failedRows repeats each row with a failed run, section and case first,
+// with its broken invariants; empty when every run passed.
+func (t *table) failedRows() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var b strings.Builder
+	for _, r := range t.rows {
+		if len(r.Failures) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "FAILED %s / %s: %d of %d runs: %s\n", r.Section, r.Case, len(r.Failures), r.Runs, strings.Join(r.Failures, "; "))
+	}
+	return b.String()
+}
+
 const (
 	sectionBegin = "<!-- reliability table: begin (written by `make reliability`) -->"
 	sectionEnd   = "<!-- reliability table: end -->"
