@@ -62,12 +62,13 @@ func (a *Action) compareLive(ctx context.Context, in Input, rendered *releasev1.
 	}
 	a.Objects.takeOver(find)
 	a.Objects.createMissing(find)
+	a.Objects.sort()
 	return nil
 }
 
 // createMissing moves the objects to update or leave unchanged that are
 // not in the cluster to those created: Helm's update creates what it
-// does not find.
+// does not find. The lists are left for the caller to sort.
 func (o *Objects) createMissing(find func(Object) *jsondiff.Diff) {
 	keep := func(list []Object) []Object {
 		out := list[:0]
@@ -82,12 +83,11 @@ func (o *Objects) createMissing(find func(Object) *jsondiff.Diff) {
 		return out
 	}
 	o.Update, o.Unchanged = keep(o.Update), keep(o.Unchanged)
-	o.sort()
 }
 
 // takeOver moves the objects to create that are already in the cluster
 // to those updated or unchanged: Helm takes them over, with their live
-// state as the baseline.
+// state as the baseline. The lists are left for the caller to sort.
 func (o *Objects) takeOver(find func(Object) *jsondiff.Diff) {
 	create := o.Create[:0]
 	for _, obj := range o.Create {
@@ -104,7 +104,6 @@ func (o *Objects) takeOver(find func(Object) *jsondiff.Diff) {
 		}
 	}
 	o.Create = create
-	o.sort()
 }
 
 // judgeRefused tells, for each object refused in place, what the
