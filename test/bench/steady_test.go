@@ -49,3 +49,29 @@ func TestSteadyTable(t *testing.T) {
 		t.Errorf("the Markdown lacks the steady table:\n%s", md.String())
 	}
 }
+
+// Each controller's runs, by increasing N, give one row per step: CPU per
+// release at both ends, its change, and the RSS each added release cost;
+// shards and single sizes give none.
+func TestScalingTable(t *testing.T) {
+	rows := []Row{
+		{Controller: Ours, Releases: 400, InstallCPU: 36 * time.Second, PeakRSSBytes: 140 << 20},
+		{Controller: Upstream, Releases: 100, InstallCPU: 13 * time.Second, PeakRSSBytes: 170 << 20},
+		{Controller: Ours, Releases: 100, InstallCPU: 10 * time.Second, PeakRSSBytes: 110 << 20},
+		{Controller: Ours, Releases: 2000, InstallCPU: 190 * time.Second, PeakRSSBytes: 300 << 20},
+		{Controller: Ours, Releases: 2000, Shards: 4, InstallCPU: time.Hour},
+	}
+	got := ScalingTable(rows).Rows
+	want := [][]string{
+		{"ours", "100", "400", "100", "90", "-10", "102"},
+		{"ours", "400", "2000", "90", "95", "+6", "102"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("rows %q, want %q", got, want)
+	}
+	for i := range want {
+		if strings.Join(got[i], ",") != strings.Join(want[i], ",") {
+			t.Errorf("row %d = %q, want %q", i, got[i], want[i])
+		}
+	}
+}

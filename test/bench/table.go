@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -76,7 +77,7 @@ func downloadsCell(r Row) string {
 // RatioTable compares ours with upstream for every fleet size both ran
 // at; it has no rows when there is no such pair.
 func RatioTable(rows []Row) Table {
-	t := Table{Header: []string{"N", "time ours/upstream", "CPU ours/upstream", "peak RSS ours/upstream"}}
+	t := Table{Header: []string{"N", "time ours/upstream", "CPU ours/upstream", "peak RSS ours/upstream", "no-op CPU ours/upstream"}}
 	for _, pair := range pairs(rows) {
 		ours, upstream := pair[0], pair[1]
 		t.Rows = append(t.Rows, []string{
@@ -84,6 +85,7 @@ func RatioTable(rows []Row) Table {
 			ratio(ours.TimeToReady.Seconds(), upstream.TimeToReady.Seconds()),
 			ratio(ours.InstallCPU.Seconds(), upstream.InstallCPU.Seconds()),
 			ratio(float64(ours.PeakRSSBytes), float64(upstream.PeakRSSBytes)),
+			ratio(ours.NoopCPU.Seconds(), upstream.NoopCPU.Seconds()),
 		})
 	}
 	return t
@@ -160,6 +162,9 @@ func tablesOf(rows []Row) []Table {
 	if ratios := RatioTable(rows); len(ratios.Rows) > 0 {
 		tables = append(tables, ratios)
 	}
+	if scaling := ScalingTable(rows); len(scaling.Rows) > 0 {
+		tables = append(tables, scaling)
+	}
 	if steady := SteadyTable(rows); len(steady.Rows) > 0 {
 		tables = append(tables, steady)
 	}
@@ -197,4 +202,49 @@ func (t Table) markdown() string {
 		line(row)
 	}
 	return b.String()
+}
+
+// ScalingTable shows how each controller's cost per release grows from
+// one fleet size to the next it ran at (unsharded runs, sizes in
+// increasing order): install CPU per release at both sizes and its
+// change, and the peak RSS each added release cost. It has no rows for a
+// controller that ran at one size only.
+func ScalingTable(rows []Row) Table {
+	t := Table{Header: []string{
+		"controller", "N from", "N to", "CPU per release from (ms)", "CPU per release to (ms)",
+		"CPU per release change (%)", "peak RSS per added release (KiB)",
+	}}
+	byController := map[string][]Row{}
+	var order []string
+	for _, r := range rows {
+		if r.Shards != 0 {
+			continue
+		}
+		if _, ok := byController[r.Controller]; !ok {
+			order = append(order, r.Controller)
+		}
+		byController[r.Controller] = append(byController[r.Controller], r)
+	}
+	for _, controller := range order {
+		runs := slices.Clone(byController[controller])
+		slices.SortStableFunc(runs, func(a, b Row) int { return a.Releases - b.Releases })
+		for i := 1; i < len(runs); i++ {
+			from, to := runs[i-1], runs[i]
+			if to.Releases == from.Releases {
+				continue
+			}
+			perFrom := milliseconds(from.InstallCPU) / float64(from.Releases)
+			perTo := milliseconds(to.InstallCPU) / float64(to.Releases)
+			change := notAvailable
+			if perFrom > 0 {
+				change = fmt.Sprintf("%+.0f", 100*(perTo-perFrom)/perFrom)
+			}
+			t.Rows = append(t.Rows, []string{
+				controller, strconv.Itoa(from.Releases), strconv.Itoa(to.Releases),
+				fmt.Sprintf("%.0f", perFrom), fmt.Sprintf("%.0f", perTo), change,
+				fmt.Sprintf("%.0f", float64(to.PeakRSSBytes-from.PeakRSSBytes)/1024/float64(to.Releases-from.Releases)),
+			})
+		}
+	}
+	return t
 }
