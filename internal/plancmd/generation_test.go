@@ -10,11 +10,6 @@ import (
 	"github.com/fluxcd/pkg/chartutil"
 	"github.com/opencontainers/go-digest"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-
-	v2 "github.com/afterhooks/helm-controller/api/v2"
-	"github.com/afterhooks/helm-controller/internal/action"
-	"github.com/afterhooks/helm-controller/internal/reconcile"
-	"github.com/afterhooks/helm-controller/internal/runner"
 )
 
 // A release whose upgrade failed with its retries used up is left alone,
@@ -27,20 +22,7 @@ func TestPlanCommandFileWithANewSpecRetriesAnExhaustedUpgrade(t *testing.T) {
 	c := newCluster(t)
 	obj := c.createHR(t, "web", nil)
 	chart := chartDir(t, "1.0.0")
-	factory, err := action.NewConfigFactoryFromRESTConfig(c.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	helm, err := runner.New(factory, nil, obj, runner.Settings{DefaultHookOrder: v2.BeforeHooks})
-	if err != nil {
-		t.Fatal(err)
-	}
-	installed := map[string]any{"a": "1"}
-	req := &reconcile.Request{Object: obj, ReleaseName: "web", Chart: dirChart{chart}, Values: installed,
-		ConfigDigest: chartutil.DigestValues(digest.Canonical, installed).String()}
-	if err := (&reconcile.Machine{Helm: helm}).Run(context.Background(), req); err != nil {
-		t.Fatal(err)
-	}
+	installWeb(t, c, obj, chart)
 
 	// The spec asks for a=2; its upgrade failed once, and the upgrade
 	// remediation's default allows no retry.

@@ -27,14 +27,11 @@ func (d dirChart) Metadata() *chartv2.Metadata {
 
 func (d dirChart) Load() (*chartv2.Chart, error) { return loader.Load(d.dir) }
 
-// After a reconcile the plan of the same chart and values is no change
-// (exit 0); the same HelmRelease in a file with other values is an
-// upgrade (exit 1) naming the changed key, under the controller's default
-// hook order given on the command line.
-func TestPlanCommandNoChangeThenFile(t *testing.T) {
-	c := newCluster(t)
-	obj := c.createHR(t, "web", nil)
-	chart := chartDir(t, "1.0.0")
+// installWeb installs release web of chart with values a=1 through the
+// controller's machine, as a reconcile of obj would, and leaves obj's
+// status as that reconcile wrote it (not yet sent to the cluster).
+func installWeb(t *testing.T, c *cluster, obj *v2.HelmRelease, chart string) {
+	t.Helper()
 	factory, err := action.NewConfigFactoryFromRESTConfig(c.cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -49,6 +46,17 @@ func TestPlanCommandNoChangeThenFile(t *testing.T) {
 	if err := (&reconcile.Machine{Helm: helm}).Run(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// After a reconcile the plan of the same chart and values is no change
+// (exit 0); the same HelmRelease in a file with other values is an
+// upgrade (exit 1) naming the changed key, under the controller's default
+// hook order given on the command line.
+func TestPlanCommandNoChangeThenFile(t *testing.T) {
+	c := newCluster(t)
+	obj := c.createHR(t, "web", nil)
+	chart := chartDir(t, "1.0.0")
+	installWeb(t, c, obj, chart)
 	if err := c.c.Status().Update(context.Background(), obj); err != nil {
 		t.Fatal(err)
 	}
