@@ -10,8 +10,10 @@ import (
 	helmkube "helm.sh/helm/v4/pkg/kube"
 	"helm.sh/helm/v4/pkg/storage"
 	"helm.sh/helm/v4/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
@@ -26,8 +28,10 @@ const DefaultFieldManager = "helm-controller"
 // ConfigFactory makes Helm action configurations for HelmReleases that share
 // one cluster connection (one RESTClientGetter).
 type ConfigFactory struct {
-	getter       genericclioptions.RESTClientGetter
-	clientSet    kubernetes.Interface
+	getter    genericclioptions.RESTClientGetter
+	clientSet kubernetes.Interface
+	// metadata lists release records without their data.
+	metadata     metadata.Interface
 	fieldManager string
 	// clusters is shared with every factory made by ForGetter: what Helm
 	// would otherwise work out per action is kept per API server.
@@ -87,6 +91,9 @@ func (f *ConfigFactory) connect() error {
 		return fmt.Errorf("action: Kubernetes client: %w", err)
 	}
 	f.clientSet = cs
+	if f.metadata, err = metadata.NewForConfig(restCfg); err != nil {
+		return fmt.Errorf("action: metadata client: %w", err)
+	}
 	f.fieldValidation = f.clusters.FieldValidation(restCfg.Host)
 	return nil
 }
@@ -195,7 +202,8 @@ func (f *ConfigFactory) Build(storageNamespace, releaseNamespace string, opts ..
 	kc.HookOrigin = o.hookOrigin
 	kc.SetLogger(o.handler)
 
-	secrets := storagedriver.NewSecrets(f.clientSet.CoreV1().Secrets(storageNamespace)).WithDecoded(f.decoded)
+	secrets := storagedriver.NewSecrets(f.clientSet.CoreV1().Secrets(storageNamespace)).WithDecoded(f.decoded).
+		WithMetadata(f.metadata.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(storageNamespace))
 	secrets.SetLogger(o.handler)
 	var d driver.Driver = secrets
 	if o.wrapDriver != nil {

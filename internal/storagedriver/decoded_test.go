@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 
 	"github.com/afterhooks/helm-controller/test/envtestserver"
 )
@@ -25,16 +27,27 @@ import (
 // revision deleted, a record deleted and written again with the same
 // name), on a real API server. After each change the cached Newest reads
 // what Helm reads, and a read with nothing changed comes from the cache.
+// Newest reads either way: the records' metadata, then the newest record
+// (the controller's), or the whole records.
 func TestDecodedNeverServesAStaleRecord(t *testing.T) {
-	cs, err := kubernetes.NewForConfig(sharedAPIServer.Config(t))
+	t.Run("metadata, then the newest record", func(t *testing.T) { neverStale(t, "stale-records-heads", true) })
+	t.Run("whole records", func(t *testing.T) { neverStale(t, "stale-records", false) })
+}
+
+func neverStale(t *testing.T, ns string, heads bool) {
+	cfg := sharedAPIServer.Config(t)
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	envtestserver.CreateNamespaces(t, cs, "stale-records")
-	secrets := cs.CoreV1().Secrets("stale-records")
+	envtestserver.CreateNamespaces(t, cs, ns)
+	secrets := cs.CoreV1().Secrets(ns)
 	helms := driver.NewSecrets(secrets)
 	cache := NewDecoded(DefaultDecodedBudget)
 	ours := NewSecrets(secrets).WithDecoded(cache)
+	if heads {
+		ours.WithMetadata(secretHeads(t, cfg, ns))
+	}
 
 	key := func(v int) string { return fmt.Sprintf("sh.helm.release.v1.podinfo.v%d", v) }
 	if err := ours.Create(key(1), podinfoRelease(t, 1, common.StatusDeployed)); err != nil {
@@ -261,4 +274,14 @@ func TestDecodedKeepsEachChartOnce(t *testing.T) {
 	if small.size > small.budget {
 		t.Errorf("size %d over budget %d", small.size, small.budget)
 	}
+}
+
+// secretHeads is the metadata client of Secrets in ns.
+func secretHeads(t *testing.T, cfg *rest.Config, ns string) metadata.ResourceInterface {
+	t.Helper()
+	m, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(ns)
 }

@@ -15,6 +15,7 @@ import (
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -28,6 +29,14 @@ import (
 // record without a readable version label makes it decode them all.
 func (s *Secrets) Newest(name string) (release.Releaser, error) {
 	selector := labels.Set{"name": name, "owner": "helm"}.AsSelector().String()
+	if s.heads != nil {
+		return s.newestByHeads(selector)
+	}
+	return s.newestOfList(selector)
+}
+
+// newestOfList lists the whole records and decodes the newest.
+func (s *Secrets) newestOfList(selector string) (release.Releaser, error) {
 	list, err := s.impl.List(context.Background(), metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return nil, fmt.Errorf("query: failed to query with labels: %w", err)
@@ -39,6 +48,44 @@ func (s *Secrets) Newest(name string) (release.Releaser, error) {
 	for _, item := range items {
 		if rls := s.decoded.get(item); rls != nil {
 			return rls, nil
+		}
+		if rls, size, err := decodeRecord(item); err == nil {
+			s.decoded.put(item, rls, size)
+			return rls, nil
+		}
+	}
+	return nil, driver.ErrReleaseNotFound
+}
+
+// newestByHeads lists the records' metadata, newest first by version
+// label, and takes the first that the cache holds at its resourceVersion
+// or that reads and decodes. A record deleted between the list and the
+// read is passed over, as one that does not decode. Without version
+// labels to order by, it falls back to the whole list.
+func (s *Secrets) newestByHeads(selector string) (release.Releaser, error) {
+	ctx := context.Background()
+	list, err := s.heads.List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, fmt.Errorf("query: failed to query with labels: %w", err)
+	}
+	heads := make([]corev1.Secret, len(list.Items))
+	for i := range list.Items {
+		heads[i].ObjectMeta = list.Items[i].ObjectMeta
+	}
+	items, ordered := byVersionLabel(heads)
+	if !ordered {
+		return s.newestOfList(selector)
+	}
+	for _, head := range items {
+		if rls := s.decoded.get(head); rls != nil {
+			return rls, nil
+		}
+		item, err := s.impl.Get(ctx, head.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("get: failed to get %q: %w", head.Name, err)
 		}
 		if rls, size, err := decodeRecord(item); err == nil {
 			s.decoded.put(item, rls, size)

@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 )
 
 // bestCompressionAbove is the size of a record (base64) above which it is
@@ -46,6 +47,9 @@ type Secrets struct {
 	impl typedcorev1.SecretInterface
 	// decoded keeps the records Newest decoded; nil decodes every time.
 	decoded *Decoded
+	// heads lists the records' metadata alone, for Newest; nil lists
+	// whole records.
+	heads metadata.ResourceInterface
 }
 
 var _ driver.Driver = (*Secrets)(nil)
@@ -59,6 +63,16 @@ func NewSecrets(impl typedcorev1.SecretInterface) *Secrets {
 // drivers of every release) and read them from there while unchanged.
 func (s *Secrets) WithDecoded(d *Decoded) *Secrets {
 	s.decoded = d
+	return s
+}
+
+// WithMetadata makes Newest list the records' metadata through heads (the
+// metadata client of Secrets in this driver's namespace) and read only the
+// record it decodes: a release in sync then transfers no record at all,
+// where a list of whole records carries every stored revision (up to
+// maxHistory) on each reconcile.
+func (s *Secrets) WithMetadata(heads metadata.ResourceInterface) *Secrets {
+	s.heads = heads
 	return s
 }
 
