@@ -28,6 +28,11 @@ func summarize(req *Request) {
 // summarizeRelease sets Ready from the outcome of the release actions.
 func summarizeRelease(req *Request) {
 	obj := req.Object
+	// Tests turned off take their last result with them, as upstream: a
+	// failed test no longer holds the release back.
+	if !obj.GetTest().Enable {
+		conditions.Delete(obj, helmv2.TestSuccessCondition)
+	}
 	rem := conditions.Get(obj, helmv2.RemediatedCondition)
 	if rem != nil && !uninstallRemediation(rem) {
 		conditions.MarkFalse(obj, meta.ReadyCondition, rem.Reason, "%s", rem.Message)

@@ -51,6 +51,11 @@ func TestSummarizeAfterRemediation(t *testing.T) {
 				cond(helmv2.ReleasedCondition, metav1.ConditionTrue, helmv2.InstallSucceededReason),
 				cond(helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.UninstallSucceededReason)},
 			wantStatus: metav1.ConditionFalse, wantReason: helmv2.UninstallSucceededReason},
+		{name: "test failed, then tests turned off",
+			conditions: []metav1.Condition{
+				cond(helmv2.ReleasedCondition, metav1.ConditionTrue, helmv2.InstallSucceededReason),
+				cond(helmv2.TestSuccessCondition, metav1.ConditionFalse, helmv2.TestFailedReason)},
+			wantStatus: metav1.ConditionTrue, wantReason: helmv2.InstallSucceededReason},
 		{name: "installed",
 			conditions: []metav1.Condition{
 				cond(helmv2.ReleasedCondition, metav1.ConditionTrue, helmv2.InstallSucceededReason)},
@@ -67,6 +72,9 @@ func TestSummarizeAfterRemediation(t *testing.T) {
 			ready := conditions.Get(obj, meta.ReadyCondition)
 			if ready == nil || ready.Status != tc.wantStatus || ready.Reason != tc.wantReason || ready.Message != tc.wantReason+" message" {
 				t.Errorf("Ready %+v, want %s/%s with its message", ready, tc.wantStatus, tc.wantReason)
+			}
+			if test := conditions.Get(obj, helmv2.TestSuccessCondition); !tc.testing && test != nil {
+				t.Errorf("TestSuccess %+v kept with tests off", test)
 			}
 		})
 	}
