@@ -425,9 +425,13 @@ func (r *HelmReleaseReconciler) finalizeStatus(ctx context.Context, patcher *pat
 	}
 
 	deleted := !obj.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(obj, helmv2.HelmReleaseFinalizer)
-	if !deleted && !obj.Spec.Suspend && finished && controllerutil.ContainsFinalizer(obj, helmv2.HelmReleaseFinalizer) {
+	if !deleted && finished && controllerutil.ContainsFinalizer(obj, helmv2.HelmReleaseFinalizer) {
+		// A suspended generation is handled by leaving the release alone,
+		// as upstream counts it: a Kustomization's health check and a
+		// dependsOn on it pass. Its conditions keep the generation they
+		// were set for, so Ready still tells which one it describes.
 		obj.Status.ObservedGeneration = obj.Generation
-		if !conditions.IsUnknown(obj, meta.ReadyCondition) {
+		if !obj.Spec.Suspend && !conditions.IsUnknown(obj, meta.ReadyCondition) {
 			conditions.Delete(obj, meta.ReconcilingCondition)
 		}
 	}
