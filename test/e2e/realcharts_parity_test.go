@@ -325,7 +325,7 @@ func (s *realSide) observe(t *testing.T) parity.Observation {
 	snap := s.snapshot(t)
 	obs := parity.Observation{Conditions: snap.conditions, StalledMessage: snap.stalledMessage,
 		InstallFailures: snap.installFailures, UpgradeFailures: snap.upgradeFailures, Failures: snap.failure,
-		LastAction: snap.lastAction, Storage: snap.storage, Events: s.eventReasons(t)}
+		LastAction: snap.lastAction, ObservedGeneration: snap.observed, Storage: snap.storage, Events: s.eventReasons(t)}
 	// An entry's digest hashes the release with its namespace and
 	// manifest, which name the side's namespace: it cannot match across
 	// sides, so only the values' digest is compared.

@@ -22,6 +22,10 @@ type Observation struct {
 	UpgradeFailures int64  `json:"upgradeFailures"`
 	Failures        int64  `json:"failures"`
 	LastAction      string `json:"lastAction,omitempty"`
+	// ObservedGeneration is "current" when status.observedGeneration is
+	// the HelmRelease's generation, else "behind": what kstatus, health
+	// checks and dependsOn read.
+	ObservedGeneration string `json:"observedGeneration,omitempty"`
 	// History is status.history: version, status, chart and values
 	// digest of each entry; Storage the status of each Helm storage
 	// revision.
@@ -50,7 +54,7 @@ type Field struct{ Name, Value string }
 
 // Fields are the observation's compared fields, in table order.
 func (o Observation) Fields() []Field {
-	out := make([]Field, 0, len(ConditionTypes)+11)
+	out := make([]Field, 0, len(ConditionTypes)+12)
 	for _, typ := range ConditionTypes {
 		value := o.Conditions[typ]
 		if value == "" {
@@ -62,6 +66,7 @@ func (o Observation) Fields() []Field {
 		Field{"Stalled message", o.StalledMessage},
 		Field{"failures", fmt.Sprintf("install %d upgrade %d total %d", o.InstallFailures, o.UpgradeFailures, o.Failures)},
 		Field{"lastAttemptedReleaseAction", o.LastAction},
+		Field{"observedGeneration", o.ObservedGeneration},
 		Field{"history", strings.Join(o.History, "; ")},
 		Field{"storage", strings.Join(o.Storage, "; ")},
 		Field{"hooks", strings.Join(o.Hooks, "; ")},
