@@ -17,7 +17,7 @@ import (
 // TestOutcomeReconciling checks the Reconciling condition a reconcile ends
 // with, as upstream: a failure that will be retried leaves it True with
 // reason ProgressingWithRetry and Ready's message; exhausted retries stall
-// and remove it.
+// and remove it, and are not looked at again until something changes.
 func TestOutcomeReconciling(t *testing.T) {
 	const failed = "Helm upgrade failed for release apps/web with chart podinfo@6.7.1: timeout"
 	cases := []struct {
@@ -27,13 +27,17 @@ func TestOutcomeReconciling(t *testing.T) {
 		// wantStalled, when set, is the Stalled condition's
 		// "reason: message".
 		wantStalled string
+		// wantRequeue is the requeue of a stalled release: none, as
+		// upstream's terminal error, where only a change helps.
+		wantRequeue time.Duration
 	}{
 		{name: "failure retried with backoff", err: errors.New(failed), wantReason: meta.ProgressingWithRetryReason},
 		{name: "RetryOnFailure wait", err: &reconcile.RetryAfterError{After: time.Minute}, wantReason: meta.ProgressingWithRetryReason},
 		{name: "retries exhausted", err: fmt.Errorf("%w: upgrade failed 3 times", reconcile.ErrRetriesExhausted)},
 		{name: "no rollback target", err: fmt.Errorf("%w: cannot remediate failed release", reconcile.ErrMissingRollbackTarget),
 			wantStalled: "MissingRollbackTarget: Failed to perform remediation: missing target release for rollback: cannot remediate failed release"},
-		{name: "chart that cannot be applied", err: fmt.Errorf("%w: resource groups of chart web depend on each other in a cycle", reconcile.ErrChartCannotApply)},
+		{name: "chart that cannot be applied", err: fmt.Errorf("%w: resource groups of chart web depend on each other in a cycle", reconcile.ErrChartCannotApply),
+			wantRequeue: time.Minute},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -48,8 +52,8 @@ func TestOutcomeReconciling(t *testing.T) {
 				if c != nil {
 					t.Errorf("Reconciling %+v, want none", c)
 				}
-				if err != nil || res.RequeueAfter != time.Minute {
-					t.Errorf("outcome = %+v, %v; want no error (no backoff) and a requeue at the interval", res, err)
+				if err != nil || res.RequeueAfter != tc.wantRequeue || res.Requeue {
+					t.Errorf("outcome = %+v, %v; want no error (no backoff) and a requeue after %s", res, err, tc.wantRequeue)
 				}
 				if !conditions.IsStalled(obj) || conditions.GetMessage(obj, meta.StalledCondition) == "" {
 					t.Errorf("Stalled %+v, want True with a message", conditions.Get(obj, meta.StalledCondition))

@@ -400,17 +400,20 @@ func (r *HelmReleaseReconciler) outcome(obj *v2.HelmRelease, err error) (ctrl.Re
 		return jitter.JitteredRequeueInterval(ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}), nil
 	case errors.Is(err, reconcile.ErrRetriesExhausted):
 		// Nothing will change until the spec, the chart or the values do, or
-		// a reset is requested; retrying on a backoff would only add noise.
+		// a reset is requested, and each of those brings the release back
+		// through a watch. As upstream, the release is not looked at again
+		// before: a requeue at the interval only marked it Reconciling and
+		// Stalled again, two writes for nothing.
 		conditions.MarkStalled(obj, retriesExceededReason, "Failed to %s after %d attempt(s)",
 			obj.Status.LastAttemptedReleaseAction, attempts(obj))
 		conditions.Delete(obj, meta.ReconcilingCondition)
-		return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
+		return ctrl.Result{}, nil
 	case errors.Is(err, reconcile.ErrMissingRollbackTarget):
 		// As upstream: the failed upgrade has nothing to roll back to,
 		// and nothing will until the spec, the chart or the values change.
 		conditions.MarkStalled(obj, missingRollbackTargetReason, "Failed to perform remediation: %s", err)
 		conditions.Delete(obj, meta.ReconcilingCondition)
-		return ctrl.Result{RequeueAfter: obj.GetRequeueAfter()}, nil
+		return ctrl.Result{}, nil
 	case errors.Is(err, reconcile.ErrChartCannotApply):
 		// Rendering this chart again fails the same way; the chart's
 		// change (a new artifact) or the spec's brings the release back.
