@@ -251,8 +251,6 @@ func TestAgainstAPIServerCRDPolicies(t *testing.T) {
 		widgets := "widgets.example.com"
 		v1 := crdChartVersion("1", map[string]string{"widgets.yaml": crdYAML("widgets", "Widget", "example.com", "1")},
 			&common.File{Name: "templates/widget.yaml", Data: []byte(widgetTemplate)})
-		v2chart := crdChartVersion("2", map[string]string{"widgets.yaml": crdYAML("widgets", "Widget", "example.com", "2")},
-			&common.File{Name: "templates/widget.yaml", Data: []byte(widgetTemplate)})
 		obj := newHR(func(o *v2.HelmRelease) { o.Name, o.Namespace = "widgets", "crd-apps" })
 
 		// Install (Create by default) must create the CRD before the chart's
@@ -269,19 +267,24 @@ func TestAgainstAPIServerCRDPolicies(t *testing.T) {
 		}
 		inject(widgets)
 
+		// Each step brings the CRD at revision rev. Server-side, Create
+		// (the default of both actions, as upstream) applies it over the
+		// existing CRD, as upstream's server-side Create does.
 		steps := []struct {
-			policy  helmv2.CRDsPolicy
-			wantRev string
+			policy       helmv2.CRDsPolicy
+			rev, wantRev string
 		}{
-			{policy: "", wantRev: "1"}, // upgrade default: Skip
-			{policy: helmv2.Skip, wantRev: "1"},
-			{policy: helmv2.Create, wantRev: "1"},
-			{policy: helmv2.CreateReplace, wantRev: "2"},
+			{policy: helmv2.Skip, rev: "2", wantRev: "1"},
+			{policy: "", rev: "2", wantRev: "2"},
+			{policy: helmv2.Create, rev: "3", wantRev: "3"},
+			{policy: helmv2.CreateReplace, rev: "4", wantRev: "4"},
 		}
 		for _, st := range steps {
+			next := crdChartVersion(st.rev, map[string]string{"widgets.yaml": crdYAML("widgets", "Widget", "example.com", st.rev)},
+				&common.File{Name: "templates/widget.yaml", Data: []byte(widgetTemplate)})
 			o := obj.DeepCopy()
 			o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{CRDs: st.policy}}
-			if _, err := Upgrade(ctx, build(), o, v2chart, nil, planned(t, nil, o, plan.Upgrade, asked{})); err != nil {
+			if _, err := Upgrade(ctx, build(), o, next, nil, planned(t, nil, o, plan.Upgrade, asked{})); err != nil {
 				t.Fatalf("upgrade with CRD policy %q: %v", st.policy, err)
 			}
 			c := crd(widgets)
@@ -292,9 +295,11 @@ func TestAgainstAPIServerCRDPolicies(t *testing.T) {
 			if c.Annotations["injected"] != "yes" {
 				t.Errorf("policy %q: injected annotation lost: %v", st.policy, c.Annotations)
 			}
-			applied := hasFieldOperation(c.ManagedFields, DefaultFieldManager, metav1.ManagedFieldsOperationApply)
-			if applied != (st.policy == helmv2.CreateReplace) {
-				t.Errorf("policy %q: server-side applied by %s = %v (managedFields %+v)", st.policy, DefaultFieldManager, applied, c.ManagedFields)
+			if c.Labels["helm.toolkit.fluxcd.io/name"] != "widgets" || c.Labels["helm.toolkit.fluxcd.io/namespace"] != "crd-apps" {
+				t.Errorf("policy %q: CRD labels %v, want the origin labels of the HelmRelease", st.policy, c.Labels)
+			}
+			if st.wantRev != "1" && !hasFieldOperation(c.ManagedFields, DefaultFieldManager, metav1.ManagedFieldsOperationApply) {
+				t.Errorf("policy %q: not server-side applied by %s (managedFields %+v)", st.policy, DefaultFieldManager, c.ManagedFields)
 			}
 		}
 	})

@@ -3,47 +3,50 @@ package action
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	helmaction "helm.sh/helm/v4/pkg/action"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	"helm.sh/helm/v4/pkg/kube"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/cli-runtime/pkg/resource"
 
+	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/kubewait"
+	"github.com/afterhooks/helm-controller/internal/postrender"
 )
 
 // crdWaitTimeout bounds the wait for applied CRDs to be established, the
 // same bound Helm uses for its own CRD step.
 const crdWaitTimeout = 60 * time.Second
 
-// installCRDPolicy returns the CRD policy of an install: crds, else Skip when
-// the deprecated skipCRDs is set, else Create.
+// installCRDPolicy returns the CRD policy of an install: crds, else Create.
+// The deprecated skipCRDs is not read, as upstream does not read it.
 func installCRDPolicy(in helmv2.Install) (helmv2.CRDsPolicy, error) {
-	switch in.CRDs {
-	case "":
-		if in.SkipCRDs {
-			return helmv2.Skip, nil
-		}
-		return helmv2.Create, nil
-	case helmv2.Skip, helmv2.Create, helmv2.CreateReplace:
-		return in.CRDs, nil
-	default:
-		return "", fmt.Errorf("unknown install CRD policy %q", in.CRDs)
-	}
+	return crdPolicyOrCreate("install", in.CRDs)
 }
 
-// upgradeCRDPolicy returns the CRD policy of an upgrade: crds, else Skip.
+// upgradeCRDPolicy returns the CRD policy of an upgrade: crds, else Create.
+// The API's documentation says Skip; upstream's code has always used
+// Create, and what users run is the code: a chart upgrade that brings a
+// new CRD gets it.
 func upgradeCRDPolicy(up helmv2.Upgrade) (helmv2.CRDsPolicy, error) {
-	switch up.CRDs {
+	return crdPolicyOrCreate("upgrade", up.CRDs)
+}
+
+func crdPolicyOrCreate(action string, policy helmv2.CRDsPolicy) (helmv2.CRDsPolicy, error) {
+	switch policy {
 	case "":
-		return helmv2.Skip, nil
+		return helmv2.Create, nil
 	case helmv2.Skip, helmv2.Create, helmv2.CreateReplace:
-		return up.CRDs, nil
+		return policy, nil
 	default:
-		return "", fmt.Errorf("unknown upgrade CRD policy %q", up.CRDs)
+		return "", fmt.Errorf("unknown %s CRD policy %q", action, policy)
 	}
 }
 
@@ -53,25 +56,31 @@ type crdApply struct {
 	serverSide bool
 	wait       kube.WaitStrategy
 	waitOpts   []kube.WaitOption
+	// values decide which subcharts are enabled, and with them whose
+	// crds/ count.
+	values map[string]any
+	// origin labels every CRD with the HelmRelease it came from, as the
+	// objects of the release are labelled.
+	origin map[string]string
 }
 
-// applyCRDs puts the CRDs of chrt (its crds/ directories, subcharts
-// included) on the cluster before a Helm action, which then runs with
-// SkipCRDs:
+// applyCRDs puts the CRDs of chrt (its crds/ directories, those of enabled
+// subcharts included) on the cluster before a Helm action, which then runs
+// with SkipCRDs, as upstream does:
 //
 //   - Skip: nothing.
-//   - Create: every CRD is created unless it exists; existing CRDs are left
-//     exactly as they are.
+//   - Create: server-side, every CRD is applied with conflicts forced, so
+//     existing CRDs take the chart's version (upstream's Create through
+//     Helm 4's server-side create); client-side, the missing CRDs are
+//     created and existing ones left as they are.
 //   - CreateReplace: every CRD is created or updated. Server-side, with
 //     conflicts forced, so fields owned by other managers (a caBundle set by
 //     an injector, for instance) survive; client-side (Helm 3 defaults or
 //     serverSideApply off), by replacing the object as upstream did with
 //     Helm 3.
 //
-// Helm's own CRD step is not used: it only exists for install, and in
-// server-side mode it applies every CRD, so existing CRDs would be updated
-// under Create, and an install would fail on a field conflict with whoever
-// created them.
+// Objects in crds/ that are not CRDs are left out, as upstream leaves them.
+// Helm's own CRD step is not used: it only exists for install.
 //
 // Created or updated CRDs are waited for (established) and the discovery
 // cache and REST mapper are reset, so the action that follows can render
@@ -83,24 +92,14 @@ func applyCRDs(cfg *helmaction.Configuration, chrt *chartv2.Chart, a crdApply) e
 	if a.policy != helmv2.Create && a.policy != helmv2.CreateReplace {
 		return fmt.Errorf("unknown CRD policy %q", a.policy)
 	}
-	var all kube.ResourceList
-	for _, crd := range chrt.CRDObjects() {
-		if crd.File == nil || len(bytes.TrimSpace(crd.File.Data)) == 0 {
-			return fmt.Errorf("CRD file %s is empty", crd.Filename)
-		}
-		res, err := cfg.KubeClient.Build(bytes.NewReader(crd.File.Data), false)
-		if err != nil {
-			return fmt.Errorf("building CRDs from %s: %w", crd.Filename, err)
-		}
-		all = append(all, res...)
-	}
-	if len(all) == 0 {
-		return nil
+	all, err := chartCRDs(cfg, chrt, a)
+	if err != nil || len(all) == 0 {
+		return err
 	}
 
 	var changed kube.ResourceList
-	switch a.policy {
-	case helmv2.Create:
+	switch {
+	case a.policy == helmv2.Create && !a.serverSide:
 		for _, info := range all {
 			// A plain create: the API server refuses it for an existing
 			// CRD, which is exactly what Create wants.
@@ -113,9 +112,10 @@ func applyCRDs(cfg *helmaction.Configuration, chrt *chartv2.Chart, a crdApply) e
 			}
 			changed = append(changed, info)
 		}
-	case helmv2.CreateReplace:
-		// With the CRDs as their own originals, Helm's Update creates the
-		// missing ones, updates the others and deletes nothing.
+	default:
+		// Create server-side, or CreateReplace. With the CRDs as their own
+		// originals, Helm's Update creates the missing ones, updates the
+		// others and deletes nothing.
 		opts := []kube.ClientUpdateOption{kube.ClientUpdateOptionServerSideApply(a.serverSide, a.serverSide)}
 		if !a.serverSide {
 			opts = append(opts, kube.ClientUpdateOptionForceReplace(true))
@@ -143,6 +143,74 @@ func applyCRDs(cfg *helmaction.Configuration, chrt *chartv2.Chart, a crdApply) e
 		return fmt.Errorf("waiting for CRDs to be established: %w", err)
 	}
 	return refreshDiscovery(cfg)
+}
+
+// chartCRDs builds the CRDs of chrt's crds/ directories, and of its
+// subcharts that values enable, each with the origin labels.
+func chartCRDs(cfg *helmaction.Configuration, chrt *chartv2.Chart, a crdApply) (kube.ResourceList, error) {
+	if len(chrt.CRDObjects()) == 0 {
+		return nil, nil
+	}
+	// Helm's action processes the dependencies again, to the same result;
+	// the chart is this reconcile's own (chartsource.Chart.Load).
+	if err := chartutil.ProcessDependencies(chrt, a.values); err != nil {
+		return nil, fmt.Errorf("processing the chart's dependencies for its CRDs: %w", err)
+	}
+	var all kube.ResourceList
+	for _, crd := range chrt.CRDObjects() {
+		if crd.File == nil || len(bytes.TrimSpace(crd.File.Data)) == 0 {
+			return nil, fmt.Errorf("CRD file %s is empty", crd.Filename)
+		}
+		res, err := cfg.KubeClient.Build(bytes.NewReader(crd.File.Data), false)
+		if err != nil {
+			return nil, fmt.Errorf("building CRDs from %s: %w", crd.Filename, err)
+		}
+		for _, info := range res {
+			if !isCRD(info) {
+				cfg.Logger().Warn("leaving out an object in the chart's crds/ that is not a CustomResourceDefinition",
+					"file", crd.Filename, "name", info.Name)
+				continue
+			}
+			if err := addLabels(info, a.origin); err != nil {
+				return nil, err
+			}
+			all = append(all, info)
+		}
+	}
+	return all, nil
+}
+
+// crdOrigin are the labels naming obj on its chart's CRDs: upstream's
+// origin labels, which the post renderer puts on every other object.
+func crdOrigin(obj *v2.HelmRelease) map[string]string {
+	return map[string]string{postrender.OriginNameLabel: obj.Name, postrender.OriginNamespaceLabel: obj.Namespace}
+}
+
+// isCRD tells whether info is a CustomResourceDefinition.
+func isCRD(info *resource.Info) bool {
+	gvk := info.Object.GetObjectKind().GroupVersionKind()
+	if info.Mapping != nil {
+		gvk = info.Mapping.GroupVersionKind
+	}
+	return gvk.Group == apiextensionsv1.GroupName && gvk.Kind == "CustomResourceDefinition"
+}
+
+// addLabels merges labels into the labels of info's object.
+func addLabels(info *resource.Info, labels map[string]string) error {
+	if len(labels) == 0 {
+		return nil
+	}
+	obj, err := meta.Accessor(info.Object)
+	if err != nil {
+		return fmt.Errorf("labelling CRD %s: %w", info.Name, err)
+	}
+	merged := obj.GetLabels()
+	if merged == nil {
+		merged = map[string]string{}
+	}
+	maps.Copy(merged, labels)
+	obj.SetLabels(merged)
+	return nil
 }
 
 // refreshDiscovery drops what cfg knows about the cluster's API so that new

@@ -35,6 +35,10 @@ type crdClient struct {
 	kubefake.PrintingKubeClient
 	existing  map[string]bool
 	createErr error
+	// buildAll builds every kind, not only CRDs.
+	buildAll bool
+	// labels are the labels of every object created or updated, by name.
+	labels map[string]map[string]string
 
 	mu        sync.Mutex
 	created   []string
@@ -64,7 +68,7 @@ func (c *crdClient) Build(r io.Reader, _ bool) (kube.ResourceList, error) {
 			return nil, err
 		}
 		u := &unstructured.Unstructured{Object: doc}
-		if u.GetKind() != "CustomResourceDefinition" {
+		if u.GetKind() != "CustomResourceDefinition" && !c.buildAll {
 			continue
 		}
 		out = append(out, &resource.Info{Name: u.GetName(), Object: u})
@@ -92,6 +96,7 @@ func (c *crdClient) Create(rl kube.ResourceList, _ ...kube.ClientCreateOption) (
 		}
 	}
 	c.created = append(c.created, names(rl)...)
+	c.recordLabels(rl)
 	return &kube.Result{Created: rl}, nil
 }
 
@@ -100,7 +105,17 @@ func (c *crdClient) Update(orig, target kube.ResourceList, _ ...kube.ClientUpdat
 	defer c.mu.Unlock()
 	c.updated = append(c.updated, names(target)...)
 	c.originals = append(c.originals, names(orig)...)
+	c.recordLabels(target)
 	return &kube.Result{Updated: target}, nil
+}
+
+func (c *crdClient) recordLabels(rl kube.ResourceList) {
+	if c.labels == nil {
+		c.labels = map[string]map[string]string{}
+	}
+	for _, i := range rl {
+		c.labels[i.Name] = i.Object.(*unstructured.Unstructured).GetLabels()
+	}
 }
 
 func (c *crdClient) GetWaiter(ws kube.WaitStrategy) (kube.Waiter, error) {
@@ -173,6 +188,9 @@ func TestApplyCRDs(t *testing.T) {
 			wantWaited:  []string{"gadgets.example.com", "gizmos.example.com"}, wantStrategy: kube.LegacyStrategy},
 		{name: "Create with everything present waits for nothing", policy: helmv2.Create, existing: all},
 		{name: "Create fails on other errors", policy: helmv2.Create, createErr: errors.New("forbidden"), wantErr: "forbidden"},
+		{name: "Create server-side applies all, existing ones too", policy: helmv2.Create, serverSide: true, wait: kube.StatusWatcherStrategy,
+			existing:    []string{"widgets.example.com"},
+			wantUpdated: all, wantWaited: all, wantStrategy: kube.StatusWatcherStrategy},
 		{name: "CreateReplace applies all", policy: helmv2.CreateReplace, serverSide: true, wait: kube.StatusWatcherStrategy,
 			existing:    []string{"widgets.example.com"},
 			wantUpdated: all, wantWaited: all, wantStrategy: kube.StatusWatcherStrategy},
@@ -217,6 +235,34 @@ func TestApplyCRDs(t *testing.T) {
 	}
 }
 
+// Of a chart's crds/, as upstream applies them: those of a subchart its
+// condition disables are left out, so are objects that are not CRDs, and
+// every CRD applied carries the HelmRelease's origin labels.
+func TestApplyCRDsOfEnabledSubchartsOnly(t *testing.T) {
+	chrt := crdChart()
+	chrt.Metadata.Dependencies = []*chartv2.Dependency{{Name: "sub", Version: "1.0.0", Condition: "sub.enabled"}}
+	chrt.Files = append(chrt.Files, &common.File{Name: "crds/extra.yaml",
+		Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: not-a-crd\n")})
+	kc := newCRDClient()
+	kc.buildAll = true
+	origin := crdOrigin(newHR())
+	err := applyCRDs(newFakeConfig(t, "flux", kc), chrt, crdApply{policy: helmv2.Create, serverSide: true,
+		values: map[string]any{"sub": map[string]any{"enabled": false}}, origin: origin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"gadgets.example.com", "widgets.example.com"}; !reflect.DeepEqual(kc.updated, want) {
+		t.Errorf("applied %v, want %v (no CRD of the disabled subchart, no ConfigMap)", kc.updated, want)
+	}
+	for name, labels := range kc.labels {
+		for k, v := range origin {
+			if labels[k] != v {
+				t.Errorf("CRD %s labels %v, want %s=%s", name, labels, k, v)
+			}
+		}
+	}
+}
+
 func TestApplyCRDsEmptyFile(t *testing.T) {
 	c := testChart("1.0.0")
 	c.Files = []*common.File{{Name: "crds/empty.yaml", Data: []byte("  \n")}}
@@ -237,11 +283,16 @@ func TestActionsApplyCRDsPerPolicy(t *testing.T) {
 		wantCreated []string
 		wantUpdated []string
 	}{
-		{name: "install default creates", wantCreated: all},
-		{name: "install skipCRDs", install: &helmv2.Install{SkipCRDs: true}},
+		// Both actions apply server-side here (Helm 4's default), so Create
+		// applies every CRD, as upstream's server-side Create does.
+		{name: "install default applies", wantUpdated: all},
+		{name: "install skipCRDs is not read", install: &helmv2.Install{SkipCRDs: true}, wantUpdated: all},
+		{name: "install Skip", install: &helmv2.Install{CRDs: helmv2.Skip}},
+		{name: "install client-side creates", install: &helmv2.Install{ServerSideApply: new(bool)}, wantCreated: all},
 		{name: "install CreateReplace", install: &helmv2.Install{CRDs: helmv2.CreateReplace}, wantUpdated: all},
-		{name: "upgrade default skips", upgrade: &helmv2.Upgrade{}},
-		{name: "upgrade Create", upgrade: &helmv2.Upgrade{CRDs: helmv2.Create}, wantCreated: all},
+		{name: "upgrade default applies", upgrade: &helmv2.Upgrade{}, wantUpdated: all},
+		{name: "upgrade Skip", upgrade: &helmv2.Upgrade{CRDs: helmv2.Skip}},
+		{name: "upgrade Create", upgrade: &helmv2.Upgrade{CRDs: helmv2.Create}, wantUpdated: all},
 		{name: "upgrade CreateReplace", upgrade: &helmv2.Upgrade{CRDs: helmv2.CreateReplace}, wantUpdated: all},
 	}
 	for _, tt := range tests {

@@ -53,13 +53,15 @@
 //     the values of the last release under the new ones. Without it,
 //     ResetValues=true: the release gets exactly the values computed by the
 //     caller, which keeps the HelmRelease declarative.
-//   - CRDs: the policy is spec.<action>.crds; for install the deprecated
-//     skipCRDs selects Skip when crds is unset, and the default is Create; for
-//     upgrade the default is Skip. This package applies the chart's CRDs
-//     itself, before the Helm action, and always sets SkipCRDs on the action:
-//     Skip does nothing, Create creates the CRDs that do not exist and leaves
-//     existing ones untouched, CreateReplace creates missing CRDs and updates
-//     existing ones. See applyCRDs for why Helm's own CRD step is not used.
+//   - CRDs: the policy is spec.<action>.crds, Create when unset for both
+//     actions (upstream's code; its API documentation says Skip for
+//     upgrades), and the deprecated skipCRDs is not read, as upstream does
+//     not read it. This package applies the chart's CRDs itself, before the
+//     Helm action, and always sets SkipCRDs on the action: Skip does
+//     nothing; Create applies every CRD server-side (creating or updating
+//     it), or client-side creates the missing ones and leaves existing ones
+//     alone; CreateReplace creates missing CRDs and updates existing ones.
+//     See applyCRDs.
 //   - maxHistory: spec.maxHistory, default 5, 0 for unlimited.
 //   - postRenderStrategy: spec.postRenderStrategy, passed to Helm.
 //   - DNS lookups in templates: Config.AllowDNSLookups.

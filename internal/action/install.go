@@ -41,6 +41,8 @@ func install(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 		serverSide: install.ServerSideApply,
 		wait:       install.WaitStrategy,
 		waitOpts:   install.WaitOptions,
+		values:     values,
+		origin:     crdOrigin(obj),
 	}); err != nil {
 		return nil, fmt.Errorf("install: %w", err)
 	}

@@ -215,11 +215,13 @@ func TestCRDPolicies(t *testing.T) {
 		wantErr bool
 	}{
 		{name: "install default Create", install: &helmv2.Install{}, want: helmv2.Create},
-		{name: "install deprecated skipCRDs", install: &helmv2.Install{SkipCRDs: true}, want: helmv2.Skip},
+		// Upstream never reads the deprecated skipCRDs.
+		{name: "install deprecated skipCRDs", install: &helmv2.Install{SkipCRDs: true}, want: helmv2.Create},
 		{name: "install crds wins over skipCRDs", install: &helmv2.Install{SkipCRDs: true, CRDs: helmv2.CreateReplace}, want: helmv2.CreateReplace},
 		{name: "install Skip", install: &helmv2.Install{CRDs: helmv2.Skip}, want: helmv2.Skip},
 		{name: "install unknown", install: &helmv2.Install{CRDs: "Merge"}, wantErr: true},
-		{name: "upgrade default Skip", upgrade: &helmv2.Upgrade{}, want: helmv2.Skip},
+		// Upstream's code, not its API documentation (Skip).
+		{name: "upgrade default Create", upgrade: &helmv2.Upgrade{}, want: helmv2.Create},
 		{name: "upgrade Create", upgrade: &helmv2.Upgrade{CRDs: helmv2.Create}, want: helmv2.Create},
 		{name: "upgrade CreateReplace", upgrade: &helmv2.Upgrade{CRDs: helmv2.CreateReplace}, want: helmv2.CreateReplace},
 		{name: "upgrade unknown", upgrade: &helmv2.Upgrade{CRDs: "Merge"}, wantErr: true},

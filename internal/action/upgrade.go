@@ -87,6 +87,8 @@ func upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 		serverSide: resolveSSA(upgrade.ServerSideApply, lastApplyMethod),
 		wait:       upgrade.WaitStrategy,
 		waitOpts:   upgrade.WaitOptions,
+		values:     values,
+		origin:     crdOrigin(obj),
 	}); err != nil {
 		return nil, fmt.Errorf("upgrade: %w", err)
 	}

@@ -235,7 +235,9 @@ func TestCRDPolicies(t *testing.T) {
 		wantReplaced bool
 	}{
 		{"upgrade-skip", v2Skip, helmv2.Skip, 2, false},
-		{"upgrade-create-keeps-existing", v2Create, helmv2.Create, 3, false},
+		// Server-side (Helm 4's default), Create applies the chart's CRD
+		// over the existing one, as upstream's Create does.
+		{"upgrade-create-applies", v2Create, helmv2.Create, 3, true},
 		{"upgrade-create-replace", v2Replace, helmv2.CreateReplace, 4, true},
 	}
 	for _, u := range upgrades {
