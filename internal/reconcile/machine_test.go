@@ -425,6 +425,24 @@ func TestUninstallOnDeletion(t *testing.T) {
 	}
 }
 
+// A failed uninstall of a HelmRelease being deleted makes Ready False
+// UninstallFailed, as upstream: the deletion is stuck, whatever the last
+// upgrade did.
+func TestFailedUninstallOnDeletionIsNotReady(t *testing.T) {
+	h := installedHarness(t)
+	conditions.MarkTrue(h.obj, meta.ReadyCondition, helmv2.InstallSucceededReason, "installed")
+	h.helm.fail["uninstall"] = errors.New("pre-delete hook failed")
+	m := &Machine{Helm: h.helm, Recorder: h.recorder}
+	if err := m.Uninstall(context.Background(), h.request()); err == nil {
+		t.Fatal("a failed uninstall returned no error")
+	}
+	ready := conditions.Get(h.obj, meta.ReadyCondition)
+	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != helmv2.UninstallFailedReason ||
+		!strings.Contains(ready.Message, "pre-delete hook failed") {
+		t.Errorf("Ready %+v, want False/UninstallFailed naming the cause", ready)
+	}
+}
+
 // cleanupPending leaves rel as Helm's part of an uninstall with
 // deleteHookResources leaves it before the hook cleanup is over.
 func cleanupPending(rel *releasev1.Release) {

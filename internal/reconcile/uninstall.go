@@ -47,6 +47,9 @@ func (m *Machine) Uninstall(ctx context.Context, req *Request) error {
 		msg := fmt.Sprintf("Helm uninstall failed for release %s: %s", releaseID(cur), trimError(err))
 		countFailure(ctx, req)
 		conditions.MarkFalse(req.Object, helmv2.ReleasedCondition, helmv2.UninstallFailedReason, "%s", msg)
+		// As upstream: Ready says the deletion is stuck, rather than what
+		// the last install or upgrade did.
+		summarize(req)
 		m.warning(req, req.Object.Status.History.Latest(), helmv2.UninstallFailedReason, msg)
 		return errors.New(msg)
 	}
