@@ -14,6 +14,15 @@ func (m *Machine) checkRetries(req *Request, action helmv2.ReleaseAction) error 
 	return retriesExhausted(req, action)
 }
 
+// actionRetry is the retry strategy (RetryOnFailure) of action, install or
+// upgrade, with the DefaultToRetryOnFailure gate; nil when it remediates.
+func actionRetry(req *Request, action helmv2.ReleaseAction) helmv2.Retry {
+	if action == helmv2.ReleaseActionUpgrade {
+		return req.Object.GetUpgrade().GetRetry(req.DefaultToRetryOnFailure)
+	}
+	return req.Object.GetInstall().GetRetry(req.DefaultToRetryOnFailure)
+}
+
 // retriesExhausted is checkRetries without the machine: a preview of the
 // next reconcile (Next) asks the same question without acting.
 func retriesExhausted(req *Request, action helmv2.ReleaseAction) error {

@@ -122,6 +122,11 @@ func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2
 	}
 	msg := fmt.Sprintf("Helm %s succeeded for release %s", verb, target)
 	conditions.MarkTrue(req.Object, helmv2.ReleasedCondition, succeeded, "%s", msg)
+	if actionRetry(req, action) != nil {
+		// As upstream: under RetryOnFailure the counters only tell how
+		// often a failed release was retried; a success ends that.
+		req.Object.Status.ClearFailures()
+	}
 	recordPostRenderDigests(req)
 	// A new release is neither tested nor remediated yet.
 	conditions.Delete(req.Object, helmv2.TestSuccessCondition)

@@ -293,6 +293,16 @@ func TestRetryOnFailureSkipsRemediation(t *testing.T) {
 		}
 		wantCalls(t, h, action)
 	}
+	if st := h.obj.Status; st.Failures == 0 || st.UpgradeFailures == 0 {
+		t.Fatalf("failures %d, upgrade failures %d after failed attempts, want them counted", st.Failures, st.UpgradeFailures)
+	}
+	// As upstream: the retry that succeeds clears the counters.
+	delete(h.helm.fail, "upgrade")
+	h.mustRun(t)
+	wantCalls(t, h, "upgrade")
+	if st := h.obj.Status; st.Failures != 0 || st.InstallFailures != 0 || st.UpgradeFailures != 0 {
+		t.Errorf("counters %d/%d/%d after a successful retry, want 0", st.Failures, st.InstallFailures, st.UpgradeFailures)
+	}
 }
 
 func TestTests(t *testing.T) {
