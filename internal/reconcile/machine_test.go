@@ -347,6 +347,21 @@ func TestTests(t *testing.T) {
 		h.mustRun(t)
 		wantCalls(t, h)
 	})
+	t.Run("ignored by the test spec, counted by the remediation", func(t *testing.T) {
+		// As upstream: the remediation's explicit ignoreTestFailures
+		// wins over spec.test.ignoreFailures.
+		h := newHarness(withTests(true), func(o *v2.HelmRelease) {
+			o.Spec.Install.Remediation.IgnoreTestFailures = ptrTo(false)
+		})
+		h.helm.testFails = true
+		if err := h.run(t); err == nil {
+			t.Fatal("a test failure the remediation counts was not reported")
+		}
+		wantCalls(t, h, "install", "test", "uninstall")
+		if h.obj.Status.InstallFailures != 1 {
+			t.Errorf("install failures %d, want 1", h.obj.Status.InstallFailures)
+		}
+	})
 	t.Run("pass ignored", func(t *testing.T) {
 		h := newHarness(withTests(true))
 		h.mustRun(t)

@@ -141,15 +141,16 @@ func chartOrValuesChange(req *Request, s *helmv2.Snapshot) string {
 	return ""
 }
 
-// ignoreTestFailures tells whether failed tests leave the release as is.
+// ignoreTestFailures tells whether failed tests leave the release as is:
+// as upstream, the active remediation's ignoreTestFailures when set, else
+// spec.test.ignoreFailures. An explicit false on the remediation counts
+// failed tests even when the test spec ignores them.
 func ignoreTestFailures(req *Request) bool {
-	if req.Object.GetTest().IgnoreFailures {
-		return true
-	}
+	ignore := req.Object.GetTest().IgnoreFailures
 	if r := req.Object.GetActiveRemediation(); r != nil {
-		return r.MustIgnoreTestFailures(false)
+		return r.MustIgnoreTestFailures(ignore)
 	}
-	return false
+	return ignore
 }
 
 func releaseID(rel *releasev1.Release) string {
