@@ -445,7 +445,8 @@ func TestUninstallOnDeletion(t *testing.T) {
 	}
 	wantCalls(t, h)
 	last := h.recorder.events[len(h.recorder.events)-1]
-	if last.Reason != helmv2.UninstallSucceededReason || !strings.Contains(last.Message, "default/app.v1") {
+	// Upstream's wording: the release and its chart.
+	if last.Reason != helmv2.UninstallSucceededReason || !strings.HasPrefix(last.Message, "Helm uninstall succeeded for release default/app.v1 with chart ") {
 		t.Errorf("event %+v", last)
 	}
 }

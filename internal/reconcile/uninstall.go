@@ -7,6 +7,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/afterhooks/helm-controller/internal/hookcleanup"
@@ -18,13 +19,13 @@ func (m *Machine) uninstallRemediation(ctx context.Context, req *Request) error 
 	latest := req.Object.Status.History.Latest()
 	m.announce(req, "uninstall", req.Object.GetUninstall().GetTimeout(req.Object.GetTimeout()), false)
 	if err := m.uninstall(ctx, req); err != nil {
-		msg := fmt.Sprintf("Helm uninstall failed for release %s: %s", describeRelease(latest), trimError(err))
+		msg := fmt.Sprintf("Helm uninstall remediation for release %s failed: %s", describeRelease(latest), trimError(err))
 		countFailure(ctx, req)
 		conditions.MarkFalse(req.Object, helmv2.RemediatedCondition, helmv2.UninstallFailedReason, "%s", msg)
 		m.warning(req, latest, helmv2.UninstallFailedReason, msg)
 		return errors.New(msg)
 	}
-	msg := fmt.Sprintf("Helm uninstall succeeded for release %s", describeRelease(latest))
+	msg := fmt.Sprintf("Helm uninstall remediation for release %s succeeded", describeRelease(latest))
 	conditions.MarkTrue(req.Object, helmv2.RemediatedCondition, helmv2.UninstallSucceededReason, "%s", msg)
 	m.normal(req, latest, helmv2.UninstallSucceededReason, msg)
 	return nil
@@ -44,7 +45,7 @@ func (m *Machine) Uninstall(ctx context.Context, req *Request) error {
 		return nil
 	}
 	if err := m.uninstall(ctx, req); err != nil {
-		msg := fmt.Sprintf("Helm uninstall failed for release %s: %s", releaseID(cur), trimError(err))
+		msg := fmt.Sprintf("Helm uninstall failed for release %s: %s", uninstalledRelease(cur), trimError(err))
 		countFailure(ctx, req)
 		conditions.MarkFalse(req.Object, helmv2.ReleasedCondition, helmv2.UninstallFailedReason, "%s", msg)
 		// As upstream: Ready says the deletion is stuck, rather than what
@@ -53,10 +54,19 @@ func (m *Machine) Uninstall(ctx context.Context, req *Request) error {
 		m.warning(req, req.Object.Status.History.Latest(), helmv2.UninstallFailedReason, msg)
 		return errors.New(msg)
 	}
-	msg := fmt.Sprintf("Helm uninstall succeeded for release %s", releaseID(cur))
+	msg := fmt.Sprintf("Helm uninstall succeeded for release %s", uninstalledRelease(cur))
 	conditions.MarkFalse(req.Object, helmv2.ReleasedCondition, helmv2.UninstallSucceededReason, "%s", msg)
 	m.normal(req, req.Object.Status.History.Latest(), helmv2.UninstallSucceededReason, msg)
 	return nil
+}
+
+// uninstalledRelease names cur and its chart, as upstream's uninstall
+// messages do: "<namespace>/<name>.v<version> with chart <name>@<version>".
+func uninstalledRelease(cur *releasev1.Release) string {
+	if cur.Chart == nil || cur.Chart.Metadata == nil {
+		return releaseID(cur)
+	}
+	return fmt.Sprintf("%s with chart %s@%s", releaseID(cur), cur.Chart.Metadata.Name, cur.Chart.Metadata.Version)
 }
 
 func (m *Machine) uninstall(ctx context.Context, req *Request) error {
