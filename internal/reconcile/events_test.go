@@ -22,7 +22,7 @@ func TestMachineEventsCarryAction(t *testing.T) {
 		t.Fatalf("events %+v, want %+v", rec.events, want)
 	}
 	for i := range want {
-		if rec.events[i] != want[i] {
+		if got := rec.events[i]; got.Type != want[i].Type || got.Reason != want[i].Reason || got.Message != want[i].Message || got.Action != want[i].Action {
 			t.Errorf("event %d = %+v, want %+v", i, rec.events[i], want[i])
 		}
 	}

@@ -14,6 +14,14 @@ func (m *Machine) checkRetries(req *Request, action helmv2.ReleaseAction) error 
 	return retriesExhausted(req, action)
 }
 
+// attempted describes, for an event's metadata, the release an install or
+// upgrade tried to make when Helm stored nothing of it: the chart and
+// values it was given, as upstream's failure events name them.
+func attempted(req *Request) *helmv2.Snapshot {
+	md := req.Chart.Metadata()
+	return &helmv2.Snapshot{ChartVersion: md.Version, ConfigDigest: req.ConfigDigest, AppVersion: md.AppVersion}
+}
+
 // actionRetry is the retry strategy (RetryOnFailure) of action, install or
 // upgrade, with the DefaultToRetryOnFailure gate; nil when it remediates.
 func actionRetry(req *Request, action helmv2.ReleaseAction) helmv2.Retry {

@@ -245,12 +245,15 @@ func (c *fakeChart) Load() (*chartv2.Chart, error) {
 }
 
 // recordedEvent is one event the machine emitted.
-type recordedEvent struct{ Type, Reason, Message, Action string }
+type recordedEvent struct {
+	Type, Reason, Message, Action string
+	Meta                          map[string]string
+}
 
 type fakeRecorder struct{ events []recordedEvent }
 
-func (r *fakeRecorder) AnnotatedEventf(_, _ runtime.Object, _ map[string]string, eventtype, reason, action, messageFmt string, args ...any) {
-	r.events = append(r.events, recordedEvent{Type: eventtype, Reason: reason, Message: sprintf(messageFmt, args...), Action: action})
+func (r *fakeRecorder) AnnotatedEventf(_, _ runtime.Object, meta map[string]string, eventtype, reason, action, messageFmt string, args ...any) {
+	r.events = append(r.events, recordedEvent{Type: eventtype, Reason: reason, Message: sprintf(messageFmt, args...), Action: action, Meta: meta})
 }
 
 // DetectDrift reports the next prepared drift set.

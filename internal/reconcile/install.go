@@ -92,7 +92,13 @@ func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2
 	if err != nil {
 		msg := fmt.Sprintf("Helm %s failed for release %s: %s", verb, target, trimError(err))
 		conditions.MarkFalse(req.Object, helmv2.ReleasedCondition, failed, "%s", msg)
-		m.warning(req, latest, failed, msg)
+		subject := latest
+		if !stored {
+			// The history's head is an earlier revision, or nothing:
+			// alerts and commit statuses must name what was attempted.
+			subject = attempted(req)
+		}
+		m.warning(req, subject, failed, msg)
 		if !stored && errors.Is(err, sequencing.ErrInvalidOrder) {
 			countFailure(ctx, req)
 			return fmt.Errorf("%w: %s", ErrChartCannotApply, msg)

@@ -562,6 +562,24 @@ func TestRenderFailureRecordsNoSnapshot(t *testing.T) {
 	}
 }
 
+// An upgrade that fails before Helm stores anything (the new chart does
+// not render) names in its event's metadata the chart version and values
+// it attempted, as upstream does, not the revision still deployed: alerts
+// and commit statuses key on them.
+func TestUnstoredFailureEventNamesTheAttempt(t *testing.T) {
+	h := installedHarness(t)
+	h.chart = newFakeChart("podinfo", "6.1.0")
+	h.helm.renderFails = true
+	if err := h.run(t); err == nil {
+		t.Fatal("render failure not reported")
+	}
+	last := h.recorder.events[len(h.recorder.events)-1]
+	group := helmv2.GroupVersion.Group + "/"
+	if last.Reason != helmv2.UpgradeFailedReason || last.Meta[group+"revision"] != "6.1.0" || last.Meta[group+"token"] != h.configDigest() {
+		t.Errorf("event %s with metadata %v, want UpgradeFailed naming revision 6.1.0 and token %s", last.Reason, last.Meta, h.configDigest())
+	}
+}
+
 // awaitingMarker is the description internal/afterhooks gives a revision
 // whose readiness wait is pending.
 func awaitingMarker(deadline time.Time) string {
