@@ -46,7 +46,11 @@ func install(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 	}); err != nil {
 		return nil, fmt.Errorf("install: %w", err)
 	}
-	cfg.Releases.MaxHistory = obj.GetMaxHistory()
+	// As upstream, an install prunes no history (only upgrades and
+	// rollbacks apply maxHistory), even when it replaces kept records;
+	// a configuration an earlier action of this reconcile used may carry
+	// that action's limit.
+	cfg.Releases.MaxHistory = 0
 
 	rel, runErr := install.RunWithContext(ctx, chrt, values)
 	return toV1(rel, runErr)

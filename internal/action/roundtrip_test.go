@@ -397,10 +397,10 @@ func TestNilObject(t *testing.T) {
 	}
 }
 
-// TestInstallReplacePrunesHistory checks that Install applies maxHistory on
-// its own, on a fresh configuration (one whose storage has not been set by
-// an earlier upgrade or rollback).
-func TestInstallReplacePrunesHistory(t *testing.T) {
+// TestInstallReplaceKeepsHistory: an install that replaces kept records
+// prunes none of them, as upstream's install (only upgrades and rollbacks
+// apply maxHistory); the next upgrade does.
+func TestInstallReplaceKeepsHistory(t *testing.T) {
 	ctx := context.Background()
 	mem := driver.NewMemory()
 	mem.SetNamespace("flux")
@@ -434,7 +434,13 @@ func TestInstallReplacePrunesHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(h) != 2 {
-		t.Errorf("kept %d revisions, want 2", len(h))
+	if len(h) != 5 {
+		t.Errorf("kept %d revisions after the install, want all 5", len(h))
+	}
+	if _, err := Upgrade(ctx, fresh(), replace, testChart("1.0.0"), map[string]any{"i": "next"}, planned(t, nil, replace, plan.Upgrade, asked{})); err != nil {
+		t.Fatal(err)
+	}
+	if h, err = History(fresh(), "app"); err != nil || len(h) != 2 {
+		t.Errorf("kept %d revisions after the upgrade (%v), want 2", len(h), err)
 	}
 }
