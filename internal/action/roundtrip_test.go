@@ -135,8 +135,9 @@ func TestRoundTrip(t *testing.T) {
 				return Install(ctx, cfg, o, testChart("2.0.0"), map[string]any{"foo": "three"}, planned(t, nil, o, plan.Install, asked{}))
 			},
 			wantVersion: 7, wantStatus: rcommon.StatusDeployed, wantConfig: map[string]any{"foo": "three"},
-			// Replace supersedes the uninstalled revision; maxHistory pruned v2.
-			wantStatuses: map[int]rcommon.Status{3: rcommon.StatusSuperseded, 4: rcommon.StatusSuperseded, 5: rcommon.StatusSuperseded, 6: rcommon.StatusSuperseded, 7: rcommon.StatusDeployed},
+			// Replace supersedes the uninstalled revision; as upstream's,
+			// the install prunes nothing (v2 stays until the next upgrade).
+			wantStatuses: map[int]rcommon.Status{2: rcommon.StatusSuperseded, 3: rcommon.StatusSuperseded, 4: rcommon.StatusSuperseded, 5: rcommon.StatusSuperseded, 6: rcommon.StatusSuperseded, 7: rcommon.StatusDeployed},
 		},
 	}
 	for _, st := range steps {
