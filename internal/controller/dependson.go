@@ -58,7 +58,8 @@ func (r *HelmReleaseReconciler) waitForDependencies(ctx context.Context, obj *v2
 	}
 
 	conditions.MarkFalse(obj, meta.ReadyCondition, helmv2.DependencyNotReadyReason, "%s", err)
-	conditions.MarkReconciling(obj, meta.ProgressingReason, "waiting for dependencies: %s", err)
+	// Upstream's wording; Ready carries the dependencies' state.
+	conditions.MarkReconciling(obj, meta.ProgressingReason, "Fulfilling prerequisites")
 	ctrl.LoggerFrom(ctx).Info("dependencies not ready, retrying later", "error", err.Error(), "after", r.RequeueDependency)
 	r.EventRecorder.Eventf(obj, nil, corev1.EventTypeNormal, helmv2.DependencyNotReadyReason, helmv2.ActionCheckDependencies.String(), "%s", err)
 	return ctrl.Result{RequeueAfter: r.RequeueDependency}, true, errWaiting

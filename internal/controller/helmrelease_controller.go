@@ -211,6 +211,14 @@ func (r *HelmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, nil
 	}
 
+	if len(obj.Spec.DependsOn) > 0 {
+		// As upstream, the chart template's HelmChart is made before the
+		// dependencies are checked: its chart is fetched while the release
+		// waits, and status.helmChart names it.
+		if err := r.syncChartTemplate(ctx, obj); err != nil {
+			return r.fail(obj, helmv2.ActionResolveSource, helmv2.ArtifactFailedReason, err)
+		}
+	}
 	if result, stop, err := r.waitForDependencies(ctx, obj); stop {
 		return result, err
 	}

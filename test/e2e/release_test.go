@@ -220,6 +220,14 @@ func TestDependsOn(t *testing.T) {
 	if n := len(env.Storage(t, ns, "frontend")); n != 0 {
 		t.Fatalf("frontend was released (%d revisions) before its dependency existed", n)
 	}
+	// As upstream: the chart template's HelmChart is made while the
+	// release waits, so its chart is ready when the dependency is.
+	if err := env.Get(ctx, &sourcev1.HelmChart{}, ns, ns+"-frontend"); err != nil || frontend.Status.HelmChart != ns+"/"+ns+"-frontend" {
+		t.Errorf("HelmChart of the waiting frontend: %v, status.helmChart %q", err, frontend.Status.HelmChart)
+	}
+	if c := conditions.Get(frontend, meta.ReconcilingCondition); c == nil || c.Message != "Fulfilling prerequisites" {
+		t.Errorf("Reconciling %+v while waiting, want upstream's \"Fulfilling prerequisites\"", c)
+	}
 
 	backend := newHR("backend")
 	if err := env.Client.Create(ctx, backend); err != nil {
