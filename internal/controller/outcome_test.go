@@ -70,3 +70,18 @@ func TestOutcomeReconciling(t *testing.T) {
 		})
 	}
 }
+
+// A remediation that leaves retries ends the reconcile as upstream's
+// requeue does: rate limited, Reconciling with retry, but no reconcile
+// error and no generation observed (errWaiting, which Reconcile clears).
+func TestOutcomeAfterARemediationWithRetriesLeft(t *testing.T) {
+	obj := &v2.HelmRelease{}
+	conditions.MarkFalse(obj, meta.ReadyCondition, "UpgradeFailed", "upgrade failed")
+	res, err := (&HelmReleaseReconciler{}).outcome(obj, &reconcile.RemediatedError{Cause: errors.New("upgrade failed")})
+	if !res.Requeue || !errors.Is(err, errWaiting) {
+		t.Errorf("outcome = %+v, %v; want a requeue and errWaiting", res, err)
+	}
+	if c := conditions.Get(obj, meta.ReconcilingCondition); c == nil || c.Reason != meta.ProgressingWithRetryReason {
+		t.Errorf("Reconciling %+v, want ProgressingWithRetry", c)
+	}
+}

@@ -423,6 +423,13 @@ func (r *HelmReleaseReconciler) outcome(obj *v2.HelmRelease, err error) (ctrl.Re
 	case errors.As(err, &retry):
 		markRetrying(obj)
 		return ctrl.Result{RequeueAfter: retry.After}, nil
+	case errors.As(err, new(*reconcile.RemediatedError)):
+		// As upstream: the remediation succeeded and a retry follows,
+		// rate limited like a failure, but not reported as a reconcile
+		// error (log line, controller_runtime_reconcile_errors_total);
+		// nor is the generation observed yet.
+		markRetrying(obj)
+		return ctrl.Result{Requeue: true}, errWaiting
 	case errors.As(err, &canceled):
 		// The change that cancelled the wait has queued a new reconcile
 		// already; the short requeue only guards against missing it.

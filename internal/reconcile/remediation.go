@@ -62,8 +62,16 @@ func remediationEnded(req *Request, cause error) error {
 	if rem != nil && req.Object.RetriesExhausted(rem) && !uninstalledAfterUpgrade(req, rem) {
 		return fmt.Errorf("%w: %v", ErrRetriesExhausted, cause)
 	}
-	return cause
+	return &RemediatedError{Cause: cause}
 }
+
+// RemediatedError ends a reconcile whose failure was remediated and that
+// has retries left: the next attempt follows, rate limited, as upstream
+// requeues it, without counting as a reconcile error.
+type RemediatedError struct{ Cause error }
+
+func (e *RemediatedError) Error() string { return e.Cause.Error() }
+func (e *RemediatedError) Unwrap() error { return e.Cause }
 
 // uninstalledAfterUpgrade tells whether the remediation just run was the
 // uninstall of a failed upgrade.
