@@ -16,6 +16,9 @@ import (
 
 // Rendered is what a dry run rendered.
 type Rendered struct {
+	// CRDs is what the action's CRD step would do to the chart's crds/
+	// (applyCRDs), checked with reads and server-side dry runs.
+	CRDs CRDPlan
 	// Release holds the manifest and hooks the action would apply.
 	Release *releasev1.Release
 	// OfflineKinds are the kinds ("Kind.group") of the chart's crds/ that
@@ -30,7 +33,8 @@ type Rendered struct {
 // DryRun renders the install or upgrade c plans as Helm's server-side dry
 // run does: the same options as the action (newInstall, newUpgrade), the
 // cluster's capabilities and lookups, Helm storage read for the release
-// it upgrades, and nothing written. It applies no CRDs and stacks none of
+// it upgrades, and nothing written. It applies no CRDs (it says what the
+// CRD step would do to each, planCRDs) and stacks none of
 // the feature wrappers: they act on objects, and a dry run has none to
 // act on. An install that fails because its objects need the kinds of
 // the chart's crds/ is rendered again without the server (see Rendered).
@@ -41,16 +45,27 @@ func DryRun(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRele
 		if err != nil {
 			return Rendered{}, err
 		}
+		policy, err := installCRDPolicy(obj.GetInstall().Install)
+		if err != nil {
+			return Rendered{}, err
+		}
+		crds, err := planCRDs(ctx, cfg, chrt, crdApply{policy: policy, serverSide: install.ServerSideApply,
+			values: values, origin: crdOrigin(obj)})
+		if err != nil {
+			return Rendered{}, err
+		}
 		install.DryRunStrategy = helmaction.DryRunServer
 		rel, err := toV1(install.RunWithContext(ctx, chrt, values))
 		if err == nil {
-			return Rendered{Release: rel}, nil
+			return Rendered{Release: rel, CRDs: crds}, nil
 		}
 		offline, kindsErr := unservedCRDKinds(cfg, chrt)
 		if kindsErr != nil || len(offline) == 0 {
 			return Rendered{}, err
 		}
-		return dryRunOffline(ctx, cfg, obj, chrt, values, c, offline)
+		out, err := dryRunOffline(ctx, cfg, obj, chrt, values, c, offline)
+		out.CRDs = crds
+		return out, err
 	case plan.Upgrade:
 		var lastApplyMethod string
 		if last, err := LastRelease(cfg, c.Plan.Release); err == nil {
@@ -60,9 +75,18 @@ func DryRun(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRele
 		if err != nil {
 			return Rendered{}, err
 		}
+		policy, err := upgradeCRDPolicy(obj.GetUpgrade().Upgrade)
+		if err != nil {
+			return Rendered{}, err
+		}
+		crds, err := planCRDs(ctx, cfg, chrt, crdApply{policy: policy, serverSide: resolveSSA(upgrade.ServerSideApply, lastApplyMethod),
+			values: values, origin: crdOrigin(obj)})
+		if err != nil {
+			return Rendered{}, err
+		}
 		upgrade.DryRunStrategy = helmaction.DryRunServer
 		rel, err := toV1(upgrade.RunWithContext(ctx, c.Plan.Release, chrt, values))
-		return Rendered{Release: rel}, err
+		return Rendered{Release: rel, CRDs: crds}, err
 	}
 	return Rendered{}, fmt.Errorf("a dry run renders an install or an upgrade, not %s", c.Plan.Verb)
 }

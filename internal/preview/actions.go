@@ -7,6 +7,7 @@ import (
 	"helm.sh/helm/v4/pkg/kube"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
+	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/plan"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 	"github.com/afterhooks/helm-controller/internal/recreate"
@@ -49,6 +50,10 @@ type Action struct {
 	// first, the preview cannot, so it rendered the manifest without the
 	// API server and did not compare objects of those kinds with it.
 	RenderedWithoutServer []string `json:"renderedWithoutServer,omitempty"`
+	// CRDs is what an install or upgrade does to the CRDs of the chart's
+	// crds/ before Helm's action: created, updated, unchanged or left as
+	// they are, under the action's CRD policy.
+	CRDs *action.CRDPlan `json:"crds,omitempty"`
 }
 
 // Leftovers are the objects hooks left, judged by the hook cleanup.
@@ -126,6 +131,9 @@ func (a *Action) apply(ctx context.Context, in Input, v plan.Verb, cur *releasev
 	}
 	rendered := out.Release
 	a.RenderedWithoutServer = out.OfflineKinds
+	if len(out.CRDs.Changes) > 0 {
+		a.CRDs = &out.CRDs
+	}
 	from := ""
 	if v == plan.Upgrade && cur != nil {
 		from = cur.Manifest

@@ -7,12 +7,16 @@ import (
 	"strings"
 	"testing"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"helm.sh/helm/v4/pkg/chart/common"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 	"github.com/afterhooks/helm-controller/test/testcharts"
 )
@@ -58,4 +62,52 @@ func crdChart(group string) *chartv2.Chart {
 	crd := testcharts.CRD("widgets", "Widget", group, nil)
 	c.Files = append(c.Files, &common.File{Name: "crds/widgets.yaml", Data: []byte(crd)})
 	return c
+}
+
+// The CRD step of an upgrade, as the action takes it (upstream's rules):
+// by default the chart's CRDs are applied server-side, so a CRD the new
+// chart changes is planned as updated and one it leaves alone as
+// unchanged; crds: Skip plans nothing; and the upgrade then does what the
+// plan said.
+func TestPreviewOfTheCRDStepOfAnUpgrade(t *testing.T) {
+	e := newEnv(t, nil)
+	group := strings.ReplaceAll(e.ns, "-", "") + ".example.com"
+	withCRD := func(labels map[string]string) func() *chartv2.Chart {
+		return func() *chartv2.Chart {
+			c := testChart("1.0.0", configMap("app"))
+			c.Files = append(c.Files, &common.File{Name: "crds/gizmos.yaml", Data: []byte(testcharts.CRD("gizmos", "Gizmo", group, labels))})
+			return c
+		}
+	}
+	obj := e.hr()
+	e.reconcile(obj, withCRD(nil), values("a", "1"))
+
+	crdStep := func(obj *v2.HelmRelease, chrt *chartv2.Chart) *action.CRDPlan {
+		t.Helper()
+		pv := e.preview(obj, chrt, values("a", "2"))
+		if pv.Step != reconcile.StepUpgrade || len(pv.Actions) != 1 {
+			t.Fatalf("preview: step %s with %d actions, want one upgrade", pv.Step, len(pv.Actions))
+		}
+		return pv.Actions[0].CRDs
+	}
+	name := "gizmos." + group
+	if got := crdStep(obj, withCRD(nil)()); got == nil || got.Policy != helmv2.Create || !got.ServerSide ||
+		!slices.Equal(got.Changes, []action.CRDChange{{Name: name, Change: action.CRDUnchanged}}) {
+		t.Errorf("the same CRD: %+v, want it unchanged under Create, server-side", got)
+	}
+	changed := withCRD(map[string]string{"tier": "2"})
+	if got := crdStep(obj, changed()); got == nil || !slices.Equal(got.Changes, []action.CRDChange{{Name: name, Change: action.CRDUpdate}}) {
+		t.Errorf("a changed CRD: %+v, want it updated", got)
+	}
+	skip := obj.DeepCopy()
+	skip.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{CRDs: helmv2.Skip}}
+	if got := crdStep(skip, changed()); got != nil {
+		t.Errorf("crds Skip: %+v, want no CRD step", got)
+	}
+
+	e.reconcile(obj, changed, values("a", "2"))
+	crd, err := apiextensions.NewForConfigOrDie(e.rest).ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil || crd.Labels["tier"] != "2" {
+		t.Errorf("after the upgrade the CRD has labels %v (%v), want the update the plan named", crd.Labels, err)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/recreate"
 )
 
@@ -86,6 +87,7 @@ func (p *printer) action(a Action) {
 			p.line("    %-13s weight %-4d %s/%s, delete policy %s", h.Phase, h.Weight, h.Kind, h.Name, policies)
 		}
 	}
+	p.crds(a.CRDs)
 	p.objects(a.Objects)
 	p.recreates(a.Recreates)
 	if a.Order != nil {
@@ -100,6 +102,28 @@ func (p *printer) action(a Action) {
 		for _, o := range l.Leave {
 			p.line("  = %s (hook leftover left)", o)
 		}
+	}
+}
+
+// crds prints the CRD step, before the objects it makes room for.
+func (p *printer) crds(c *action.CRDPlan) {
+	if c == nil {
+		return
+	}
+	how := "client-side"
+	if c.ServerSide {
+		how = "server-side"
+	}
+	p.line("  CRDs of crds/ (policy %s, %s), before the objects:", c.Policy, how)
+	for _, ch := range c.Changes {
+		mark := "="
+		switch ch.Change {
+		case action.CRDCreate:
+			mark = p.paint(green, "+")
+		case action.CRDUpdate:
+			mark = p.paint(yellow, "~")
+		}
+		p.line("    %s CustomResourceDefinition/%s (%s)", mark, ch.Name, ch.Change)
 	}
 }
 
