@@ -123,10 +123,10 @@ func cutHistory(req *Request) {
 }
 
 // testHookStatuses lists the test hooks of rel with how their last run went.
-func testHookStatuses(rel *releasev1.Release) map[string]*helmv2.TestHookStatus {
+func testHookStatuses(rel *releasev1.Release, filters []helmv2.Filter) map[string]*helmv2.TestHookStatus {
 	hooks := map[string]*helmv2.TestHookStatus{}
 	for _, h := range rel.Hooks {
-		if !isTestHook(h) {
+		if !isTestHook(h) || !testSelected(h.Name, filters) {
 			continue
 		}
 		hooks[h.Name] = &helmv2.TestHookStatus{
@@ -136,6 +136,26 @@ func testHookStatuses(rel *releasev1.Release) map[string]*helmv2.TestHookStatus 
 		}
 	}
 	return hooks
+}
+
+// testSelected tells whether spec.test.filters run the test hook name, as
+// Helm's test action selects them: an excluded name never; with any
+// include filter, only the included names. Only those are recorded, as
+// upstream records them: a skipped hook keeps the result of an earlier
+// run, which must not speak for this one.
+func testSelected(name string, filters []helmv2.Filter) bool {
+	hasInclude, included := false, false
+	for _, f := range filters {
+		if f.Exclude {
+			if f.Name == name {
+				return false
+			}
+			continue
+		}
+		hasInclude = true
+		included = included || f.Name == name
+	}
+	return !hasInclude || included
 }
 
 func isTestHook(h *releasev1.Hook) bool {

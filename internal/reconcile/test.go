@@ -15,7 +15,7 @@ func (m *Machine) test(ctx context.Context, req *Request) error {
 	latest := req.Object.Status.History.Latest()
 	if rel != nil {
 		latest = recordSnapshot(req, rel, "")
-		latest.SetTestHooks(testHookStatuses(rel))
+		latest.SetTestHooks(testHookStatuses(rel, req.Object.GetTest().GetFilters()))
 	}
 	if err != nil {
 		msg := fmt.Sprintf("Helm test failed for release %s: %s", describeRelease(latest), trimError(err))
