@@ -451,6 +451,22 @@ func TestUninstallOnDeletion(t *testing.T) {
 	}
 }
 
+// A HelmRelease whose history records no release of its own (it adopted a
+// release `helm install` made, and its first upgrade stored nothing)
+// leaves that release alone when it is deleted, as upstream does.
+func TestUninstallOnDeletionLeavesAReleaseItNeverRecorded(t *testing.T) {
+	h := installedHarness(t)
+	h.obj.Status.History = nil
+	m := &Machine{Helm: h.helm, Recorder: h.recorder}
+	if err := m.Uninstall(context.Background(), h.request()); err != nil {
+		t.Fatal(err)
+	}
+	wantCalls(t, h)
+	if st := h.helm.last().Info.Status; st != common.StatusDeployed {
+		t.Errorf("release %s, want it left deployed", st)
+	}
+}
+
 // A failed uninstall of a HelmRelease being deleted makes Ready False
 // UninstallFailed, as upstream: the deletion is stuck, whatever the last
 // upgrade did.

@@ -34,6 +34,12 @@ func (m *Machine) uninstallRemediation(ctx context.Context, req *Request) error 
 // Uninstall removes the release for a HelmRelease being deleted and
 // records it; the caller removes the finalizer when it returns nil.
 func (m *Machine) Uninstall(ctx context.Context, req *Request) error {
+	if req.Object.Status.History.Latest() == nil {
+		// As upstream: a HelmRelease that never recorded a release of its
+		// own (one adopted from `helm install` whose first upgrade did not
+		// render, say) leaves what storage holds alone.
+		return nil
+	}
 	cur, err := m.lastRelease(ctx)
 	if err != nil {
 		return err
