@@ -3,11 +3,13 @@ package action
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	helmaction "helm.sh/helm/v4/pkg/action"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -85,26 +87,18 @@ func crdChange(ctx context.Context, info *resource.Info, a crdApply) (string, er
 	if err != nil {
 		return "", fmt.Errorf("server-side apply dry run: %w", err)
 	}
-	if generation(applied) != generation(live) || labelsOf(applied) != labelsOf(live) {
+	before, err := meta.Accessor(live)
+	if err != nil {
+		return "", err
+	}
+	after, err := meta.Accessor(applied)
+	if err != nil {
+		return "", err
+	}
+	// A changed spec bumps the generation; labels (the origin labels
+	// among them) do not.
+	if after.GetGeneration() != before.GetGeneration() || !maps.Equal(after.GetLabels(), before.GetLabels()) {
 		return CRDUpdate, nil
 	}
 	return CRDUnchanged, nil
-}
-
-func generation(obj runtime.Object) int64 {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		return u.GetGeneration()
-	}
-	if m, ok := obj.(metav1.Object); ok {
-		return m.GetGeneration()
-	}
-	return 0
-}
-
-func labelsOf(obj runtime.Object) string {
-	m, ok := obj.(metav1.Object)
-	if !ok {
-		return ""
-	}
-	return fmt.Sprint(m.GetLabels())
 }

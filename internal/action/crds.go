@@ -50,6 +50,28 @@ func crdPolicyOrCreate(action string, policy helmv2.CRDsPolicy) (helmv2.CRDsPoli
 	}
 }
 
+// installCRDStep is the CRD step of install: one decision, which applyCRDs
+// acts on and planCRDs previews.
+func installCRDStep(obj *v2.HelmRelease, install *helmaction.Install, values map[string]any) (crdApply, error) {
+	policy, err := installCRDPolicy(obj.GetInstall().Install)
+	if err != nil {
+		return crdApply{}, err
+	}
+	return crdApply{policy: policy, serverSide: install.ServerSideApply, wait: install.WaitStrategy,
+		waitOpts: install.WaitOptions, values: values, origin: crdOrigin(obj)}, nil
+}
+
+// upgradeCRDStep is installCRDStep for upgrade, whose server-side apply
+// "auto" follows the last release's apply method.
+func upgradeCRDStep(obj *v2.HelmRelease, upgrade *helmaction.Upgrade, lastApplyMethod string, values map[string]any) (crdApply, error) {
+	policy, err := upgradeCRDPolicy(obj.GetUpgrade().Upgrade)
+	if err != nil {
+		return crdApply{}, err
+	}
+	return crdApply{policy: policy, serverSide: resolveSSA(upgrade.ServerSideApply, lastApplyMethod), wait: upgrade.WaitStrategy,
+		waitOpts: upgrade.WaitOptions, values: values, origin: crdOrigin(obj)}, nil
+}
+
 // crdApply says how applyCRDs talks to the cluster.
 type crdApply struct {
 	policy     helmv2.CRDsPolicy

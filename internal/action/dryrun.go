@@ -45,12 +45,11 @@ func DryRun(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRele
 		if err != nil {
 			return Rendered{}, err
 		}
-		policy, err := installCRDPolicy(obj.GetInstall().Install)
+		step, err := installCRDStep(obj, install, values)
 		if err != nil {
 			return Rendered{}, err
 		}
-		crds, err := planCRDs(ctx, cfg, chrt, crdApply{policy: policy, serverSide: install.ServerSideApply,
-			values: values, origin: crdOrigin(obj)})
+		crds, err := planCRDs(ctx, cfg, chrt, step)
 		if err != nil {
 			return Rendered{}, err
 		}
@@ -75,12 +74,11 @@ func DryRun(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRele
 		if err != nil {
 			return Rendered{}, err
 		}
-		policy, err := upgradeCRDPolicy(obj.GetUpgrade().Upgrade)
+		step, err := upgradeCRDStep(obj, upgrade, lastApplyMethod, values)
 		if err != nil {
 			return Rendered{}, err
 		}
-		crds, err := planCRDs(ctx, cfg, chrt, crdApply{policy: policy, serverSide: resolveSSA(upgrade.ServerSideApply, lastApplyMethod),
-			values: values, origin: crdOrigin(obj)})
+		crds, err := planCRDs(ctx, cfg, chrt, step)
 		if err != nil {
 			return Rendered{}, err
 		}

@@ -32,18 +32,11 @@ func install(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 	if err != nil {
 		return nil, err
 	}
-	policy, err := installCRDPolicy(obj.GetInstall().Install)
+	crds, err := installCRDStep(obj, install, values)
 	if err != nil {
 		return nil, err
 	}
-	if err := applyCRDs(cfg, chrt, crdApply{
-		policy:     policy,
-		serverSide: install.ServerSideApply,
-		wait:       install.WaitStrategy,
-		waitOpts:   install.WaitOptions,
-		values:     values,
-		origin:     crdOrigin(obj),
-	}); err != nil {
+	if err := applyCRDs(cfg, chrt, crds); err != nil {
 		return nil, fmt.Errorf("install: %w", err)
 	}
 	// As upstream, an install prunes no history (only upgrades and

@@ -78,18 +78,11 @@ func upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 	if err != nil {
 		return nil, err
 	}
-	policy, err := upgradeCRDPolicy(obj.GetUpgrade().Upgrade)
+	crds, err := upgradeCRDStep(obj, upgrade, lastApplyMethod, values)
 	if err != nil {
 		return nil, err
 	}
-	if err := applyCRDs(cfg, chrt, crdApply{
-		policy:     policy,
-		serverSide: resolveSSA(upgrade.ServerSideApply, lastApplyMethod),
-		wait:       upgrade.WaitStrategy,
-		waitOpts:   upgrade.WaitOptions,
-		values:     values,
-		origin:     crdOrigin(obj),
-	}); err != nil {
+	if err := applyCRDs(cfg, chrt, crds); err != nil {
 		return nil, fmt.Errorf("upgrade: %w", err)
 	}
 
