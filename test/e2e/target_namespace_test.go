@@ -14,15 +14,14 @@ import (
 	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
-// TestTargetNamespaceChangeUninstallsInTheOldNamespace: a release whose
-// chart leaves metadata.namespace to Helm moves to another
-// targetNamespace (which renames the release too). Both controllers
-// uninstall the old release and install the new one. Upstream uninstalls
-// with the new namespace as Helm's default, so it looks for the old
-// objects in the wrong place and leaves them (fluxcd/flux2#1005, #2673);
-// here they are deleted where they are. A listed difference
-// (docs/differences.md, "A targetNamespace change").
-func TestTargetNamespaceChangeUninstallsInTheOldNamespace(t *testing.T) {
+// TestTargetNamespaceChangeAsUpstream: a release whose chart leaves
+// metadata.namespace to Helm moves to another targetNamespace (which
+// renames the release too). Both controllers uninstall the old release and
+// install the new one. Upstream uninstalls with the new namespace as Helm's
+// default, so the old objects are looked for there and stay where they are
+// (fluxcd/flux2#1005, #2673). Ours must keep them too: deleting them would
+// remove what upstream keeps.
+func TestTargetNamespaceChangeAsUpstream(t *testing.T) {
 	t.Parallel()
 	left := map[string]bool{}
 	for _, side := range []struct{ name, binary string }{
@@ -48,9 +47,12 @@ func TestTargetNamespaceChangeUninstallsInTheOldNamespace(t *testing.T) {
 			t.Fatal(err)
 		}
 		left[side.name] = err == nil
+		if old := env.Storage(t, ns, from+"-moved"); len(old) != 0 {
+			t.Errorf("%s: %d release records of the old release left in %s, want none", side.name, len(old), ns)
+		}
 		t.Logf("%s: the old release's ConfigMap left in the old namespace: %t", side.name, left[side.name])
 	}
-	if !left["upstream"] || left["ours"] {
-		t.Errorf("old release's ConfigMap left: upstream %t, ours %t; want upstream to leave it and ours to delete it", left["upstream"], left["ours"])
+	if !left["upstream"] || !left["ours"] {
+		t.Errorf("old release's ConfigMap left: upstream %t, ours %t; want both to leave it", left["upstream"], left["ours"])
 	}
 }
