@@ -458,7 +458,7 @@ func (r *HelmReleaseReconciler) composeValues(ctx context.Context, obj *v2.HelmR
 	// to merge a value is the first message that may quote it.
 	secrets := &redact.Reader{Client: r.Client}
 	values, err := chartutil.ChartValuesFromReferences(ctx, ctrl.LoggerFrom(ctx), secrets, obj.Namespace, obj.GetValues(), obj.Spec.ValuesFrom...)
-	r.Redactions.Set(client.ObjectKeyFromObject(obj), secrets.Secrets())
+	r.Redactions.Set(client.ObjectKeyFromObject(obj), secrets.ForRelease(obj))
 	if err != nil {
 		_, err = r.fail(obj, helmv2.ActionResolveValues, ValuesErrorReason, err)
 		return nil, err

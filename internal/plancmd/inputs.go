@@ -98,7 +98,7 @@ func readHelmRelease(path string) (*v2.HelmRelease, error) {
 func composeValues(ctx context.Context, c client.Client, obj *v2.HelmRelease, files []string) (map[string]any, *redact.Secrets, error) {
 	reader := &redact.Reader{Client: c}
 	values, err := chartutil.ChartValuesFromReferences(ctx, logr.Discard(), reader, obj.Namespace, obj.GetValues(), obj.Spec.ValuesFrom...)
-	secrets := reader.Secrets()
+	secrets := reader.ForRelease(obj)
 	if err != nil {
 		return nil, nil, fmt.Errorf("composing the values: %s", secrets.String(err.Error()))
 	}

@@ -103,6 +103,19 @@ func leaves(v any, add func(string)) {
 	}
 }
 
+// except drops the words of s that equal one of public; nil when none is
+// left.
+func (s *Secrets) except(public []string) *Secrets {
+	if s == nil {
+		return nil
+	}
+	s.words = slices.DeleteFunc(s.words, func(w string) bool { return slices.Contains(public, w) })
+	if len(s.words) == 0 {
+		return nil
+	}
+	return s
+}
+
 // String returns msg with every value of s replaced by Placeholder.
 func (s *Secrets) String(msg string) string {
 	if s == nil {

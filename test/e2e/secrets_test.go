@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/redact"
 	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
 
@@ -50,6 +51,9 @@ func TestSecretValuesNeverLeak(t *testing.T) {
 			"token":       sentinel,
 			// A password with a comma: --set syntax splits it there.
 			"comma": "first," + sentinel,
+			// Values that name the release's own namespace: public
+			// already, so never blanked out of its messages.
+			"public.yaml": "ui:\n  message: " + ns + "\n",
 		},
 	}
 	if err := env.Client.Create(ctx, secret); err != nil {
@@ -76,6 +80,7 @@ func TestSecretValuesNeverLeak(t *testing.T) {
 		{hr: fromSecret(framework.Release(ns, "template", repo.Name, broken.Name, broken.Version, ""), "broken.yaml", ""), ready: metav1.ConditionFalse, reason: helmv2.InstallFailedReason},
 		{hr: fromSecret(env.PodinfoRelease(ns, "comma", repo.Name, ""), "comma", "ui.message"), ready: metav1.ConditionFalse, reason: "ValuesError"},
 		{hr: fromSecret(env.PodinfoRelease(ns, "clash", repo.Name, `{"ui":"plain"}`), "token", "ui.message"), ready: metav1.ConditionFalse, reason: "ValuesError"},
+		{hr: fromSecret(env.PodinfoRelease(ns, "public", repo.Name, ""), "public.yaml", ""), ready: metav1.ConditionTrue, reason: helmv2.InstallSucceededReason},
 	}
 	for _, tc := range cases {
 		env.Create(t, tc.hr)
@@ -92,6 +97,9 @@ func TestSecretValuesNeverLeak(t *testing.T) {
 			}
 			if ready.Status != tc.ready || ready.Reason != tc.reason {
 				return fmt.Errorf("Ready %s/%s, want %s/%s: %s", ready.Status, ready.Reason, tc.ready, tc.reason, ready.Message)
+			}
+			if hr.Name == "public" && (strings.Contains(ready.Message, redact.Placeholder) || !strings.Contains(ready.Message, ns+"/")) {
+				t.Errorf("Ready of %s blanks out its own namespace: %s", hr.Name, ready.Message)
 			}
 			return nil
 		})
