@@ -88,7 +88,7 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 		return ctrl.Result{}, err
 	}
 	clearPassedCheck(obj, ValuesErrorReason)
-	if reason := releaseTargetChanged(obj); reason != "" {
+	if reason := reconcile.TargetChanged(obj, chart.Metadata.Name); reason != "" {
 		progress.begin()
 		return r.uninstallPreviousTarget(ctx, obj, reason)
 	}

@@ -8,28 +8,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
-	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 )
-
-// releaseTargetChanged says why the spec now points at another Helm release
-// than the one the status records (status.storageNamespace and the head of
-// status.history): a changed storage namespace, release namespace or
-// release name. It is "" when nothing was released yet or nothing moved.
-func releaseTargetChanged(obj *v2.HelmRelease) string {
-	cur := obj.Status.History.Latest()
-	switch {
-	case obj.Status.StorageNamespace == "" || cur == nil:
-		return ""
-	case obj.GetStorageNamespace() != obj.Status.StorageNamespace:
-		return fmt.Sprintf("storage namespace changed from '%s' to '%s'", obj.Status.StorageNamespace, obj.GetStorageNamespace())
-	case obj.GetReleaseNamespace() != cur.Namespace:
-		return fmt.Sprintf("release namespace changed from '%s' to '%s'", cur.Namespace, obj.GetReleaseNamespace())
-	case action.ReleaseName(obj) != cur.Name:
-		return fmt.Sprintf("release name changed from '%s' to '%s'", cur.Name, action.ReleaseName(obj))
-	}
-	return ""
-}
 
 // previousTarget is a copy of obj aimed at the release its status records:
 // the storage namespace of the status and, when the history has one, the

@@ -108,6 +108,9 @@ func (e *env) reconcile(obj *v2.HelmRelease, chrt func() *chartv2.Chart, values 
 func (e *env) reconcileMayFail(obj *v2.HelmRelease, chrt func() *chartv2.Chart, values map[string]any) string {
 	e.t.Helper()
 	m := &reconcile.Machine{Helm: e.runner(obj)}
+	// The controller records where the release is stored before the
+	// state machine runs.
+	obj.Status.StorageNamespace = obj.GetStorageNamespace()
 	req := &reconcile.Request{Object: obj, ReleaseName: action.ReleaseName(obj), Chart: chart{chrt},
 		Values: values, ConfigDigest: chartutil.DigestValues(digest.Canonical, values).String()}
 	if err := m.Run(context.Background(), req); err != nil {

@@ -124,7 +124,8 @@ var notShown = []string{
 
 // predict is the state machine's prediction, with what the controller
 // decides before the state machine runs: a deleted HelmRelease is
-// uninstalled, a suspended one left alone.
+// uninstalled, a suspended one left alone, and a release whose chart was
+// renamed (or whose target moved) uninstalled before it is installed.
 func predict(in Input, cur *releasev1.Release) reconcile.Next {
 	deleted := !in.Object.DeletionTimestamp.IsZero()
 	switch {
@@ -134,6 +135,11 @@ func predict(in Input, cur *releasev1.Release) reconcile.Next {
 		return controllerStep(StateDeleted, "the HelmRelease is being deleted; nothing to uninstall", reconcile.StepNone)
 	case in.Object.Spec.Suspend:
 		return controllerStep(StateSuspended, "the HelmRelease is suspended", reconcile.StepNone)
+	}
+	// A release moved to another name or namespace has nothing at its new
+	// target to uninstall (cur is read there): the install shows alone.
+	if reason := reconcile.TargetChanged(in.Object, in.Chart.Metadata.Name); reason != "" && cur != nil {
+		return controllerStep(StateTargetChanged, reason, reconcile.StepReinstall)
 	}
 	req := &reconcile.Request{
 		Object:                  in.Object,
@@ -148,8 +154,9 @@ func predict(in Input, cur *releasev1.Release) reconcile.Next {
 
 // States the controller decides on before the state machine runs.
 const (
-	StateDeleted   reconcile.State = "Deleted"
-	StateSuspended reconcile.State = "Suspended"
+	StateDeleted       reconcile.State = "Deleted"
+	StateSuspended     reconcile.State = "Suspended"
+	StateTargetChanged reconcile.State = "TargetChanged"
 )
 
 func controllerStep(state reconcile.State, reason string, step reconcile.Step) reconcile.Next {

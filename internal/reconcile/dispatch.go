@@ -106,8 +106,9 @@ func (m *Machine) stepAbsent(ctx context.Context, req *Request) (bool, error) {
 // stepOutOfSync handles a release that is out of sync or unmanaged: an
 // unmanaged one may be a rollback, install or upgrade Helm finished before
 // a stop of the controller, which is recorded instead of repeated.
-// Otherwise the release is upgraded, or reinstalled when its chart was
-// renamed.
+// Otherwise the release is upgraded. (A chart renamed under
+// chartNameChangeStrategy Reinstall never gets here: the controller
+// uninstalls the release first, see TargetChanged.)
 func (m *Machine) stepOutOfSync(ctx context.Context, req *Request, cur *releasev1.Release, obs Observation) (bool, error) {
 	if target := unrecordedRollback(req, cur); obs.State == StateUnmanaged && target != nil {
 		return true, m.recordUnrecordedRollback(ctx, req, cur, target)
@@ -118,9 +119,6 @@ func (m *Machine) stepOutOfSync(ctx context.Context, req *Request, cur *releasev
 	}
 	if err := m.checkRetries(req, helmv2.ReleaseActionUpgrade); err != nil {
 		return true, err
-	}
-	if mustReinstall(req, cur) {
-		return false, m.reinstall(ctx, req, cur)
 	}
 	return false, m.failed(ctx, req, m.upgrade(ctx, req))
 }

@@ -163,12 +163,17 @@ func TestUpgradeOnChange(t *testing.T) {
 	}
 }
 
-func TestChartRenameReinstallsByDefault(t *testing.T) {
+// TestChartRenameUpgradesInPlace: the machine upgrades one chart into
+// another. Under chartNameChangeStrategy Reinstall (the default) the
+// controller uninstalls the release before the machine runs (TargetChanged),
+// so only InPlaceUpdate gets here with a renamed chart.
+func TestChartRenameUpgradesInPlace(t *testing.T) {
 	h := installedHarness(t)
+	h.obj.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{ChartNameChangeStrategy: helmv2.ChartNameChangeStrategyInPlaceUpdate}}
 	h.chart = newFakeChart("podinfo-ng", "1.0.0")
 	h.mustRun(t)
-	wantCalls(t, h, "uninstall", "install")
-	wantCondition(t, h, meta.ReadyCondition, metav1.ConditionTrue, helmv2.InstallSucceededReason)
+	wantCalls(t, h, "upgrade")
+	wantCondition(t, h, meta.ReadyCondition, metav1.ConditionTrue, helmv2.UpgradeSucceededReason)
 	if got := h.helm.last().Chart.Metadata.Name; got != "podinfo-ng" {
 		t.Fatalf("storage holds chart %s", got)
 	}

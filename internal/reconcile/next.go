@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"fmt"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
@@ -21,8 +20,9 @@ const (
 	StepTest      Step = "test"
 	StepRollback  Step = "rollback"
 	StepUninstall Step = "uninstall"
-	// StepReinstall uninstalls a release whose chart was renamed, then
-	// installs the new chart.
+	// StepReinstall is what the controller does before the state machine
+	// when the release's target changed (TargetChanged): it uninstalls
+	// the recorded release, and the next reconcile installs afresh.
 	StepReinstall Step = "reinstall"
 	// StepUnlock marks a release stuck pending as failed; the reconcile
 	// then observes it again.
@@ -91,12 +91,7 @@ func predictOutOfSync(req *Request, cur *releasev1.Release, obs Observation) (St
 	if obs.State == StateUnmanaged && (unrecordedRollback(req, cur) != nil || unrecordedRelease(req, cur)) {
 		return StepRecord, "Helm finished the action before the controller recorded it"
 	}
-	step, why := guarded(req, helmv2.ReleaseActionUpgrade, StepUpgrade)
-	if step == StepUpgrade && mustReinstall(req, cur) {
-		return StepReinstall, fmt.Sprintf("chart renamed from %s to %s (chartNameChangeStrategy Reinstall)",
-			cur.Chart.Metadata.Name, req.Chart.Metadata().Name)
-	}
-	return step, why
+	return guarded(req, helmv2.ReleaseActionUpgrade, StepUpgrade)
 }
 
 func predictFailed(req *Request) (Step, string) {

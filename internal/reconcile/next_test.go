@@ -27,10 +27,10 @@ func TestPredictMatchesTheFirstAction(t *testing.T) {
 			deployed(t, h)
 			h.values = map[string]any{"replicas": 2}
 		}, want: StepUpgrade, call: "upgrade"},
-		{name: "chart renamed", setup: func(t *testing.T, h *harness) {
+		{name: "chart renamed: the controller reinstalls first, the machine upgrades", setup: func(t *testing.T, h *harness) {
 			deployed(t, h)
 			h.chart = newFakeChart("other", "1.0.0")
-		}, want: StepReinstall, call: "uninstall"},
+		}, want: StepUpgrade, call: "upgrade"},
 		{name: "locked", setup: func(t *testing.T, h *harness) {
 			deployed(t, h)
 			h.helm.last().Info.Status = "pending-upgrade"

@@ -1,0 +1,35 @@
+package reconcile
+
+import (
+	"fmt"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/action"
+)
+
+// TargetChanged says why the spec now points at another Helm release than
+// the one the status records (status.storageNamespace and the head of
+// status.history): a changed storage namespace, release namespace or
+// release name, or a chart of another name (chartName, the chart to
+// release) under chartNameChangeStrategy Reinstall. It is "" when nothing
+// was released yet or nothing moved. The controller checks it before the
+// state machine, whatever state the release is in, as upstream does: the
+// recorded release is uninstalled, and the next reconcile installs afresh.
+func TargetChanged(obj *v2.HelmRelease, chartName string) string {
+	cur := obj.Status.History.Latest()
+	switch {
+	case obj.Status.StorageNamespace == "" || cur == nil:
+		return ""
+	case obj.GetStorageNamespace() != obj.Status.StorageNamespace:
+		return fmt.Sprintf("storage namespace changed from '%s' to '%s'", obj.Status.StorageNamespace, obj.GetStorageNamespace())
+	case obj.GetReleaseNamespace() != cur.Namespace:
+		return fmt.Sprintf("release namespace changed from '%s' to '%s'", cur.Namespace, obj.GetReleaseNamespace())
+	case action.ReleaseName(obj) != cur.Name:
+		return fmt.Sprintf("release name changed from '%s' to '%s'", cur.Name, action.ReleaseName(obj))
+	case chartName != cur.ChartName && obj.GetUpgrade().GetChartNameChangeStrategy() == helmv2.ChartNameChangeStrategyReinstall:
+		return fmt.Sprintf("chart renamed from '%s' to '%s' (chartNameChangeStrategy Reinstall)", cur.ChartName, chartName)
+	}
+	return ""
+}
