@@ -135,11 +135,29 @@ func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2
 	}
 	recordPostRenderDigests(req)
 	// A new release is neither tested nor remediated yet.
-	conditions.Delete(req.Object, helmv2.TestSuccessCondition)
 	conditions.Delete(req.Object, helmv2.RemediatedCondition)
+	awaitTests(req, latest)
 	m.normal(req, latest, succeeded, msg)
 	return nil
 }
+
+// awaitTests marks a new release untested, as upstream: with tests enabled,
+// TestSuccess is Unknown AwaitingTests until they have run, and Ready
+// follows it (when test failures count) in the status written while they
+// run; without tests no earlier result is carried over.
+func awaitTests(req *Request, latest *helmv2.Snapshot) {
+	if !req.Object.GetTest().Enable || latest == nil {
+		conditions.Delete(req.Object, helmv2.TestSuccessCondition)
+		return
+	}
+	conditions.MarkUnknown(req.Object, helmv2.TestSuccessCondition, awaitingTestsReason,
+		"Helm release %s with chart %s is awaiting tests", latest.FullReleaseName(), latest.VersionedChartName())
+	summarize(req)
+}
+
+// awaitingTestsReason is upstream's reason for TestSuccess (and Ready)
+// between a release and its tests.
+const awaitingTestsReason = "AwaitingTests"
 
 // notRecordedError is a failure that says nothing about the release: the
 // install or upgrade failed before Helm stored a revision (the chart did

@@ -1774,3 +1774,45 @@ func TestHistoryIsCutWhereUpstreamCutsIt(t *testing.T) {
 		t.Errorf("in sync after a working upgrade: history %s, want it cut after v2", got)
 	}
 }
+
+// TestReadyAwaitsTests: while the tests of a new release run, the status
+// written says so, as upstream's: TestSuccess Unknown AwaitingTests and,
+// when test failures count, Ready with it; when they are ignored, Ready
+// already tells the release's success.
+func TestReadyAwaitsTests(t *testing.T) {
+	const awaiting = "Helm release default/app.v1 with chart podinfo@6.0.0 is awaiting tests"
+	cases := []struct {
+		name       string
+		ignore     bool
+		wantReady  metav1.ConditionStatus
+		wantReason string
+		// wantFinal is Ready's reason once the tests passed.
+		wantFinal string
+	}{
+		{name: "failures count", wantReady: metav1.ConditionUnknown, wantReason: "AwaitingTests", wantFinal: helmv2.TestSucceededReason},
+		{name: "failures ignored", ignore: true, wantReady: metav1.ConditionTrue, wantReason: helmv2.InstallSucceededReason, wantFinal: helmv2.InstallSucceededReason},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(func(o *v2.HelmRelease) { o.Spec.Test = &helmv2.Test{Enable: true, IgnoreFailures: tc.ignore} })
+			var ready, tested *metav1.Condition
+			m := &Machine{Helm: h.helm, Recorder: h.recorder, Progress: func(msg string) {
+				if strings.Contains(msg, "'test'") {
+					ready = conditions.Get(h.obj, meta.ReadyCondition).DeepCopy()
+					tested = conditions.Get(h.obj, helmv2.TestSuccessCondition).DeepCopy()
+				}
+			}}
+			if err := m.Run(context.Background(), h.request()); err != nil {
+				t.Fatal(err)
+			}
+			if tested == nil || tested.Status != metav1.ConditionUnknown || tested.Reason != "AwaitingTests" || tested.Message != awaiting {
+				t.Errorf("TestSuccess while the tests ran: %+v, want Unknown AwaitingTests %q", tested, awaiting)
+			}
+			if ready == nil || ready.Status != tc.wantReady || ready.Reason != tc.wantReason {
+				t.Errorf("Ready while the tests ran: %+v, want %s %s", ready, tc.wantReady, tc.wantReason)
+			}
+			wantCondition(t, h, meta.ReadyCondition, metav1.ConditionTrue, tc.wantFinal)
+			wantCondition(t, h, helmv2.TestSuccessCondition, metav1.ConditionTrue, helmv2.TestSucceededReason)
+		})
+	}
+}

@@ -48,11 +48,15 @@ func summarizeRelease(req *Request) {
 		conditions.MarkFalse(obj, meta.ReadyCondition, rem.Reason, "%s", rem.Message)
 		return
 	}
-	if outcome.Status == metav1.ConditionTrue {
+	switch outcome.Status {
+	case metav1.ConditionTrue:
 		conditions.MarkTrue(obj, meta.ReadyCondition, outcome.Reason, "%s", outcome.Message)
-		return
+	case metav1.ConditionUnknown:
+		// Tests awaited: the release is neither good nor bad yet.
+		conditions.MarkUnknown(obj, meta.ReadyCondition, outcome.Reason, "%s", outcome.Message)
+	default:
+		conditions.MarkFalse(obj, meta.ReadyCondition, outcome.Reason, "%s", outcome.Message)
 	}
-	conditions.MarkFalse(obj, meta.ReadyCondition, outcome.Reason, "%s", outcome.Message)
 }
 
 // releaseOutcome is the condition that speaks for the release: as
