@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"reflect"
+	"strings"
 	"testing"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -443,5 +445,39 @@ func TestInstallReplaceKeepsHistory(t *testing.T) {
 	}
 	if h, err = History(fresh(), "app"); err != nil || len(h) != 2 {
 		t.Errorf("kept %d revisions after the upgrade (%v), want 2", len(h), err)
+	}
+}
+
+// TestTestHookCleanupErrorDoesNotFailTheTest: the tests passed, and only
+// deleting a test hook by its hook-succeeded policy failed afterwards. As
+// upstream, the test run counts as passed (the error is logged), so a
+// cleanup hiccup never triggers remediation of a release whose tests pass.
+func TestTestHookCleanupErrorDoesNotFailTheTest(t *testing.T) {
+	ctx := context.Background()
+	var logs strings.Builder
+	cfg := newFakeConfig(t, "flux", nil)
+	cfg.SetLogger(slog.NewTextHandler(&logs, nil))
+	chrt := testChart("1.0.0")
+	// Only hook-succeeded: no delete before the hooks are created.
+	for i, name := range map[int]string{2: "test-a", 3: "test-b"} {
+		chrt.Templates[i].Data = []byte(hookTemplate(name, "test") + "    \"helm.sh/hook-delete-policy\": hook-succeeded\n")
+	}
+	obj := newHR(withTest(helmv2.Test{Enable: true}))
+	if _, err := Install(ctx, cfg, obj, chrt, nil, planned(t, nil, obj, plan.Install, asked{})); err != nil {
+		t.Fatal(err)
+	}
+	cfg.KubeClient = &kubefake.FailingKubeClient{PrintingKubeClient: kubefake.PrintingKubeClient{Out: io.Discard},
+		DeleteError: errors.New("etcdserver: request timed out")}
+	rel, err := Test(ctx, cfg, obj, planned(t, nil, obj, plan.Test, asked{}))
+	if err != nil {
+		t.Fatalf("Test failed on the hook cleanup: %v", err)
+	}
+	for _, h := range rel.Hooks {
+		if strings.HasPrefix(h.Name, "test-") && h.LastRun.Phase != releasev1.HookPhaseSucceeded {
+			t.Errorf("hook %s phase %s, want Succeeded", h.Name, h.LastRun.Phase)
+		}
+	}
+	if !strings.Contains(logs.String(), "etcdserver: request timed out") {
+		t.Errorf("the cleanup error was not logged; logs:\n%s", logs.String())
 	}
 }
