@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	runtimeclient "github.com/fluxcd/pkg/runtime/client"
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -45,12 +46,12 @@ func KubeConfigFromSecret(secret *corev1.Secret, key string) ([]byte, error) {
 
 // RESTConfigFromKubeConfig turns kubeconfig data from a user into a REST
 // config for its current context. The kubeconfig must be self-contained (no
-// files of the controller's file system). Credential plugins (exec) and
-// disabled TLS verification run code or trust a server on the user's say,
-// so they are refused unless the controller's operator allowed them with
-// --insecure-kubeconfig-exec and --insecure-kubeconfig-tls; refusing, rather
-// than silently dropping them, tells the user why the cluster is unreachable.
-// File paths and auth-provider plugins are refused up front; a cluster's
+// files of the controller's file system). As upstream's client does, a
+// credential plugin (exec) and disabled TLS verification are dropped unless
+// the controller's operator allowed them with --insecure-kubeconfig-exec and
+// --insecure-kubeconfig-tls, and auth-provider plugins always are: the rest
+// of the kubeconfig (a token, a client certificate, the system's roots of
+// trust) is used as it is, and the log says what was left out. A cluster's
 // proxy-url is kept (runtimeclient.KubeConfig copies it), as upstream does.
 func RESTConfigFromKubeConfig(ctx context.Context, data []byte, opts runtimeclient.KubeConfigOptions) (*rest.Config, error) {
 	raw, err := clientcmd.Load(data)
@@ -60,8 +61,12 @@ func RESTConfigFromKubeConfig(ctx context.Context, data []byte, opts runtimeclie
 	if err := runtimeclient.ValidateKubeConfig(raw); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidKubeConfig, err)
 	}
-	if err := checkInsecure(raw, opts); err != nil {
-		return nil, err
+	kctx, ok := raw.Contexts[raw.CurrentContext]
+	if !ok || kctx == nil {
+		return nil, fmt.Errorf("%w: current context '%s' not found", ErrInvalidKubeConfig, raw.CurrentContext)
+	}
+	if dropped := droppedSettings(raw, kctx, opts); len(dropped) > 0 {
+		logr.FromContextOrDiscard(ctx).Info("kubeconfig settings left out, as upstream leaves them out", "settings", dropped)
 	}
 	cfg, err := clientcmd.NewDefaultClientConfig(*raw, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
@@ -70,31 +75,22 @@ func RESTConfigFromKubeConfig(ctx context.Context, data []byte, opts runtimeclie
 	return runtimeclient.KubeConfig(ctx, cfg, opts), nil
 }
 
-// checkInsecure refuses the current context's exec plugin, auth-provider
-// plugin and skipped TLS verification unless opts allow them.
-func checkInsecure(raw *clientcmdapi.Config, opts runtimeclient.KubeConfigOptions) error {
-	ctxName := raw.CurrentContext
-	kctx, ok := raw.Contexts[ctxName]
-	if !ok || kctx == nil {
-		return fmt.Errorf("%w: current context '%s' not found", ErrInvalidKubeConfig, ctxName)
-	}
+// droppedSettings names the settings of the current context that
+// runtimeclient.KubeConfig leaves out under opts.
+func droppedSettings(raw *clientcmdapi.Config, kctx *clientcmdapi.Context, opts runtimeclient.KubeConfigOptions) []string {
+	var dropped []string
 	if cluster := raw.Clusters[kctx.Cluster]; cluster != nil && cluster.InsecureSkipTLSVerify && !opts.InsecureTLS {
-		return fmt.Errorf("%w: cluster '%s' sets insecure-skip-tls-verify, which this controller refuses "+
-			"(its operator can allow it with --insecure-kubeconfig-tls); give the cluster's certificate-authority-data instead",
-			ErrInvalidKubeConfig, kctx.Cluster)
+		dropped = append(dropped, fmt.Sprintf("insecure-skip-tls-verify of cluster '%s' (allowed by --insecure-kubeconfig-tls)", kctx.Cluster))
 	}
 	user := raw.AuthInfos[kctx.AuthInfo]
 	if user == nil {
-		return nil
+		return dropped
 	}
 	if user.Exec != nil && !opts.InsecureExecProvider {
-		return fmt.Errorf("%w: user '%s' runs the credential plugin '%s' (exec), which this controller refuses "+
-			"(its operator can allow it with --insecure-kubeconfig-exec); use a token or client certificate, or spec.kubeConfig.configMapRef",
-			ErrInvalidKubeConfig, kctx.AuthInfo, user.Exec.Command)
+		dropped = append(dropped, fmt.Sprintf("credential plugin '%s' (exec) of user '%s' (allowed by --insecure-kubeconfig-exec)", user.Exec.Command, kctx.AuthInfo))
 	}
 	if user.AuthProvider != nil {
-		return fmt.Errorf("%w: user '%s' uses the auth-provider plugin '%s', which is not supported; use a token or client certificate",
-			ErrInvalidKubeConfig, kctx.AuthInfo, user.AuthProvider.Name)
+		dropped = append(dropped, fmt.Sprintf("auth-provider plugin '%s' of user '%s'", user.AuthProvider.Name, kctx.AuthInfo))
 	}
-	return nil
+	return dropped
 }

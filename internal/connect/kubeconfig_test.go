@@ -100,19 +100,18 @@ func TestRESTConfigFromKubeConfig(t *testing.T) {
 		insecure bool
 	}{
 		{name: "token", data: testKubeConfig("", "")},
-		{name: "exec refused", data: testKubeConfig("", exec),
-			wantErr: "credential plugin 'aws-iam-authenticator' (exec), which this controller refuses (its operator can allow it with --insecure-kubeconfig-exec)"},
+		// As upstream: what the operator did not allow is dropped, and the
+		// rest of the kubeconfig (here the token) is used.
+		{name: "exec dropped", data: testKubeConfig("", exec)},
 		{name: "exec allowed", data: testKubeConfig("", exec), opts: runtimeclient.KubeConfigOptions{InsecureExecProvider: true}, wantExec: true},
-		{name: "insecure TLS refused", data: testKubeConfig("    insecure-skip-tls-verify: true\n", ""),
-			wantErr: "sets insecure-skip-tls-verify, which this controller refuses (its operator can allow it with --insecure-kubeconfig-tls)"},
+		{name: "insecure TLS dropped", data: testKubeConfig("    insecure-skip-tls-verify: true\n", "")},
 		{name: "insecure TLS allowed", data: testKubeConfig("    insecure-skip-tls-verify: true\n", ""),
 			opts: runtimeclient.KubeConfigOptions{InsecureTLS: true}, insecure: true},
 		{name: "CA file refused", data: testKubeConfig("    certificate-authority: /etc/ca.crt\n", ""),
 			wantErr: "references a certificate-authority file"},
 		{name: "token file refused", data: strings.Replace(testKubeConfig("", ""), "token: secret-token", "tokenFile: /var/run/token", 1),
 			wantErr: "references a tokenFile"},
-		{name: "auth provider refused", data: testKubeConfig("", "    auth-provider:\n      name: oidc\n"),
-			wantErr: "auth-provider plugin 'oidc'"},
+		{name: "auth provider dropped", data: testKubeConfig("", "    auth-provider:\n      name: oidc\n")},
 		{name: "unknown current context", data: strings.Replace(testKubeConfig("", ""), "current-context: remote", "current-context: other", 1),
 			wantErr: "current context 'other' not found"},
 		{name: "not a kubeconfig", data: "{{{", wantErr: "invalid kubeconfig"},
@@ -140,6 +139,9 @@ func TestRESTConfigFromKubeConfig(t *testing.T) {
 			}
 			if cfg.Insecure != tc.insecure {
 				t.Errorf("insecure: %v, want %v", cfg.Insecure, tc.insecure)
+			}
+			if cfg.AuthProvider != nil {
+				t.Errorf("auth provider kept: %v", cfg.AuthProvider)
 			}
 		})
 	}

@@ -27,8 +27,9 @@ import (
 //   - the release's objects and its Helm storage are on the remote cluster,
 //     none on the controller's; the chart source stays on the controller's;
 //   - the inventory lists the remote objects;
-//   - a missing kubeconfig Secret and a kubeconfig with an exec plugin give
-//     Ready=False with the reason, and such a HelmRelease deletes cleanly;
+//   - a missing kubeconfig Secret gives Ready=False with the reason; a
+//     kubeconfig with an exec plugin beside a client certificate works
+//     without the plugin, as upstream's, and the HelmRelease deletes cleanly;
 //   - deleting the HelmRelease uninstalls from the remote cluster;
 //   - with the kubeconfig Secret gone, deleting skips the uninstall (as
 //     upstream) and leaves the remote objects.
@@ -68,10 +69,15 @@ func TestRemoteCluster(t *testing.T) {
 		}
 		env.Create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "exec-kubeconfig"},
 			Data: map[string][]byte{"value.yaml": []byte(withExec)}})
+		// As upstream: without --insecure-kubeconfig-exec the plugin is
+		// left out and the rest of the kubeconfig (its client
+		// certificate) reaches the cluster.
 		env.PatchSpec(t, bad, func(o *v2.HelmRelease) { o.Spec.KubeConfig.SecretRef.Name = "exec-kubeconfig" })
-		env.WaitNotReady(t, bad, "RESTClientError", "--insecure-kubeconfig-exec")
+		env.WaitRelease(t, bad, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 5 * time.Minute})
+		if n := remoteReleaseSecrets(t, remoteClient, ns, bad.Name); n != 1 {
+			t.Errorf("%d Helm storage Secrets of %s on the remote cluster, want 1", n, bad.Name)
+		}
 
-		// Nothing was released: the deletion has nothing to uninstall.
 		if err := env.Client.Delete(context.Background(), bad); err != nil {
 			t.Fatal(err)
 		}

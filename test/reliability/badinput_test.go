@@ -1087,13 +1087,13 @@ func outcomeCases() []badCase {
 				t.Cleanup(func() { releaseFinalizer(hr) })
 				return hr
 			}},
-		{name: "clusters: kubeConfig that skips TLS verification", id: "kubeconfig-insecure", reason: "RESTClientError", inMessage: "insecure-skip-tls-verify",
+		{name: "clusters: kubeConfig that skips TLS verification", id: "kubeconfig-insecure", reason: "StateError", inMessage: "127.0.0.1:1",
 			release: func(t *testing.T, b *badEnv, name string) *v2.HelmRelease {
 				b.create(t, secret("kubeconfig-insecure", map[string]string{"value": kubeconfig(t, "https://127.0.0.1:1", true)})(b.ns))
 				hr := b.podinfo(name)
 				hr.Spec.KubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "kubeconfig-insecure"}}
 				return hr
-			}, note: "refused unless the operator allows it (--insecure-kubeconfig-tls), as upstream"},
+			}, note: "as upstream: the setting is left out unless the operator allows it (--insecure-kubeconfig-tls), and the server is then reached with TLS verified"},
 		{name: "identities: missing ServiceAccount", id: "sa-missing", reason: "StateError", inMessage: "system:serviceaccount:%s:ghost",
 			release: func(_ *testing.T, b *badEnv, name string) *v2.HelmRelease {
 				hr := b.podinfo(name)
