@@ -139,13 +139,16 @@ func (m *Machine) notReady(req *Request, err error) {
 }
 
 // newAttempt tells whether req attempts something else than the previous
-// attempt recorded in the status: another chart version or OCI digest,
-// other values, or another generation. Failures are then counted afresh.
+// attempt recorded in the status: another chart version, other values, or
+// another generation. Failures are then counted afresh. As upstream, an OCI
+// digest alone does not count: with digest tracking the chart version
+// carries the digest, and without it (DisableChartDigestTracking) the
+// version decides.
 func newAttempt(req *Request) bool {
 	st := &req.Object.Status
 	lastValues := lastAttemptedValuesDigest(st.LastAttemptedConfigDigest, st.LastAttemptedValuesChecksum)
 	return st.LastAttemptedRevision != req.Chart.Metadata().Version || !req.valuesMatch(lastValues) ||
-		st.LastAttemptedGeneration != req.Object.Generation || st.LastAttemptedRevisionDigest != req.OCIDigest
+		st.LastAttemptedGeneration != req.Object.Generation
 }
 
 // trackAttempt records what this reconcile attempts, and starts failure

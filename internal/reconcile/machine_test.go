@@ -1816,3 +1816,41 @@ func TestReadyAwaitsTests(t *testing.T) {
 		})
 	}
 }
+
+// TestNewAttempt: failures are counted afresh for another generation,
+// chart version or values, as upstream's reset check; an OCI digest alone
+// (the version unchanged, as under DisableChartDigestTracking) is not a new
+// attempt there either: with digest tracking on, the version carries it.
+func TestNewAttempt(t *testing.T) {
+	h := newHarness()
+	attempted := func() *Request {
+		req := h.request()
+		req.OCIDigest = "sha256:aaa"
+		st := &req.Object.Status
+		st.LastAttemptedGeneration = req.Object.Generation
+		st.LastAttemptedRevision = req.Chart.Metadata().Version
+		st.LastAttemptedRevisionDigest = req.OCIDigest
+		st.LastAttemptedConfigDigest = req.ConfigDigest
+		return req
+	}
+	cases := []struct {
+		name   string
+		change func(*Request)
+		want   bool
+	}{
+		{name: "same", change: func(*Request) {}},
+		{name: "OCI digest only", change: func(r *Request) { r.OCIDigest = "sha256:bbb" }},
+		{name: "generation", change: func(r *Request) { r.Object.Generation++ }, want: true},
+		{name: "chart version", change: func(r *Request) { r.Object.Status.LastAttemptedRevision = "0.0.1" }, want: true},
+		{name: "values", change: func(r *Request) { r.Object.Status.LastAttemptedConfigDigest = "sha256:0000" }, want: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req := attempted()
+			tc.change(req)
+			if got := newAttempt(req); got != tc.want {
+				t.Errorf("newAttempt = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
