@@ -111,3 +111,43 @@ func TestPreviewOfTheCRDStepOfAnUpgrade(t *testing.T) {
 		t.Errorf("after the upgrade the CRD has labels %v (%v), want the update the plan named", crd.Labels, err)
 	}
 }
+
+// An upgrade to a chart version that adds a CRD to crds/ and a custom
+// resource of it to its templates: the upgrade applies the CRD before it
+// renders (upstream's default policy, Create, for upgrades too). The plan
+// cannot, so it renders without the server, as for an install, names the
+// new resource to create and the CRD step, and the upgrade does what it
+// said.
+func TestPreviewOfAnUpgradeAddingACRDKind(t *testing.T) {
+	e := newEnv(t, nil)
+	group := strings.ReplaceAll(e.ns, "-", "") + ".example.com"
+	obj := e.hr()
+	e.reconcile(obj, func() *chartv2.Chart { return testChart("1.0.0", configMap("app")) }, values("a", "1"))
+
+	chrt := func() *chartv2.Chart {
+		c := crdChart(group)
+		c.Metadata.Version = "1.1.0"
+		return c
+	}
+	pv := e.preview(obj, chrt(), values("a", "1"))
+	if pv.Step != reconcile.StepUpgrade || len(pv.Actions) != 1 {
+		t.Fatalf("preview: step %s with %d actions, want one upgrade", pv.Step, len(pv.Actions))
+	}
+	up := pv.Actions[0]
+	if create := names(up.Objects.Create); !slices.Equal(create, []string{"Widget/default"}) {
+		t.Errorf("objects to create %v, want [Widget/default]", create)
+	}
+	if up.CRDs == nil || !slices.Equal(up.CRDs.Changes, []action.CRDChange{{Name: "widgets." + group, Change: action.CRDCreate}}) {
+		t.Errorf("CRD step %+v, want widgets.%s created", up.CRDs, group)
+	}
+	if !slices.Equal(up.RenderedWithoutServer, []string{"Widget." + group}) {
+		t.Errorf("rendered without the server: %v, want the Widget kind", up.RenderedWithoutServer)
+	}
+
+	e.reconcile(obj, chrt, values("a", "1"))
+	dyn := dynamic.NewForConfigOrDie(e.rest)
+	widgets := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"}
+	if _, err := dyn.Resource(widgets).Namespace(e.ns).Get(context.Background(), "default", metav1.GetOptions{}); err != nil {
+		t.Errorf("the upgrade did not create the Widget the plan named: %v", err)
+	}
+}
