@@ -284,6 +284,14 @@ func (e *sourceNotReadyError) Error() string { return e.msg }
 // reason is a failure the source reports itself (its Ready=False or
 // Stalled message).
 func sourceNotReady(src sourceObject, kind string) (msg string, failed bool) {
+	if _, external := src.(*sourcev1.ExternalArtifact); external {
+		// Its producer writes its status, with no observedGeneration: as
+		// upstream, the artifact alone decides.
+		if src.GetArtifact() == nil {
+			return fmt.Sprintf("%s '%s/%s' is not ready: does not have an artifact", kind, src.GetNamespace(), src.GetName()), false
+		}
+		return "", false
+	}
 	why := ""
 	getter, hasConditions := src.(conditions.Getter)
 	observed, err := object.GetStatusObservedGeneration(src)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 
 	"github.com/afterhooks/helm-controller/internal/chartsource"
@@ -20,11 +21,14 @@ const ChartMutateErrorReason = "ChartMutateError"
 // into the chart version's build metadata, as upstream does.
 const ociDigestLength = 12
 
-// ociChartVersion pins a chart from an OCIRepository to the manifest it
-// came from: the version gets the digest as semver build metadata
-// ("6.7.1+0123456789ab"), so a tag that moves to new content upgrades the
-// release. revision is the artifact revision, "<tag>@<algo>:<hex>" or
-// "<algo>:<hex>". It returns the new version and the "<algo>:<hex>" digest.
+// ociChartVersion pins a chart from an OCIRepository (or an ExternalArtifact
+// whose revision has a digest) to the artifact it came from: the version
+// gets the digest as semver build metadata ("6.7.1+0123456789ab"), so a tag
+// that moves to new content upgrades the release. revision is the artifact
+// revision, "<tag>@<algo>:<hex>" or "<algo>:<hex>". A tag that is a version
+// must be the chart's; one that is not (latest, a branch) is not compared,
+// and the whole revision stands for the digest, as upstream records it. It
+// returns the new version and the digest.
 func ociChartVersion(chartVersion, revision string) (string, string, error) {
 	ver, err := semver.NewVersion(chartVersion)
 	if err != nil {
@@ -33,29 +37,41 @@ func ociChartVersion(chartVersion, revision string) (string, string, error) {
 	digest := revision
 	if tag, d, found := strings.Cut(revision, "@"); found {
 		// OCI tags cannot hold '+': Helm pushes build metadata as '_'.
-		tagVer, err := semver.NewVersion(strings.ReplaceAll(tag, "_", "+"))
-		if err != nil {
-			return "", "", fmt.Errorf("artifact revision %s: tag %q is not a version: %w", revision, tag, err)
+		if tagVer, err := semver.NewVersion(strings.ReplaceAll(tag, "_", "+")); err == nil {
+			if !tagVer.Equal(ver) {
+				return "", "", fmt.Errorf("artifact revision %s does not match chart version %s", tag, chartVersion)
+			}
+			digest = d
 		}
-		if !tagVer.Equal(ver) {
-			return "", "", fmt.Errorf("artifact revision %s does not match chart version %s", tag, chartVersion)
-		}
-		digest = d
 	}
-	_, hex, found := strings.Cut(digest, ":")
-	if !found || len(hex) < ociDigestLength || strings.Contains(hex, ":") {
+	parts := strings.Split(digest, ":")
+	if len(parts) != 2 || len(parts[1]) < ociDigestLength {
 		return "", "", fmt.Errorf("artifact revision %s has no valid digest", revision)
 	}
-	withMeta, err := ver.SetMetadata(hex[:ociDigestLength])
+	withMeta, err := ver.SetMetadata(parts[1][:ociDigestLength])
 	if err != nil {
 		return "", "", fmt.Errorf("adding the digest to chart version %s: %w", chartVersion, err)
 	}
 	return withMeta.String(), digest, nil
 }
 
-// applyOCIRevision records the digest of the OCIRepository artifact
-// revision the chart came from in req, and unless DisableChartDigestTracking
-// is set, pins the chart's version to it. The digest is recorded either way,
+// pinnedToArtifactDigest tells whether a chart from a source of kind, at
+// the artifact revision, has its version pinned to the artifact's digest
+// (applyOCIRevision), as upstream: an OCIRepository's always, an
+// ExternalArtifact's when its revision carries a digest.
+func pinnedToArtifactDigest(kind, revision string) bool {
+	switch kind {
+	case sourcev1.OCIRepositoryKind:
+		return true
+	case sourcev1.ExternalArtifactKind:
+		return strings.Contains(revision, ":")
+	}
+	return false
+}
+
+// applyOCIRevision records the digest of the artifact (OCIRepository, or
+// ExternalArtifact with a digest) the chart came from in req, and unless
+// DisableChartDigestTracking is set, pins the chart's version to it. The digest is recorded either way,
 // as upstream does; with the gate set, a digest-only change does not make a
 // new release because the version is unchanged.
 func (r *HelmReleaseReconciler) applyOCIRevision(req *reconcile.Request, chart *chartsource.Chart, revision string) error {

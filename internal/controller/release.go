@@ -13,7 +13,6 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/jitter"
 	"github.com/fluxcd/pkg/runtime/patch"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/go-logr/logr"
 	"helm.sh/helm/v4/pkg/release/common"
 	"helm.sh/helm/v4/pkg/storage/driver"
@@ -231,7 +230,7 @@ func (r *HelmReleaseReconciler) newReleaseRequest(obj *v2.HelmRelease, chart *ch
 		DigestAlgorithm:         r.snapshotDigestAlgorithm(),
 		DefaultToRetryOnFailure: r.DefaultToRetryOnFailure,
 	}
-	if sourceKind(obj) == sourcev1.OCIRepositoryKind {
+	if pinnedToArtifactDigest(sourceKind(obj), artifact.Revision) {
 		if err := r.applyOCIRevision(req, chart, artifact.Revision); err != nil {
 			return nil, err
 		}

@@ -40,16 +40,30 @@ func TestSourceNotReady(t *testing.T) {
 			wantMsg: "HelmChart 'flux/apps-web' is not ready: does not have an artifact"},
 		{name: "never reconciled", src: &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "podinfo", Generation: 1}},
 			wantMsg: "OCIRepository 'apps/podinfo' is not ready: latest generation of object has not been reconciled"},
+		// An ExternalArtifact has no observedGeneration (its producer
+		// writes the status): as upstream, its artifact alone decides.
+		{name: "external artifact with an artifact", src: externalArtifact(artifact)},
+		{name: "external artifact without one", src: externalArtifact(nil),
+			wantMsg: "ExternalArtifact 'apps/chart' is not ready: does not have an artifact"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			kind := sourcev1.HelmChartKind
-			if _, ok := tc.src.(*sourcev1.OCIRepository); ok {
+			switch tc.src.(type) {
+			case *sourcev1.OCIRepository:
 				kind = sourcev1.OCIRepositoryKind
+			case *sourcev1.ExternalArtifact:
+				kind = sourcev1.ExternalArtifactKind
 			}
 			if got, failed := sourceNotReady(tc.src, kind); got != tc.wantMsg || failed != tc.wantFailed {
 				t.Errorf("sourceNotReady = %q, %t; want %q, %t", got, failed, tc.wantMsg, tc.wantFailed)
 			}
 		})
 	}
+}
+
+func externalArtifact(a *meta.Artifact) *sourcev1.ExternalArtifact {
+	ea := &sourcev1.ExternalArtifact{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "chart", Generation: 3}}
+	ea.Status.Artifact = a
+	return ea
 }
