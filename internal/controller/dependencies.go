@@ -355,3 +355,23 @@ func helmReleaseToMap(hr *v2.HelmRelease) (map[string]any, error) {
 	}
 	return m, nil
 }
+
+// dependencyReader reads a dependency from the controller's cache, and from
+// the API server when the cache cannot tell: it holds only the HelmReleases
+// of this controller's shard and watched namespaces, while a dependency may
+// be anywhere, as upstream, which reads every dependency from the API
+// server. A dependency in the cache costs no request.
+type dependencyReader struct {
+	cache, api client.Reader
+}
+
+func (r dependencyReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := r.cache.Get(ctx, key, obj, opts...); err == nil {
+		return nil
+	}
+	return r.api.Get(ctx, key, obj, opts...)
+}
+
+func (r dependencyReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return r.api.List(ctx, list, opts...)
+}

@@ -652,3 +652,38 @@ func TestDependencyCycle(t *testing.T) {
 		}
 	}
 }
+
+// TestDependenciesOutsideTheCache: the controller's cache holds only the
+// HelmReleases of its shard (--watch-label-selector) and, without
+// --watch-all-namespaces, of its namespace. A dependency outside it (in
+// another shard, say) is read from the API server, as upstream reads every
+// dependency, instead of being reported missing forever.
+func TestDependenciesOutsideTheCache(t *testing.T) {
+	notCached := errors.New(`unable to get: other/db because of unknown namespace for the cache`)
+	cases := []struct {
+		name     string
+		cacheErr error
+	}{
+		{name: "another shard: not found in the cache", cacheErr: apierrors.NewNotFound(v2.GroupVersion.WithResource("helmreleases").GroupResource(), "db")},
+		{name: "another namespace: not in the cache", cacheErr: notCached},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cache := fake.NewClientBuilder().WithScheme(depTestScheme(t)).
+				WithInterceptorFuncs(interceptor.Funcs{
+					Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+						return tc.cacheErr
+					},
+				}).Build()
+			api := fake.NewClientBuilder().WithScheme(depTestScheme(t)).WithObjects(readyRelease("other", "db")).Build()
+			self := depRelease("default", "app", 1, 1, "", "")
+			self.Spec.DependsOn = []meta.DependencyReference{depRef("other", "db", "")}
+			if err := checkDependencies(context.Background(), dependencyReader{cache: cache, api: api}, self, dependencyOptions{}); err != nil {
+				t.Errorf("a ready dependency outside the cache: %v", err)
+			}
+			gone := fake.NewClientBuilder().WithScheme(depTestScheme(t)).Build()
+			err := checkDependencies(context.Background(), dependencyReader{cache: cache, api: gone}, self, dependencyOptions{})
+			assertDependencyResult(t, err, depNotReady, []string{"other/db"}, []string{"dependency 'other/db' not found"}, nil)
+		})
+	}
+}

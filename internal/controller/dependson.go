@@ -30,7 +30,7 @@ func (r *HelmReleaseReconciler) waitForDependencies(ctx context.Context, obj *v2
 	var err error
 	if len(obj.Spec.DependsOn) > 0 {
 		var warnings []string
-		err = checkDependencies(ctx, r.Client, obj, dependencyOptions{
+		err = checkDependencies(ctx, dependencyReader{cache: r.Client, api: r.APIReader}, obj, dependencyOptions{
 			NoCrossNamespaceRefs: r.NoCrossNamespaceRef,
 			AdditiveCEL:          r.AdditiveCELDependencyCheck,
 			Warn:                 func(msg string) { warnings = append(warnings, msg) },
