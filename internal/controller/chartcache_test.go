@@ -104,3 +104,49 @@ func TestNewChartTemplateNotYetInTheCacheWaitsForItsSource(t *testing.T) {
 		})
 	}
 }
+
+// sourceUnavailable is an API server that answers reads of HelmCharts with
+// 503, as while it restarts.
+type sourceUnavailable struct{ client.Client }
+
+func (c sourceUnavailable) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*sourcev1.HelmChart); ok {
+		return apierrors.NewServiceUnavailable("the server is restarting")
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// A source that cannot be read for a moment (the API server restarting,
+// overloaded) is not bad input: as upstream, the reconcile is retried with
+// backoff, not after the whole interval (no watch would bring it back
+// sooner: the source did not change), and no Warning event goes out. Ready
+// says why it waits.
+func TestTransientSourceReadFailureRetriesWithBackoff(t *testing.T) {
+	hr := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web", Generation: 1,
+		Finalizers: []string{helmv2.HelmReleaseFinalizer}}}
+	hr.Spec.Interval = metav1.Duration{Duration: 10 * time.Minute}
+	hr.Spec.ChartRef = &helmv2.CrossNamespaceSourceReference{Kind: sourcev1.HelmChartKind, Name: "web"}
+	api := fake.NewClientBuilder().WithScheme(newRevisionScheme(t)).WithObjects(hr).
+		WithStatusSubresource(&v2.HelmRelease{}, &sourcev1.HelmChart{}).Build()
+	events := eventlog.New(20)
+	r := &HelmReleaseReconciler{Client: sourceUnavailable{api}, APIReader: sourceUnavailable{api}, EventRecorder: events,
+		FieldManager: ControllerName, RequeueDependency: 5 * time.Second}
+
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(hr)})
+	if err == nil || !apierrors.IsServiceUnavailable(err) || res.RequeueAfter != 0 {
+		t.Errorf("Reconcile = %+v, %v; want the API error returned for a retry with backoff", res, err)
+	}
+	got := &v2.HelmRelease{}
+	if err := api.Get(context.Background(), client.ObjectKeyFromObject(hr), got); err != nil {
+		t.Fatal(err)
+	}
+	if c := conditions.Get(got, meta.ReadyCondition); c == nil || c.Status != metav1.ConditionFalse || c.Reason != helmv2.ArtifactFailedReason ||
+		!strings.Contains(c.Message, "the server is restarting") {
+		t.Errorf("Ready %+v, want False/ArtifactFailed naming the API error", c)
+	}
+	for len(events.Events) > 0 {
+		if e := <-events.Events; strings.HasPrefix(e, corev1.EventTypeWarning) {
+			t.Errorf("Warning event %q, want none for a transient failure", e)
+		}
+	}
+}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
+	"syscall"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -509,6 +512,12 @@ func (r *HelmReleaseReconciler) stallOnInvalidSpec(obj *v2.HelmRelease, action h
 // names: the release is left as it is.
 func (r *HelmReleaseReconciler) fail(obj *v2.HelmRelease, action helmv2.Action, reason string, err error) (ctrl.Result, error) {
 	conditions.MarkFalse(obj, meta.ReadyCondition, reason, "%s", err)
+	if reason == helmv2.ArtifactFailedReason && transientAPIError(err) {
+		// The API server could not answer for a moment: no bad input to
+		// announce, and no watch would bring the HelmRelease back sooner
+		// than the interval. As upstream, it is retried with backoff.
+		return ctrl.Result{}, err
+	}
 	r.EventRecorder.Eventf(obj, nil, corev1.EventTypeWarning, reason, action.String(), "%s", err)
 	if reason == helmv2.ArtifactFailedReason {
 		// The source watch brings the HelmRelease back once the artifact
@@ -569,4 +578,20 @@ func attempts(obj *v2.HelmRelease) int64 {
 		return obj.FailureCount(rem)
 	}
 	return obj.Status.Failures
+}
+
+// transientAPIError tells whether err is the API server (or the way to it)
+// failing for a moment rather than a request it refuses: a timeout, too many
+// requests, an internal or unavailable server, a conflict, or a connection
+// that failed.
+func transientAPIError(err error) bool {
+	switch {
+	case apierrors.IsServerTimeout(err), apierrors.IsTimeout(err), apierrors.IsTooManyRequests(err),
+		apierrors.IsServiceUnavailable(err), apierrors.IsInternalError(err), apierrors.IsUnexpectedServerError(err),
+		apierrors.IsConflict(err):
+		return true
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }
