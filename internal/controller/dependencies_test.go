@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	ctrlreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/test/eventlog"
@@ -551,8 +552,8 @@ func TestInvalidDependenciesStall(t *testing.T) {
 				RequeueDependency: time.Second}
 
 			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(hr)})
-			if err != nil || !res.IsZero() {
-				t.Errorf("Reconcile = %+v, %v; want no requeue and no error: nothing changes until the spec does", res, err)
+			if !errors.Is(err, ctrlreconcile.TerminalError(nil)) || !res.IsZero() {
+				t.Errorf("Reconcile = %+v, %v; want no requeue and a terminal error, as upstream: nothing changes until the spec does", res, err)
 			}
 			got := &v2.HelmRelease{}
 			if err := c.Get(context.Background(), client.ObjectKeyFromObject(hr), got); err != nil {

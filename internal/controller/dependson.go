@@ -9,6 +9,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 )
@@ -54,7 +55,7 @@ func (r *HelmReleaseReconciler) waitForDependencies(ctx context.Context, obj *v2
 		conditions.MarkFalse(obj, meta.ReadyCondition, reason, "%s", err)
 		conditions.Delete(obj, meta.ReconcilingCondition)
 		r.EventRecorder.Eventf(obj, nil, corev1.EventTypeWarning, reason, helmv2.ActionCheckDependencies.String(), "%s", err)
-		return ctrl.Result{}, true, nil
+		return ctrl.Result{}, true, ctrlreconcile.TerminalError(err)
 	}
 
 	conditions.MarkFalse(obj, meta.ReadyCondition, helmv2.DependencyNotReadyReason, "%s", err)

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrlreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/healthcheck"
@@ -42,8 +44,8 @@ func TestInvalidHealthCheckExprsStall(t *testing.T) {
 			r := &HelmReleaseReconciler{EventRecorder: recorder}
 			conditions.MarkReconciling(obj, meta.ProgressingReason, "reconciliation in progress")
 			res, rerr := r.stallOnInvalidSpec(obj, helmv2.ActionHealthCheck, meta.InvalidCELExpressionReason, err)
-			if rerr != nil || !res.IsZero() {
-				t.Fatalf("result %+v, %v; want no requeue and no error (a spec change starts the next reconcile)", res, rerr)
+			if !errors.Is(rerr, ctrlreconcile.TerminalError(nil)) || !res.IsZero() {
+				t.Fatalf("result %+v, %v; want no requeue and a terminal error, as upstream (a spec change starts the next reconcile)", res, rerr)
 			}
 			for _, c := range []string{meta.StalledCondition, meta.ReadyCondition} {
 				got := conditions.Get(obj, c)

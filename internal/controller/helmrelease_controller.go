@@ -181,7 +181,11 @@ func (r *HelmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		if waiting {
 			retErr = nil
 		}
-		if err := r.finalizeStatus(ctx, patcher, obj, retErr == nil && !waiting); err != nil {
+		// A terminal error (a stall, as upstream returns one) ends the
+		// reconcile of this generation: controller-runtime counts and
+		// logs it, and does not retry.
+		finished := retErr == nil || errors.Is(retErr, ctrlreconcile.TerminalError(nil))
+		if err := r.finalizeStatus(ctx, patcher, obj, finished && !waiting); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
 		retErr = r.Redactions.Error(req.NamespacedName, retErr)

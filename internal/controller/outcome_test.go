@@ -9,6 +9,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrlreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
@@ -30,12 +31,16 @@ func TestOutcomeReconciling(t *testing.T) {
 		// wantRequeue is the requeue of a stalled release: none, as
 		// upstream's terminal error, where only a change helps.
 		wantRequeue time.Duration
+		// wantTerminal: the reconcile ends with a terminal error, as
+		// upstream's, so controller-runtime counts and logs it without
+		// retrying.
+		wantTerminal bool
 	}{
 		{name: "failure retried with backoff", err: errors.New(failed), wantReason: meta.ProgressingWithRetryReason},
 		{name: "RetryOnFailure wait", err: &reconcile.RetryAfterError{After: time.Minute}, wantReason: meta.ProgressingWithRetryReason},
-		{name: "retries exhausted", err: fmt.Errorf("%w: upgrade failed 3 times", reconcile.ErrRetriesExhausted)},
+		{name: "retries exhausted", err: fmt.Errorf("%w: upgrade failed 3 times", reconcile.ErrRetriesExhausted), wantTerminal: true},
 		{name: "no rollback target", err: fmt.Errorf("%w: cannot remediate failed release", reconcile.ErrMissingRollbackTarget),
-			wantStalled: "MissingRollbackTarget: Failed to perform remediation: missing target release for rollback: cannot remediate failed release"},
+			wantStalled: "MissingRollbackTarget: Failed to perform remediation: missing target release for rollback: cannot remediate failed release", wantTerminal: true},
 		{name: "chart that cannot be applied", err: fmt.Errorf("%w: resource groups of chart web depend on each other in a cycle", reconcile.ErrChartCannotApply),
 			wantRequeue: time.Minute},
 	}
@@ -52,8 +57,9 @@ func TestOutcomeReconciling(t *testing.T) {
 				if c != nil {
 					t.Errorf("Reconciling %+v, want none", c)
 				}
-				if err != nil || res.RequeueAfter != tc.wantRequeue || res.Requeue {
-					t.Errorf("outcome = %+v, %v; want no error (no backoff) and a requeue after %s", res, err, tc.wantRequeue)
+				terminal := err != nil && errors.Is(err, ctrlreconcile.TerminalError(nil))
+				if (err != nil && !terminal) || terminal != tc.wantTerminal || res.RequeueAfter != tc.wantRequeue || res.Requeue {
+					t.Errorf("outcome = %+v, %v; want terminal error %t (no backoff) and a requeue after %s", res, err, tc.wantTerminal, tc.wantRequeue)
 				}
 				if !conditions.IsStalled(obj) || conditions.GetMessage(obj, meta.StalledCondition) == "" {
 					t.Errorf("Stalled %+v, want True with a message", conditions.Get(obj, meta.StalledCondition))

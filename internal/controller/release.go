@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
@@ -409,13 +410,13 @@ func (r *HelmReleaseReconciler) outcome(obj *v2.HelmRelease, err error) (ctrl.Re
 		conditions.MarkStalled(obj, retriesExceededReason, "Failed to %s after %d attempt(s)",
 			obj.Status.LastAttemptedReleaseAction, attempts(obj))
 		conditions.Delete(obj, meta.ReconcilingCondition)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, ctrlreconcile.TerminalError(err)
 	case errors.Is(err, reconcile.ErrMissingRollbackTarget):
 		// As upstream: the failed upgrade has nothing to roll back to,
 		// and nothing will until the spec, the chart or the values change.
 		conditions.MarkStalled(obj, missingRollbackTargetReason, "Failed to perform remediation: %s", err)
 		conditions.Delete(obj, meta.ReconcilingCondition)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, ctrlreconcile.TerminalError(err)
 	case errors.Is(err, reconcile.ErrChartCannotApply):
 		// Rendering this chart again fails the same way; the chart's
 		// change (a new artifact) or the spec's brings the release back.
@@ -505,7 +506,7 @@ func (r *HelmReleaseReconciler) stallOnInvalidSpec(obj *v2.HelmRelease, action h
 	conditions.Delete(obj, meta.ReconcilingCondition)
 	conditions.MarkFalse(obj, meta.ReadyCondition, reason, "%s", msg)
 	r.EventRecorder.Eventf(obj, nil, corev1.EventTypeWarning, reason, action.String(), "%s", msg)
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, ctrlreconcile.TerminalError(err)
 }
 
 // fail reports a problem found before any Helm action, in the step action
