@@ -115,7 +115,8 @@ func chartFromTemplate(obj *v2.HelmRelease, ref *helmv2.HelmChartReference) *sou
 		},
 	}
 	if src := spec.SourceRef; src != nil {
-		chart.Spec.SourceRef = sourcev1.LocalHelmChartSourceReference{APIVersion: src.APIVersion, Kind: src.Kind, Name: src.Name}
+		// Kind and name only, as upstream writes them (no apiVersion).
+		chart.Spec.SourceRef = sourcev1.LocalHelmChartSourceReference{Kind: src.Kind, Name: src.Name}
 	}
 	if v := spec.Verify; v != nil {
 		chart.Spec.Verify = &sourcev1.HelmChartVerification{Provider: v.Provider, SecretRef: v.SecretRef}
@@ -260,7 +261,7 @@ func (r *HelmReleaseReconciler) deleteChart(ctx context.Context, obj *v2.HelmRel
 	src.SetName(ref.Name)
 	switch err := r.Delete(ctx, src); {
 	case err == nil:
-		r.traceEvent(obj, ref.Kind+"Deleted", fmt.Sprintf("deleted '%s'", ref))
+		r.traceEvent(obj, ref.Kind+"Deleted", fmt.Sprintf("deleted %s '%s/%s'", ref.Kind, ref.Namespace, ref.Name))
 	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("failed to delete '%s': %w", ref, err)
 	}

@@ -48,7 +48,7 @@ func TestChartTemplateLabelsAndEvents(t *testing.T) {
 		{name: "unchanged"},
 		{name: "change", mutate: func(o *v2.HelmRelease) { o.Spec.Chart.Spec.Version = "7.x" },
 			wantEvent: "HelmChartConfigured Configured HelmChart/apps/apps-web with SourceRef 'HelmRepository/apps/charts'"},
-		{name: "delete", wantEvent: "HelmChartDeleted deleted 'HelmChart/apps/apps-web'"},
+		{name: "delete", wantEvent: "HelmChartDeleted deleted HelmChart 'apps/apps-web'"},
 	}
 	for _, step := range steps {
 		t.Run(step.name, func(t *testing.T) {
@@ -239,7 +239,7 @@ func TestChartTemplateOCIRepository(t *testing.T) {
 		hr.Spec.Chart.Spec = helmv2.HelmChartTemplateSpec{Chart: "podinfo",
 			SourceRef: &helmv2.CrossNamespaceObjectReference{Kind: sourcev1.HelmRepositoryKind, Name: "charts"}}
 		reconcileAndExpect(t, "oci/oci-web",
-			"Trace OCIRepositoryDeleted deleted 'OCIRepository/oci/oci-web'",
+			"Trace OCIRepositoryDeleted deleted OCIRepository 'oci/oci-web'",
 			"Trace HelmChartCreated Created HelmChart/oci/oci-web with SourceRef 'HelmRepository/oci/charts'")
 		if err := c.Get(ctx, key, &sourcev1.OCIRepository{}); !apierrors.IsNotFound(err) {
 			t.Errorf("the OCIRepository is still there (%v)", err)
@@ -258,7 +258,7 @@ func TestChartTemplateOCIRepository(t *testing.T) {
 		hr.Spec.Chart.Kind = sourcev1.OCIRepositoryKind
 		hr.Spec.Chart.Spec = helmv2.HelmChartTemplateSpec{OCIRepositorySpec: sourcev1.OCIRepositorySpec{URL: "oci://registry.example.com/charts/podinfo"}}
 		reconcileAndExpect(t, "OCIRepository/oci/oci-web",
-			"Trace HelmChartDeleted deleted 'HelmChart/oci/oci-web'",
+			"Trace HelmChartDeleted deleted HelmChart 'oci/oci-web'",
 			"Trace OCIRepositoryCreated Created OCIRepository/oci/oci-web")
 		if err := c.Get(ctx, key, &sourcev1.HelmChart{}); !apierrors.IsNotFound(err) {
 			t.Errorf("the HelmChart is still there (%v)", err)
@@ -269,7 +269,7 @@ func TestChartTemplateOCIRepository(t *testing.T) {
 		if err := r.deleteChartTemplate(ctx, hr); err != nil {
 			t.Fatal(err)
 		}
-		expectEvents(t, recorder, "Trace OCIRepositoryDeleted deleted 'OCIRepository/oci/oci-web'")
+		expectEvents(t, recorder, "Trace OCIRepositoryDeleted deleted OCIRepository 'oci/oci-web'")
 		if hr.Status.HelmChart != "" {
 			t.Errorf("status.helmChart %q, want it cleared", hr.Status.HelmChart)
 		}
@@ -326,5 +326,20 @@ func TestSetChartStatus(t *testing.T) {
 		if got := obj.Status.GetHelmChartReference(); tc.ref != nil && !got.Matches(tc.ref) {
 			t.Errorf("upstream reads %q as %v, want %v", obj.Status.HelmChart, got, tc.ref)
 		}
+	}
+}
+
+// TestChartFromTemplateSourceRef: the HelmChart's sourceRef names the
+// source by kind and name only, as upstream writes it: a template's
+// apiVersion (which many manifests carry) is not copied, so the two
+// controllers apply the same fields and hand the HelmChart over without a
+// change.
+func TestChartFromTemplateSourceRef(t *testing.T) {
+	obj := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}}
+	obj.Spec.Chart = &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{Chart: "podinfo",
+		SourceRef: &helmv2.CrossNamespaceObjectReference{APIVersion: sourcev1.GroupVersion.String(), Kind: sourcev1.HelmRepositoryKind, Name: "charts"}}}
+	got := chartFromTemplate(obj, &helmv2.HelmChartReference{Namespace: "apps", Name: "apps-web"}).Spec.SourceRef
+	if want := (sourcev1.LocalHelmChartSourceReference{Kind: sourcev1.HelmRepositoryKind, Name: "charts"}); got != want {
+		t.Errorf("sourceRef %+v, want %+v", got, want)
 	}
 }
