@@ -58,7 +58,11 @@ func (r *Reader) Used(refs []meta.ValuesReference, public ...string) *Secrets {
 func (r *Reader) ForRelease(obj *v2.HelmRelease) *Secrets {
 	public := []string{obj.Namespace, obj.Name, obj.GetReleaseName(), obj.GetReleaseNamespace(), obj.GetStorageNamespace()}
 	if c := obj.Spec.Chart; c != nil {
-		public = append(public, c.Spec.Chart, c.Spec.Version, c.Spec.SourceRef.Name)
+		public = append(public, c.Spec.Chart, c.Spec.Version)
+		// A template of kind OCIRepository has no sourceRef.
+		if src := c.Spec.SourceRef; src != nil {
+			public = append(public, src.Name)
+		}
 	}
 	if ref := obj.Spec.ChartRef; ref != nil {
 		public = append(public, ref.Name)

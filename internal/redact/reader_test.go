@@ -4,11 +4,14 @@ import (
 	"context"
 	"testing"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
 )
 
 // Only what a Secret read through the Reader holds is redacted; a
@@ -75,5 +78,40 @@ func TestUsedRedactsOnlyReadKeysAndNoPublicWord(t *testing.T) {
 		if got := s.String(tc.msg); got != tc.want {
 			t.Errorf("String(%q) = %q, want %q", tc.msg, got, tc.want)
 		}
+	}
+}
+
+// TestForReleaseOfEveryChartSource: the public names are read from any
+// HelmRelease, whatever its chart source: a chart template of kind
+// OCIRepository has no sourceRef (found as a panic in e2e), a chartRef
+// none of a template.
+func TestForReleaseOfEveryChartSource(t *testing.T) {
+	c := fake.NewClientBuilder().WithObjects(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "vals"},
+		Data: map[string][]byte{"values.yaml": []byte("password: hunter22-secret\nnamespace: apps\n")}}).Build()
+	for name, mutate := range map[string]func(*v2.HelmRelease){
+		"chart template with a sourceRef": func(o *v2.HelmRelease) {
+			o.Spec.Chart = &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{Chart: "podinfo",
+				SourceRef: &helmv2.CrossNamespaceObjectReference{Kind: "HelmRepository", Name: "charts"}}}
+		},
+		"chart template of kind OCIRepository": func(o *v2.HelmRelease) {
+			o.Spec.Chart = &helmv2.HelmChartTemplate{Kind: "OCIRepository"}
+		},
+		"chartRef": func(o *v2.HelmRelease) {
+			o.Spec.ChartRef = &helmv2.CrossNamespaceSourceReference{Kind: "OCIRepository", Name: "podinfo"}
+		},
+		"nothing": func(*v2.HelmRelease) {},
+	} {
+		t.Run(name, func(t *testing.T) {
+			obj := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}}
+			obj.Spec.ValuesFrom = []meta.ValuesReference{{Kind: "Secret", Name: "vals"}}
+			mutate(obj)
+			r := &Reader{Client: c}
+			if err := r.Get(context.Background(), client.ObjectKey{Namespace: "apps", Name: "vals"}, &corev1.Secret{}); err != nil {
+				t.Fatal(err)
+			}
+			if got := r.ForRelease(obj).String("release apps/web: hunter22-secret"); got != "release apps/web: "+Placeholder {
+				t.Errorf("got %q", got)
+			}
+		})
 	}
 }
