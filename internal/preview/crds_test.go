@@ -47,11 +47,7 @@ func TestPreviewOfAnInstallWithTheChartsCRDs(t *testing.T) {
 	}
 
 	e.reconcile(obj, chrt, values("a", "1"))
-	dyn := dynamic.NewForConfigOrDie(e.rest)
-	widgets := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"}
-	if _, err := dyn.Resource(widgets).Namespace(e.ns).Get(context.Background(), "default", metav1.GetOptions{}); err != nil {
-		t.Errorf("the install did not create the Widget the plan named: %v", err)
-	}
+	wantWidget(t, e, group, "install")
 }
 
 // crdChart is a chart with the CRD of kind Widget in group in crds/ and a
@@ -145,9 +141,16 @@ func TestPreviewOfAnUpgradeAddingACRDKind(t *testing.T) {
 	}
 
 	e.reconcile(obj, chrt, values("a", "1"))
+	wantWidget(t, e, group, "upgrade")
+}
+
+// wantWidget fails t unless the Widget "default" of group, which the plan
+// named, exists after the action.
+func wantWidget(t *testing.T, e *env, group, action string) {
+	t.Helper()
 	dyn := dynamic.NewForConfigOrDie(e.rest)
 	widgets := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"}
 	if _, err := dyn.Resource(widgets).Namespace(e.ns).Get(context.Background(), "default", metav1.GetOptions{}); err != nil {
-		t.Errorf("the upgrade did not create the Widget the plan named: %v", err)
+		t.Errorf("the %s did not create the Widget the plan named: %v", action, err)
 	}
 }
