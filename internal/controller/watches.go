@@ -6,6 +6,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -103,7 +104,9 @@ func (r *HelmReleaseReconciler) requestsForSource(kind string) func(context.Cont
 	}
 }
 
-// artifactChanged passes source events that bring a new artifact.
+// artifactChanged passes source events that bring a new artifact, and, as
+// upstream, a source turning Ready with the artifact it had: a release
+// that waited on its failing source goes on at once.
 type artifactChanged struct{ predicate.Funcs }
 
 type artifactHolder interface {
@@ -120,5 +123,10 @@ func (artifactChanged) Update(e event.UpdateEvent) bool {
 		return false
 	}
 	old := oldSrc.GetArtifact()
-	return old == nil || old.Digest != newSrc.GetArtifact().Digest || old.Revision != newSrc.GetArtifact().Revision
+	if old == nil || old.Digest != newSrc.GetArtifact().Digest || old.Revision != newSrc.GetArtifact().Revision {
+		return true
+	}
+	oldReady, ok1 := e.ObjectOld.(conditions.Getter)
+	newReady, ok2 := e.ObjectNew.(conditions.Getter)
+	return ok1 && ok2 && !conditions.IsReady(oldReady) && conditions.IsReady(newReady)
 }
