@@ -173,6 +173,7 @@ func (r *HelmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	patcher := patch.NewSerialPatcher(obj, r.Client)
+	readState := decisionState(&obj.Status)
 
 	defer func() {
 		// Waiting is not an error to retry with backoff: the result says
@@ -187,6 +188,8 @@ func (r *HelmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		finished := retErr == nil || errors.Is(retErr, ctrlreconcile.TerminalError(nil))
 		if err := r.finalizeStatus(ctx, patcher, obj, finished && !waiting); err != nil {
 			retErr = errors.Join(retErr, err)
+		} else {
+			r.awaitCacheSync(ctx, obj, readState)
 		}
 		retErr = r.Redactions.Error(req.NamespacedName, retErr)
 		r.Metrics.RecordDuration(ctx, obj, start)
