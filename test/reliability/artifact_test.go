@@ -14,6 +14,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 
@@ -426,7 +427,11 @@ func (tr *artifactTrials) runOnce(run int) artifactOutcome {
 		out.broken = append(out.broken, fmt.Sprintf("%d rollback/uninstall event(s)", n))
 	}
 	out.artifactFailed = env.CountEvents(&nopTB{}, tr.ns, hr.Name, framework.EventWant{Reason: helmv2.ArtifactFailedReason}) - artBefore
-	if problem := artifactNamed(tr.cell.fault, out.messages); problem != "" {
+	// A reconcile queued behind the failed one (its HelmChart turned Ready
+	// meanwhile, which brings a release back at once, as upstream) may
+	// replace Ready before a poll sees it: the Warning event names the
+	// failure then.
+	if problem := artifactNamed(tr.cell.fault, append(out.messages, tr.artifactFailedEvents(ctx, hr.Name)...)); problem != "" {
 		out.broken = append(out.broken, problem)
 	}
 	for _, req := range tr.proxy.Requests()[faultStart:] {
@@ -500,6 +505,22 @@ func (tr *artifactTrials) changedDuringFault(ctx context.Context, hr *v2.HelmRel
 		return fmt.Sprintf("Helm storage changed while the download failed: %s, before %s", framework.Describe(stored), framework.Describe(before))
 	}
 	return ""
+}
+
+// artifactFailedEvents are the ArtifactFailed Warning events of the
+// HelmRelease name, each as "reason: message", as note records Ready.
+func (tr *artifactTrials) artifactFailedEvents(ctx context.Context, name string) []string {
+	events, err := env.Events(ctx, tr.ns, name)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range events {
+		if e.Type == corev1.EventTypeWarning && e.Reason == helmv2.ArtifactFailedReason {
+			out = append(out, e.Reason+": "+e.Message)
+		}
+	}
+	return out
 }
 
 // artifactNamed checks that Ready named the artifact problem while the
