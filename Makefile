@@ -110,7 +110,8 @@ verify-generated: generate charts-doc ## Fail when generated files differ from w
 		git status --porcelain -- api config docs/charts.md; git diff -- api config docs/charts.md | head -50; exit 1; fi
 
 .PHONY: vet
-vet: ## Run go vet on every package.
+vet: ## Run go vet on every package, and fail on Go files gofmt would change.
+	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
 
 .PHONY: tools

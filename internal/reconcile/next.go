@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 )
