@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
@@ -91,6 +92,12 @@ func indexBySource(o client.Object) []string {
 // requestsForSource maps a source to the HelmReleases that use it.
 func (r *HelmReleaseReconciler) requestsForSource(kind string) func(context.Context, client.Object) []ctrlreconcile.Request {
 	return func(ctx context.Context, src client.Object) []ctrlreconcile.Request {
+		holder, ok := src.(artifactHolder)
+		if !ok || holder.GetArtifact() == nil {
+			// Nothing to install from yet; its first artifact is an update.
+			return nil
+		}
+		artifact := holder.GetArtifact()
 		var list v2.HelmReleaseList
 		key := sourceIndexValue(kind, src.GetNamespace(), src.GetName())
 		if err := r.List(ctx, &list, client.MatchingFields{helmv2.SourceIndexKey: key}); err != nil {
@@ -98,10 +105,46 @@ func (r *HelmReleaseReconciler) requestsForSource(kind string) func(context.Cont
 		}
 		reqs := make([]ctrlreconcile.Request, 0, len(list.Items))
 		for i := range list.Items {
+			if attemptedAlready(&list.Items[i], kind, artifact) {
+				continue
+			}
 			reqs = append(reqs, ctrlreconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 		}
 		return reqs
 	}
+}
+
+// attemptedAlready tells, as upstream's source watches do, that the event
+// of a source holding artifact brings nothing new to obj: obj is Ready or
+// already reconciling, and its last attempt used that artifact (the chart
+// version of a HelmChart, the digest of an OCIRepository, either of an
+// ExternalArtifact). A fleet then is not reconciled again for source
+// updates that keep the artifact (a source turning Ready again, every
+// source seen at start-up); its interval still comes.
+func attemptedAlready(obj *v2.HelmRelease, kind string, artifact *meta.Artifact) bool {
+	if !conditions.IsReady(obj) && !conditions.IsReconciling(obj) {
+		return false
+	}
+	st := obj.Status
+	revision := artifact.Revision
+	digest := revision
+	if _, d, found := strings.Cut(revision, "@"); found {
+		digest = d
+	}
+	sameDigest := st.LastAttemptedRevisionDigest != "" &&
+		(st.LastAttemptedRevisionDigest == digest || st.LastAttemptedRevisionDigest == revision)
+	switch kind {
+	case sourcev1.HelmChartKind:
+		return st.LastAttemptedRevision != "" && artifact.HasRevision(st.LastAttemptedRevision)
+	case sourcev1.OCIRepositoryKind:
+		return sameDigest
+	case sourcev1.ExternalArtifactKind:
+		if strings.Contains(revision, ":") {
+			return sameDigest
+		}
+		return st.LastAttemptedRevision == revision
+	}
+	return false
 }
 
 // artifactChanged passes source events that bring a new artifact, and, as
