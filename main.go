@@ -190,6 +190,14 @@ func runPlan(args []string) int {
 	return plancmd.Run(ctx, args, os.Stdout, os.Stderr, terminal)
 }
 
+// setLogger makes the logger of opts controller-runtime's and, as
+// upstream, client-go's (klog: reflector and watch errors, throttling), so
+// every line comes out in the chosen encoding for log collectors and
+// `flux logs`.
+func setLogger(opts options) {
+	logger.SetLogger(logger.NewLogger(opts.logger))
+}
+
 // errUsage marks command-line arguments pflag could not parse.
 var errUsage = errors.New("invalid command-line arguments")
 
@@ -204,7 +212,7 @@ func run(args []string) error {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 
-	ctrl.SetLogger(logger.NewLogger(opts.logger))
+	setLogger(opts)
 	log := ctrl.Log.WithName("setup")
 	log.Info("helm-controller with waitStrategy: afterHooks", "version", buildVersion(version, readBuildInfo))
 
