@@ -118,6 +118,11 @@ func TestBuild(t *testing.T) {
 			if cfg.QPS != local.QPS || cfg.Burst != local.Burst {
 				t.Errorf("QPS/burst %v/%d, want the controller's %v/%d", cfg.QPS, cfg.Burst, local.QPS, local.Burst)
 			}
+			// No per-request time limit, remote clusters included (listed
+			// in docs/differences.md): readiness waits watch for minutes.
+			if cfg.Timeout != 0 {
+				t.Errorf("per-request timeout %s, want none", cfg.Timeout)
+			}
 		})
 	}
 }
