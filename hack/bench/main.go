@@ -34,6 +34,7 @@ type flags struct {
 	controllers []string
 	out         string
 	concurrent  int
+	qps, burst  int
 	shards      int
 	interval    time.Duration
 	steady      time.Duration
@@ -73,6 +74,8 @@ func parseFlags(args []string) (flags, error) {
 	var f flags
 	fs.StringVar(&f.out, "out", "", "also write the tables as Markdown to this file")
 	fs.IntVar(&f.concurrent, "concurrent", bench.DefaultConcurrent, "--concurrent for both controllers")
+	fs.IntVar(&f.qps, "kube-api-qps", 0, "--kube-api-qps for both controllers (0: their default, 50)")
+	fs.IntVar(&f.burst, "kube-api-burst", 0, "--kube-api-burst for both controllers (0: their default, 300)")
 	fs.DurationVar(&f.interval, "interval", bench.DefaultInterval, "every release's spec.interval")
 	fs.DurationVar(&f.steady, "steady", 0, "after the restart, leave the fleet alone this long and measure the cost at rest, scaled to an hour (at least the interval plus its jitter to see every release once; 0: skip)")
 	fs.IntVar(&f.shards, "shards", 0, "run this many controllers, each with --watch-label-selector=sharding.fluxcd.io/key=shard<i>, sharing the fleet (0: one controller)")
@@ -97,6 +100,9 @@ func parseFlags(args []string) (flags, error) {
 	}
 	if f.interval <= 0 || f.steady < 0 {
 		return f, fmt.Errorf("-interval must be positive and -steady not negative, got %s and %s", f.interval, f.steady)
+	}
+	if f.qps < 0 || f.burst < 0 {
+		return f, fmt.Errorf("-kube-api-qps and -kube-api-burst must not be negative, got %d and %d", f.qps, f.burst)
 	}
 	if f.concurrent < 1 {
 		return f, fmt.Errorf("-concurrent must be at least 1, got %d", f.concurrent)
@@ -149,14 +155,16 @@ func measure(ctx context.Context, f flags) ([]bench.Row, error) {
 		return readRows(f.from)
 	}
 	return bench.Run(ctx, bench.Options{
-		Releases:    f.releases,
-		Controllers: f.controllers,
-		Concurrent:  f.concurrent,
-		Shards:      f.shards,
-		Interval:    f.interval,
-		Steady:      f.steady,
-		ProfileDir:  f.profileDir,
-		Progress:    os.Stderr,
+		Releases:     f.releases,
+		Controllers:  f.controllers,
+		Concurrent:   f.concurrent,
+		KubeAPIQPS:   f.qps,
+		KubeAPIBurst: f.burst,
+		Shards:       f.shards,
+		Interval:     f.interval,
+		Steady:       f.steady,
+		ProfileDir:   f.profileDir,
+		Progress:     os.Stderr,
 	})
 }
 

@@ -48,6 +48,10 @@ type Options struct {
 	Controllers []string
 	// Concurrent is both controllers' --concurrent; DefaultConcurrent when 0.
 	Concurrent int
+	// KubeAPIQPS and KubeAPIBurst are both controllers' --kube-api-qps and
+	// --kube-api-burst; the controllers' defaults (Flux's 50 and 300) when
+	// 0. Flux's advice for large fleets raises them.
+	KubeAPIQPS, KubeAPIBurst int
 	// Shards, when set, runs that many controllers side by side, each with
 	// --watch-label-selector=sharding.fluxcd.io/key=shard<i>, and deals
 	// the fleet out to them in turn; 0 runs one controller.

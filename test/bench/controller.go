@@ -45,6 +45,9 @@ type controllerConfig struct {
 	kubeconfig string
 	logPath    string
 	concurrent int
+	// qps and burst are --kube-api-qps and --kube-api-burst; 0 leaves the
+	// controller's default.
+	qps, burst int
 	// args follow the flags every run passes.
 	args []string
 }
@@ -77,6 +80,12 @@ func startController(cfg controllerConfig) (*controllerProcess, error) {
 		"--events-addr=",
 		"--concurrent=" + strconv.Itoa(cfg.concurrent),
 	}, cfg.args...)
+	if cfg.qps > 0 {
+		args = append(args, "--kube-api-qps="+strconv.Itoa(cfg.qps))
+	}
+	if cfg.burst > 0 {
+		args = append(args, "--kube-api-burst="+strconv.Itoa(cfg.burst))
+	}
 	cmd := exec.Command(cfg.binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// KUBECONFIG rather than --kubeconfig: upstream reads only the environment.

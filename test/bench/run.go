@@ -72,7 +72,8 @@ func runOnce(ctx context.Context, opts Options, spec runSpec) (row Row, err erro
 // only its shard's releases.
 func controllerConfigs(spec runSpec, opts Options, kubeconfig, workDir string) []controllerConfig {
 	base := controllerConfig{name: spec.controller, binary: spec.binary, kubeconfig: kubeconfig,
-		logPath: filepath.Join(workDir, "controller.log"), concurrent: opts.Concurrent}
+		logPath: filepath.Join(workDir, "controller.log"), concurrent: opts.Concurrent,
+		qps: opts.KubeAPIQPS, burst: opts.KubeAPIBurst}
 	if spec.shards == 0 {
 		return []controllerConfig{base}
 	}
