@@ -26,6 +26,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/afterhooks/helm-controller/test/bench"
 )
 
@@ -53,6 +56,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
+	// The bench's own client logs nothing worth reading; without a logger
+	// controller-runtime prints a stack trace once the process is 30 s old.
+	ctrllog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err = run(ctx, f)
 	interrupted := ctx.Err() != nil
