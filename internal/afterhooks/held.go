@@ -7,6 +7,7 @@ import (
 	"maps"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -460,6 +461,14 @@ func (h *Held) updateTargetLocked(inner driver.Driver, key string, rel *releasev
 			defer func() { go h.target.OnHookStarted(p) }()
 		}
 		return nil
+	case h.release != nil && canceledByHelmsContext(rel):
+		// Helm finished the action (the deployed record is held) as its
+		// context was canceled, the controller stopping, and its context
+		// watcher then fails the revision. The interruption is the
+		// controller's: the revision stays pending with its deadline, as
+		// an interrupted readiness wait leaves it, for the next run to
+		// resume.
+		return nil
 	default:
 		// Helm's own outcome (failed): pass it through as Helm would
 		// have written it, deferred supersedes first (rollback supersedes
@@ -474,6 +483,13 @@ func (h *Held) updateTargetLocked(inner driver.Driver, key string, rel *releasev
 		h.release = nil
 		return inner.Update(key, cloneRelease(rel))
 	}
+}
+
+// canceledByHelmsContext tells whether rel is the failure Helm writes when
+// the context of its action is canceled ("Release %q failed: context
+// canceled"); a timeout (deadline exceeded) is a real failure.
+func canceledByHelmsContext(rel *releasev1.Release) bool {
+	return rel.Info.Status == common.StatusFailed && strings.HasSuffix(rel.Info.Description, ": "+context.Canceled.Error())
 }
 
 func (r *recorder) Delete(key string) (release.Releaser, error) {

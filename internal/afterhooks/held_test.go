@@ -501,3 +501,50 @@ func TestFailureDescriptionIsBounded(t *testing.T) {
 		t.Errorf("rollback: %q", d)
 	}
 }
+
+// A controller stopping (SIGTERM) cancels Helm's context. When that comes
+// just after Helm finished the action (post hooks done, the deployed
+// record held pending by the wrapper), Helm's context watcher still fails
+// the revision: "Release "app" failed: context canceled". The interruption
+// is the controller's, not the release's: the revision stays pending with
+// its deadline, as an interrupted readiness wait leaves it, and the next
+// run resumes the wait (e2e TestGoBackToUpstream/sigterm saw v1 failed).
+// Any other failure Helm writes after the hold passes through.
+func TestCanceledContextAfterTheHoldKeepsItPending(t *testing.T) {
+	tests := []struct {
+		description string
+		want        string
+		holding     bool
+	}{
+		{description: `Release "app" failed: context canceled`, want: "v1=pending-install", holding: true},
+		{description: `Release "app" failed: context deadline exceeded`, want: "v1=failed"},
+		{description: `Release "app" failed: post-install hooks failed`, want: "v1=failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.description, func(t *testing.T) {
+			e, _ := newSecretsEnv()
+			d, held := Wrap(e.d, Target{Name: relName, Timeout: waitLimit, Now: clock})
+			rel := &releasev1.Release{Name: relName, Namespace: "default", Version: 1,
+				Info: &releasev1.Info{Status: rcommon.StatusPendingInstall, Description: "Initial install underway"}}
+			key := releaseKey(relName, 1)
+			must(t, d.Create(key, cloneRelease(rel)))
+			rel.Info.Status, rel.Info.Description = rcommon.StatusDeployed, "Install complete"
+			must(t, d.Update(key, cloneRelease(rel)))
+			rel.Info.Status, rel.Info.Description = rcommon.StatusFailed, tt.description
+			must(t, d.Update(key, cloneRelease(rel)))
+
+			if got := statuses(t, e.d); got != tt.want {
+				t.Errorf("storage %s, want %s", got, tt.want)
+			}
+			if held.Holding() != tt.holding {
+				t.Errorf("Holding = %v, want %v", held.Holding(), tt.holding)
+			}
+			if !tt.holding {
+				return
+			}
+			if _, err := Recover(e.d, relName); err != nil {
+				t.Errorf("the next run cannot resume the wait: %v", err)
+			}
+		})
+	}
+}
