@@ -86,8 +86,7 @@ func (s laggingStatus) Patch(ctx context.Context, obj client.Object, patch clien
 // status: in the e2e TestResetAndForceRequests a release whose install
 // had used up its retries was read with no failure counted, and upgraded.
 // As upstream, a reconcile returns only once the cache shows what it
-// wrote; a write that changed nothing the next reconcile decides on (a
-// handled requestedAt alone) does not wait.
+// wrote.
 func TestReconcileReturnsOnceTheCacheShowsItsWrite(t *testing.T) {
 	hr := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web", Generation: 1,
 		Finalizers: []string{helmv2.HelmReleaseFinalizer}}}
@@ -110,7 +109,6 @@ func TestReconcileReturnsOnceTheCacheShowsItsWrite(t *testing.T) {
 	if next.Status.ObservedGeneration != 1 {
 		t.Errorf("right after the reconcile the cache reads observedGeneration %d, want the 1 it wrote", next.Status.ObservedGeneration)
 	}
-
 }
 
 // countingReader counts reads of HelmReleases.

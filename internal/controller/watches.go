@@ -126,25 +126,30 @@ func attemptedAlready(obj *v2.HelmRelease, kind string, artifact *meta.Artifact)
 		return false
 	}
 	st := obj.Status
-	revision := artifact.Revision
-	digest := revision
-	if _, d, found := strings.Cut(revision, "@"); found {
-		digest = d
-	}
-	sameDigest := st.LastAttemptedRevisionDigest != "" &&
-		(st.LastAttemptedRevisionDigest == digest || st.LastAttemptedRevisionDigest == revision)
 	switch kind {
 	case sourcev1.HelmChartKind:
 		return st.LastAttemptedRevision != "" && artifact.HasRevision(st.LastAttemptedRevision)
 	case sourcev1.OCIRepositoryKind:
-		return sameDigest
+		return attemptedDigest(st.LastAttemptedRevisionDigest, artifact.Revision)
 	case sourcev1.ExternalArtifactKind:
-		if strings.Contains(revision, ":") {
-			return sameDigest
+		if strings.Contains(artifact.Revision, ":") {
+			return attemptedDigest(st.LastAttemptedRevisionDigest, artifact.Revision)
 		}
-		return st.LastAttemptedRevision == revision
+		return st.LastAttemptedRevision == artifact.Revision
 	}
 	return false
+}
+
+// attemptedDigest tells whether recorded, a lastAttemptedRevisionDigest,
+// is the digest of the artifact revision: the part after "@" that a tag
+// which is a version records, or the whole revision that any other tag
+// records (ociChartVersion).
+func attemptedDigest(recorded, revision string) bool {
+	if recorded == "" {
+		return false
+	}
+	_, digest, found := strings.Cut(revision, "@")
+	return recorded == revision || (found && recorded == digest)
 }
 
 // artifactChanged passes source events that bring a new artifact, and, as

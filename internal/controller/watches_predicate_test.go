@@ -75,12 +75,14 @@ func TestSourceEventsSkipReleasesThatAttemptedTheArtifact(t *testing.T) {
 	const digest = "sha256:0123456789abcdef0123456789abcdef"
 	tests := []struct {
 		name     string
+		kind     string
 		source   client.Object
 		releases []*v2.HelmRelease
 		want     []string
 	}{
 		{
 			name:   "HelmChart: by chart version",
+			kind:   sourcev1.HelmChartKind,
 			source: &sourcev1.HelmChart{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}, Status: sourcev1.HelmChartStatus{Artifact: &meta.Artifact{Revision: "1.2.0", Digest: digest}}},
 			releases: []*v2.HelmRelease{
 				release("ready-same", sourcev1.HelmChartKind, "web", metav1.ConditionTrue, false, "1.2.0", ""),
@@ -94,6 +96,7 @@ func TestSourceEventsSkipReleasesThatAttemptedTheArtifact(t *testing.T) {
 		},
 		{
 			name:   "OCIRepository: by digest, whatever the tag",
+			kind:   sourcev1.OCIRepositoryKind,
 			source: &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}, Status: sourcev1.OCIRepositoryStatus{Artifact: &meta.Artifact{Revision: "1.2.0@" + digest}}},
 			releases: []*v2.HelmRelease{
 				release("ready-same", sourcev1.OCIRepositoryKind, "web", metav1.ConditionTrue, false, "1.2.0+0123456789ab", digest),
@@ -104,6 +107,7 @@ func TestSourceEventsSkipReleasesThatAttemptedTheArtifact(t *testing.T) {
 		},
 		{
 			name:   "OCIRepository with a tag that is no version: the whole revision recorded",
+			kind:   sourcev1.OCIRepositoryKind,
 			source: &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}, Status: sourcev1.OCIRepositoryStatus{Artifact: &meta.Artifact{Revision: "latest@" + digest}}},
 			releases: []*v2.HelmRelease{
 				release("ready-same", sourcev1.OCIRepositoryKind, "web", metav1.ConditionTrue, false, "1.2.0+0123456789ab", "latest@"+digest),
@@ -111,6 +115,7 @@ func TestSourceEventsSkipReleasesThatAttemptedTheArtifact(t *testing.T) {
 		},
 		{
 			name:   "ExternalArtifact: by revision or digest",
+			kind:   sourcev1.ExternalArtifactKind,
 			source: &sourcev1.ExternalArtifact{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}, Status: sourcev1.ExternalArtifactStatus{Artifact: &meta.Artifact{Revision: "3.0.0"}}},
 			releases: []*v2.HelmRelease{
 				release("ready-same", sourcev1.ExternalArtifactKind, "web", metav1.ConditionTrue, false, "3.0.0", ""),
@@ -120,6 +125,7 @@ func TestSourceEventsSkipReleasesThatAttemptedTheArtifact(t *testing.T) {
 		},
 		{
 			name:     "source without an artifact",
+			kind:     sourcev1.HelmChartKind,
 			source:   &sourcev1.HelmChart{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}},
 			releases: []*v2.HelmRelease{release("never-attempted", sourcev1.HelmChartKind, "web", "", false, "", "")},
 		},
@@ -134,7 +140,7 @@ func TestSourceEventsSkipReleasesThatAttemptedTheArtifact(t *testing.T) {
 				WithIndex(&v2.HelmRelease{}, helmv2.SourceIndexKey, indexBySource).Build()
 			r := &HelmReleaseReconciler{Client: c}
 			var got []string
-			for _, req := range r.requestsForSource(sourceKindOf(tc.source))(context.Background(), tc.source) {
+			for _, req := range r.requestsForSource(tc.kind)(context.Background(), tc.source) {
 				got = append(got, req.Name)
 			}
 			slices.Sort(got)
@@ -143,15 +149,4 @@ func TestSourceEventsSkipReleasesThatAttemptedTheArtifact(t *testing.T) {
 			}
 		})
 	}
-}
-
-// sourceKindOf is the kind the watch of src's type maps with.
-func sourceKindOf(src client.Object) string {
-	switch src.(type) {
-	case *sourcev1.OCIRepository:
-		return sourcev1.OCIRepositoryKind
-	case *sourcev1.ExternalArtifact:
-		return sourcev1.ExternalArtifactKind
-	}
-	return sourcev1.HelmChartKind
 }
