@@ -26,6 +26,9 @@ import (
 // reconcile sends the same merge patch the helper would send, built
 // directly, or nothing at all.
 type releasePatcher struct {
+	// helper is made on the first write that needs it, from written: a
+	// reconcile that writes nothing, or the handled request alone, does
+	// not pay for its copy of the object.
 	helper *patch.SerialPatcher
 	client client.Client
 	owner  string
@@ -36,17 +39,26 @@ type releasePatcher struct {
 }
 
 func newReleasePatcher(obj *v2.HelmRelease, c client.Client, owner string) *releasePatcher {
-	return &releasePatcher{helper: patch.NewSerialPatcher(obj, c), client: c, owner: owner, written: obj.DeepCopy()}
+	return &releasePatcher{client: c, owner: owner, written: obj.DeepCopy()}
 }
 
 // Patch writes every change of obj since the last write, through the helper.
 func (p *releasePatcher) Patch(ctx context.Context, obj *v2.HelmRelease, opts ...patch.Option) error {
+	p.ensureHelper()
 	if err := p.helper.Patch(ctx, obj, opts...); err != nil {
 		p.written = nil
 		return err
 	}
 	p.written = obj.DeepCopy()
 	return nil
+}
+
+// ensureHelper makes the helper, from the object as last written, unless
+// it exists.
+func (p *releasePatcher) ensureHelper() {
+	if p.helper == nil {
+		p.helper = patch.NewSerialPatcher(p.written, p.client)
+	}
 }
 
 // pendingChange is what a write of obj would have to send.
@@ -107,6 +119,9 @@ func (p *releasePatcher) writeHandledRequest(ctx context.Context, obj *v2.HelmRe
 		ObjectMeta: metav1.ObjectMeta{Namespace: obj.Namespace, Name: obj.Name},
 	}
 	if err := p.client.Status().Patch(ctx, written, client.RawPatch(types.MergePatchType, body), client.FieldOwner(p.owner)); err != nil {
+		// The server still holds what was last written: the helper
+		// takes over from there.
+		p.ensureHelper()
 		p.written = nil
 		return err
 	}
