@@ -8,7 +8,6 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
-	"github.com/fluxcd/pkg/runtime/patch"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -40,7 +39,7 @@ func TestFinalStatusWriteSurvivesCancelledReconcile(t *testing.T) {
 			},
 		}).Build()
 	r := &HelmReleaseReconciler{Client: c, FieldManager: ControllerName}
-	patcher := patch.NewSerialPatcher(obj, c)
+	patcher := newReleasePatcher(obj, c, ControllerName)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	obj.Status.History = helmv2.Snapshots{{Name: "web", Namespace: "apps", Version: 2, Status: "deployed", ChartVersion: "1.0.0"}}

@@ -172,7 +172,7 @@ func (r *HelmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	patcher := patch.NewSerialPatcher(obj, r.Client)
+	patcher := newReleasePatcher(obj, r.Client, r.FieldManager)
 	readState := decisionState(&obj.Status)
 
 	defer func() {
@@ -442,7 +442,7 @@ var errWaiting = errors.New("waiting for a prerequisite")
 // finalizeStatus writes the outcome of a reconcile back to the API server.
 // finished says the reconcile of this generation completed (successfully,
 // or with a failure recorded in the status).
-func (r *HelmReleaseReconciler) finalizeStatus(ctx context.Context, patcher *patch.SerialPatcher, obj *v2.HelmRelease, finished bool) error {
+func (r *HelmReleaseReconciler) finalizeStatus(ctx context.Context, patcher *releasePatcher, obj *v2.HelmRelease, finished bool) error {
 	if v, ok := meta.ReconcileAnnotationValue(obj.GetAnnotations()); ok {
 		obj.Status.LastHandledReconcileAt = v
 	}
@@ -465,7 +465,7 @@ func (r *HelmReleaseReconciler) finalizeStatus(ctx context.Context, patcher *pat
 	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusWriteTimeout)
 	defer cancel()
 	redactConditions(obj, r.Redactions)
-	err := patcher.Patch(writeCtx, obj, patch.WithOwnedConditions{Conditions: ownedConditions}, patch.WithFieldOwner(r.FieldManager))
+	err := patcher.PatchFinal(writeCtx, obj, patch.WithOwnedConditions{Conditions: ownedConditions}, patch.WithFieldOwner(r.FieldManager))
 	if err != nil && deleted {
 		// Removing the finalizer removed the object, so the status write
 		// that follows finds it gone. The patch helper returns an

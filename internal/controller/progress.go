@@ -30,7 +30,7 @@ type progressReporter struct {
 	closed  bool
 	ctx     context.Context
 	obj     *v2.HelmRelease
-	patcher *patch.SerialPatcher
+	patcher *releasePatcher
 	owner   string
 	// redactions keep Secret values out of the conditions written.
 	redactions *redact.Registry

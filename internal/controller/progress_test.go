@@ -6,7 +6,6 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
-	"github.com/fluxcd/pkg/runtime/patch"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -63,7 +62,7 @@ func TestMarkInProgressHoldsBackForASettledRelease(t *testing.T) {
 			if err := c.Get(ctx, client.ObjectKeyFromObject(hr), obj); err != nil {
 				t.Fatal(err)
 			}
-			patcher := patch.NewSerialPatcher(obj, c)
+			patcher := newReleasePatcher(obj, c, ControllerName)
 			r := &HelmReleaseReconciler{Client: c, FieldManager: ControllerName}
 			progress := &progressReporter{ctx: ctx, obj: obj, patcher: patcher, owner: r.FieldManager}
 

@@ -55,7 +55,7 @@ const (
 
 // reconcileRelease resolves chart and values and runs the release state
 // machine.
-func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *patch.SerialPatcher, obj *v2.HelmRelease) (ctrl.Result, error) {
+func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *releasePatcher, obj *v2.HelmRelease) (ctrl.Result, error) {
 	progress := &progressReporter{ctx: ctx, obj: obj, patcher: patcher, owner: r.FieldManager, redactions: r.Redactions}
 	if err := r.markInProgress(ctx, patcher, obj, progress); err != nil {
 		return ctrl.Result{}, err
@@ -137,7 +137,7 @@ func (r *HelmReleaseReconciler) reconcileRelease(ctx context.Context, patcher *p
 // changed; the mark is written later, by progress.begin, as soon as the
 // reconcile does more than check: before a chart download or anything
 // that changes the release.
-func (r *HelmReleaseReconciler) markInProgress(ctx context.Context, patcher *patch.SerialPatcher, obj *v2.HelmRelease, progress *progressReporter) error {
+func (r *HelmReleaseReconciler) markInProgress(ctx context.Context, patcher *releasePatcher, obj *v2.HelmRelease, progress *progressReporter) error {
 	settled := obj.Status.ObservedGeneration == obj.Generation && conditions.IsReady(obj) &&
 		!conditions.Has(obj, meta.ReconcilingCondition) && !conditions.Has(obj, meta.StalledCondition)
 	// Upstream's wording, which `flux get hr` shows.

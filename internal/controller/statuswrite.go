@@ -1,0 +1,131 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/runtime/patch"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+)
+
+// releasePatcher writes a HelmRelease through Flux's patch helper, and
+// remembers the object as the helper last wrote (or first read) it.
+//
+// Most reconciles of a settled fleet change nothing, or only record the
+// handled reconcile request. For those the helper's whole-object diff (the
+// object converted and marshalled twice, a merge patch computed, the whole
+// object decoded from the response) was the largest part of a no-op
+// reconcile's CPU (issue 32, docs/performance.md). The final write of such a
+// reconcile sends the same merge patch the helper would send, built
+// directly, or nothing at all.
+type releasePatcher struct {
+	// helper is made on the first write that needs it, from written: a
+	// reconcile that writes nothing, or the handled request alone, does
+	// not pay for its copy of the object.
+	helper *patch.SerialPatcher
+	client client.Client
+	owner  string
+	// written is the object as the API server holds it after this
+	// reconcile's last write; nil once a write failed, when only the helper
+	// knows what it still has to send.
+	written *v2.HelmRelease
+}
+
+func newReleasePatcher(obj *v2.HelmRelease, c client.Client, owner string) *releasePatcher {
+	return &releasePatcher{client: c, owner: owner, written: obj.DeepCopy()}
+}
+
+// Patch writes every change of obj since the last write, through the helper.
+func (p *releasePatcher) Patch(ctx context.Context, obj *v2.HelmRelease, opts ...patch.Option) error {
+	p.ensureHelper()
+	if err := p.helper.Patch(ctx, obj, opts...); err != nil {
+		p.written = nil
+		return err
+	}
+	p.written = obj.DeepCopy()
+	return nil
+}
+
+// ensureHelper makes the helper, from the object as last written, unless
+// it exists.
+func (p *releasePatcher) ensureHelper() {
+	if p.helper == nil {
+		p.helper = patch.NewSerialPatcher(p.written, p.client)
+	}
+}
+
+// pendingChange is what a write of obj would have to send.
+type pendingChange int
+
+const (
+	noChange pendingChange = iota
+	// handledRequestOnly: status.lastHandledReconcileAt alone.
+	handledRequestOnly
+	otherChanges
+)
+
+func (p *releasePatcher) pending(obj *v2.HelmRelease) pendingChange {
+	w := p.written
+	if w == nil {
+		return otherChanges
+	}
+	if !apiequality.Semantic.DeepEqual(obj.ObjectMeta, w.ObjectMeta) || !apiequality.Semantic.DeepEqual(obj.Spec, w.Spec) {
+		return otherChanges
+	}
+	status := obj.Status
+	status.LastHandledReconcileAt = w.Status.LastHandledReconcileAt
+	if !apiequality.Semantic.DeepEqual(status, w.Status) {
+		return otherChanges
+	}
+	if obj.Status.LastHandledReconcileAt != w.Status.LastHandledReconcileAt {
+		return handledRequestOnly
+	}
+	return noChange
+}
+
+// PatchFinal is the last write of a reconcile: nothing when nothing changed,
+// the handled request alone when only it changed, else the helper's write.
+func (p *releasePatcher) PatchFinal(ctx context.Context, obj *v2.HelmRelease, opts ...patch.Option) error {
+	switch p.pending(obj) {
+	case noChange:
+		return nil
+	case handledRequestOnly:
+		return p.writeHandledRequest(ctx, obj)
+	default:
+		return p.Patch(ctx, obj, opts...)
+	}
+}
+
+// writeHandledRequest sends the merge patch the helper sends for a change of
+// status.lastHandledReconcileAt alone: no resourceVersion, so it does not
+// conflict with a write made since, as the helper's does not. The response is
+// asked for as metadata only, as nothing else of it is read.
+func (p *releasePatcher) writeHandledRequest(ctx context.Context, obj *v2.HelmRelease) error {
+	body, err := json.Marshal(map[string]map[string]string{
+		"status": {"lastHandledReconcileAt": obj.Status.LastHandledReconcileAt},
+	})
+	if err != nil {
+		return fmt.Errorf("encoding the handled reconcile request: %w", err)
+	}
+	written := &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v2.GroupVersion.String(), Kind: helmv2.HelmReleaseKind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: obj.Namespace, Name: obj.Name},
+	}
+	if err := p.client.Status().Patch(ctx, written, client.RawPatch(types.MergePatchType, body), client.FieldOwner(p.owner)); err != nil {
+		// The server still holds what was last written: the helper
+		// takes over from there.
+		p.ensureHelper()
+		p.written = nil
+		return err
+	}
+	obj.ResourceVersion = written.ResourceVersion
+	p.written = obj.DeepCopy()
+	return nil
+}
