@@ -21,7 +21,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 )
 
-func newRevisionScheme(t *testing.T) *runtime.Scheme {
+func newRevisionScheme(t testing.TB) *runtime.Scheme {
 	t.Helper()
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v2.AddToScheme, sourcev1.AddToScheme} {
