@@ -91,12 +91,12 @@ func (r *run) profileInBackground(ctx context.Context, seconds int, kind string,
 	return p
 }
 
-// saveHeapProfile saves ours' heap profile at the end of the run.
-func (r *run) saveHeapProfile(ctx context.Context) error {
+// saveHeapProfile saves ours' heap profile as kind.
+func (r *run) saveHeapProfile(ctx context.Context, kind string) error {
 	if r.opts.ProfileDir == "" || !isOurs(r.controller) {
 		return nil
 	}
-	return r.saveProfile(ctx, r.ctls[0].metricsBase+"/debug/pprof/heap", "heap")
+	return r.saveProfile(ctx, r.ctls[0].metricsBase+"/debug/pprof/heap", kind)
 }
 
 // saveProfile writes what url returns to <dir>/<controller>-n<N>-<kind>.pprof.

@@ -20,7 +20,7 @@ func (r *run) steadyPhase(ctx context.Context) error {
 	if r.opts.Steady == 0 {
 		return nil
 	}
-	before, err := r.snapshot(ctx)
+	before, err := r.begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -42,7 +42,7 @@ func (r *run) steadyPhase(ctx context.Context) error {
 			return err
 		}
 	}
-	after, err := r.snapshot(ctx)
+	after, err := r.end(ctx)
 	if err != nil {
 		return err
 	}
