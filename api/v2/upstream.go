@@ -33,17 +33,25 @@ import (
 // same name instead (GetReleaseName, GetActiveRemediation, ...): it answers
 // the same without the copy.
 func (in *HelmRelease) Upstream() *helmv2.HelmRelease {
-	return in.upstreamView().DeepCopy()
+	view := in.upstreamView()
+	return view.DeepCopy()
 }
+
+// apiVersion is GroupVersion as a string, made once.
+var apiVersion = GroupVersion.String()
 
 // upstreamView is the object as upstream's type, sharing every map, slice
 // and pointer with in: only for upstream's read-only helpers, and never
 // returned. The shadowed upstream spec fields point at the upstream part
 // of ours; spec.waitStrategy, which upstream cannot hold with its
-// readinessTimeout, is a new one with our name.
-func (in *HelmRelease) upstreamView() *helmv2.HelmRelease {
-	view := &helmv2.HelmRelease{
-		TypeMeta:   metav1.TypeMeta{Kind: helmv2.HelmReleaseKind, APIVersion: GroupVersion.String()},
+// readinessTimeout, is a new one with our name. It is a value: held in a
+// variable of the caller, whose helper call does not keep it, it stays on
+// the stack, where a pointer put a copy of the whole object on the heap on
+// every call (an eighth of what a reconcile finding its release in sync
+// allocated).
+func (in *HelmRelease) upstreamView() helmv2.HelmRelease {
+	view := helmv2.HelmRelease{
+		TypeMeta:   metav1.TypeMeta{Kind: helmv2.HelmReleaseKind, APIVersion: apiVersion},
 		ObjectMeta: in.ObjectMeta,
 		Spec:       in.Spec.HelmReleaseSpec,
 		Status:     in.Status.HelmReleaseStatus,
@@ -70,82 +78,97 @@ func (in *HelmRelease) upstreamView() *helmv2.HelmRelease {
 // GetReleaseName returns spec.releaseName, else "[targetNamespace-]name",
 // as upstream does: not shortened to Helm's limit.
 func (in *HelmRelease) GetReleaseName() string {
-	return in.upstreamView().GetReleaseName()
+	view := in.upstreamView()
+	return view.GetReleaseName()
 }
 
 // GetReleaseNamespace returns spec.targetNamespace, else the object's
 // namespace.
 func (in *HelmRelease) GetReleaseNamespace() string {
-	return in.upstreamView().GetReleaseNamespace()
+	view := in.upstreamView()
+	return view.GetReleaseNamespace()
 }
 
 // GetStorageNamespace returns spec.storageNamespace, else the object's
 // namespace.
 func (in *HelmRelease) GetStorageNamespace() string {
-	return in.upstreamView().GetStorageNamespace()
+	view := in.upstreamView()
+	return view.GetStorageNamespace()
 }
 
 // GetMaxHistory returns spec.maxHistory, else upstream's default.
 func (in *HelmRelease) GetMaxHistory() int {
-	return in.upstreamView().GetMaxHistory()
+	view := in.upstreamView()
+	return view.GetMaxHistory()
 }
 
 // GetTimeout returns spec.timeout, else upstream's default.
 func (in *HelmRelease) GetTimeout() metav1.Duration {
-	return in.upstreamView().GetTimeout()
+	view := in.upstreamView()
+	return view.GetTimeout()
 }
 
 // UsePersistentClient returns spec.persistentClient, else true.
 func (in *HelmRelease) UsePersistentClient() bool {
-	return in.upstreamView().UsePersistentClient()
+	view := in.upstreamView()
+	return view.UsePersistentClient()
 }
 
 // GetValues returns spec.values decoded, nil when unset or not an object.
 func (in *HelmRelease) GetValues() map[string]any {
-	return in.upstreamView().GetValues()
+	view := in.upstreamView()
+	return view.GetValues()
 }
 
 // GetDriftDetection returns spec.driftDetection, the zero value when unset.
 func (in *HelmRelease) GetDriftDetection() helmv2.DriftDetection {
-	return in.upstreamView().GetDriftDetection()
+	view := in.upstreamView()
+	return view.GetDriftDetection()
 }
 
 // GetTest returns spec.test, the zero value when unset.
 func (in *HelmRelease) GetTest() helmv2.Test {
-	return in.upstreamView().GetTest()
+	view := in.upstreamView()
+	return view.GetTest()
 }
 
 // GetWaitStrategy returns spec.waitStrategy.name (ordered included), ""
 // when unset.
 func (in *HelmRelease) GetWaitStrategy() helmv2.WaitStrategyName {
-	return in.upstreamView().GetWaitStrategy()
+	view := in.upstreamView()
+	return view.GetWaitStrategy()
 }
 
 // GetPostRenderStrategy returns spec.postRenderStrategy.
 func (in *HelmRelease) GetPostRenderStrategy() helmv2.PostRenderStrategy {
-	return in.upstreamView().GetPostRenderStrategy()
+	view := in.upstreamView()
+	return view.GetPostRenderStrategy()
 }
 
 // GetActiveRemediation returns the remediation of the last attempted
 // action, install or upgrade; nil for any other.
 func (in *HelmRelease) GetActiveRemediation() helmv2.Remediation {
-	return in.upstreamView().GetActiveRemediation()
+	view := in.upstreamView()
+	return view.GetActiveRemediation()
 }
 
 // GetActiveRetry returns the retry strategy of the last attempted action,
 // install or upgrade; nil for any other, or when it remediates instead.
 func (in *HelmRelease) GetActiveRetry(defaultToRetryOnFailure bool) helmv2.Retry {
-	return in.upstreamView().GetActiveRetry(defaultToRetryOnFailure)
+	view := in.upstreamView()
+	return view.GetActiveRetry(defaultToRetryOnFailure)
 }
 
 // FailureCount is rem.GetFailureCount on this object: how often the action
 // rem remediates failed.
 func (in *HelmRelease) FailureCount(rem helmv2.Remediation) int64 {
-	return rem.GetFailureCount(in.upstreamView())
+	view := in.upstreamView()
+	return rem.GetFailureCount(&view)
 }
 
 // RetriesExhausted is rem.RetriesExhausted on this object: whether the
 // action rem remediates failed more often than it may be retried.
 func (in *HelmRelease) RetriesExhausted(rem helmv2.Remediation) bool {
-	return rem.RetriesExhausted(in.upstreamView())
+	view := in.upstreamView()
+	return rem.RetriesExhausted(&view)
 }

@@ -311,3 +311,28 @@ func compareReadHelpers(t *testing.T, obj *v2.HelmRelease) {
 		t.Errorf("the helpers changed the object:\nbefore: %s\nafter:  %s", mustMarshal(t, before), mustMarshal(t, obj))
 	}
 }
+
+// TestReadHelpersDoNotCopyTheObject: the read helpers run many times in
+// every reconcile; the view they call upstream's helper on stays on the
+// stack, so reading a value allocates nothing.
+func TestReadHelpersDoNotCopyTheObject(t *testing.T) {
+	maxHistory := 3
+	hr := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "apps"}}
+	hr.Spec.ReleaseName = "web"
+	hr.Spec.TargetNamespace = "prod"
+	hr.Spec.MaxHistory = &maxHistory
+	reads := map[string]func(){
+		"GetReleaseName":      func() { _ = hr.GetReleaseName() },
+		"GetReleaseNamespace": func() { _ = hr.GetReleaseNamespace() },
+		"GetStorageNamespace": func() { _ = hr.GetStorageNamespace() },
+		"GetMaxHistory":       func() { _ = hr.GetMaxHistory() },
+		"GetTimeout":          func() { _ = hr.GetTimeout() },
+		"UsePersistentClient": func() { _ = hr.UsePersistentClient() },
+		"GetDriftDetection":   func() { _ = hr.GetDriftDetection() },
+	}
+	for name, read := range reads {
+		if n := testing.AllocsPerRun(100, read); n != 0 {
+			t.Errorf("%s made %v allocations, want 0", name, n)
+		}
+	}
+}

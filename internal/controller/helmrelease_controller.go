@@ -301,11 +301,7 @@ func sourceNotReady(src sourceObject, kind string) (msg string, failed bool) {
 	}
 	why := ""
 	getter, hasConditions := src.(conditions.Getter)
-	observed, err := object.GetStatusObservedGeneration(src)
-	if errors.Is(err, object.ErrObservedGenerationNotFound) {
-		// Never reconciled: the generation check below says so.
-		observed, err = 0, nil
-	}
+	observed, err := statusObservedGeneration(src)
 	switch {
 	case err != nil:
 		why = err.Error()
@@ -322,6 +318,25 @@ func sourceNotReady(src sourceObject, kind string) (msg string, failed bool) {
 		return "", false
 	}
 	return fmt.Sprintf("%s '%s/%s' is not ready: %s", kind, src.GetNamespace(), src.GetName(), why), failed
+}
+
+// statusObservedGeneration is src's status.observedGeneration, 0 when it
+// was never reconciled. The source kinds a chart comes from are read from
+// their types: Flux's generic helper converts the whole object to
+// unstructured to find the field, which was a sixth of what a reconcile
+// that finds its release in sync allocated.
+func statusObservedGeneration(src sourceObject) (int64, error) {
+	switch s := src.(type) {
+	case *sourcev1.HelmChart:
+		return s.Status.ObservedGeneration, nil
+	case *sourcev1.OCIRepository:
+		return s.Status.ObservedGeneration, nil
+	}
+	observed, err := object.GetStatusObservedGeneration(src)
+	if errors.Is(err, object.ErrObservedGenerationNotFound) {
+		return 0, nil
+	}
+	return observed, err
 }
 
 // sourceReader reads source objects: from the API server with

@@ -67,3 +67,26 @@ func externalArtifact(a *meta.Artifact) *sourcev1.ExternalArtifact {
 	ea.Status.Artifact = a
 	return ea
 }
+
+// TestSourceReadyAllocatesLittle: deciding that a ready source is ready is
+// part of every reconcile, including those that find the release in sync;
+// it reads the status from the typed object rather than converting the
+// whole object to unstructured (40 allocations or more). What is left are
+// the copies Flux's conditions helpers make of the conditions they read.
+func TestSourceReadyAllocatesLittle(t *testing.T) {
+	artifact := &meta.Artifact{Revision: "6.7.1", Digest: "sha256:abc"}
+	ready := []metav1.Condition{{Type: meta.ReadyCondition, Status: metav1.ConditionTrue, Reason: "R"}}
+	chart := &sourcev1.HelmChart{ObjectMeta: metav1.ObjectMeta{Namespace: "flux", Name: "apps-web", Generation: 4}}
+	chart.Status.ObservedGeneration, chart.Status.Artifact, chart.Status.Conditions = 4, artifact, ready
+	repo := &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "podinfo", Generation: 2}}
+	repo.Status.ObservedGeneration, repo.Status.Artifact, repo.Status.Conditions = 2, artifact, ready
+	for kind, src := range map[string]sourceObject{sourcev1.HelmChartKind: chart, sourcev1.OCIRepositoryKind: repo} {
+		if msg, _ := sourceNotReady(src, kind); msg != "" {
+			t.Fatalf("%s: sourceNotReady = %q, want ready", kind, msg)
+		}
+		const conditionCopies = 2
+		if n := testing.AllocsPerRun(100, func() { sourceNotReady(src, kind) }); n > conditionCopies {
+			t.Errorf("%s: sourceNotReady of a ready source made %v allocations, want at most %d", kind, n, conditionCopies)
+		}
+	}
+}
