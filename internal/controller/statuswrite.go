@@ -137,6 +137,9 @@ func (p *releasePatcher) writeHandledRequest(ctx context.Context, obj *v2.HelmRe
 		return err
 	}
 	obj.ResourceVersion = written.ResourceVersion
-	p.written = obj.DeepCopy()
+	// pending found everything else as last written: the copy needs only
+	// what this write changed.
+	p.written.Status.LastHandledReconcileAt = obj.Status.LastHandledReconcileAt
+	p.written.ResourceVersion = written.ResourceVersion
 	return nil
 }
