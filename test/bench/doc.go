@@ -55,8 +55,12 @@
 //     managers that export it) isolates what the controller asked for.
 //   - CPU is measured from just before the first create, after the controller
 //     has gone idle following its start-up, so start-up work is left out.
+//     Each phase reads it after this package's scrapes of the controller's
+//     /metrics when it begins and before them when it ends, so rendering
+//     the metrics (one series per release) is not counted.
 //     When profiling is asked for, a CPU profile is taken during each phase
-//     (install, no-op) and its overhead is in that phase's numbers.
+//     (install, no-op) and its overhead is in that phase's numbers; heap
+//     profiles just before and after the no-op phase give what it allocated.
 //
 // Chart downloads are read from this controller's
 // helm_controller_chart_downloads_total counter. Upstream has no such
