@@ -25,6 +25,20 @@ k8s_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=${k8s_version} \
  -X k8s.io/component-base/version.gitTreeState=clean \
  -X k8s.io/component-base/version.buildDate=2026-01-01T00:00:00Z"
 
+# module_dir <tool dir> <module> prints where the module cache holds the
+# version of module that the tool module pins. It downloads it first: go list
+# -m leaves .Dir empty for a module not in the cache yet, as on a new
+# machine before anything was built from it.
+module_dir() {
+	local dir
+	dir=$(cd "$here/$1" && go mod download "$2" && go list -m -f '{{.Dir}}' "$2")
+	if [[ -z "$dir" ]]; then
+		echo "[tools] no module directory for $2 (pinned by hack/tools/$1)" >&2
+		return 1
+	fi
+	echo "$dir"
+}
+
 # module_key <module dir> names a tool module's pinned versions: what is
 # built or copied from it is cached under this key.
 module_key() {
@@ -75,7 +89,7 @@ install_module_dir() {
 	local target="$cache_root/$name-$key"
 	if [[ ! -d "$target" ]]; then
 		local mod_dir
-		mod_dir=$(cd "$here/$dir" && go list -m -f '{{.Dir}}' "$module")
+		mod_dir=$(module_dir "$dir" "$module")
 		rm -rf "$target.tmp"
 		cp -r "$mod_dir/$subdir" "$target.tmp"
 		chmod -R u+w "$target.tmp"
@@ -157,7 +171,7 @@ build_flux_operator() {
 		echo "[tools] building flux-operator from hack/tools/flux-operator (cache key $key), started $(date +%H:%M:%S);" \
 			"about 5 CPU-minutes when the other tools are built" >&2
 		local start=$SECONDS work="$cache_root/flux-operator-src-$key"
-		mod_dir=$(cd "$here/flux-operator" && go list -m -f '{{.Dir}}' "$module")
+		mod_dir=$(module_dir flux-operator "$module")
 		version=$(cd "$here/flux-operator" && go list -m -f '{{.Version}}' "$module")
 		rm -rf "$work" && mkdir -p "$work"
 		cp -r "$mod_dir" "$work/module" && chmod -R u+w "$work/module"
