@@ -95,7 +95,8 @@ func (p *releasePatcher) pending(obj *v2.HelmRelease) pendingChange {
 // reflect.DeepEqual: what is unchanged is almost always identical to the
 // copy (the copy was made from it), and the plain comparison, which does
 // not look up an equality function for each field, costs a third as much.
-// Values equal one way are equal the other. Pointers are compared by what
+// What the plain comparison finds equal the semantic one does too, so the
+// answer is the semantic one's. Pointers are compared by what
 // they point at, and spare the copies that boxing the values would make.
 func sameValue[T any](a, b *T) bool {
 	return reflect.DeepEqual(a, b) || apiequality.Semantic.DeepEqual(a, b)
