@@ -10,14 +10,23 @@ import (
 	"time"
 )
 
-// cpuProfileSeconds is how long the CPU profile of the install phase runs;
-// noopProfileSeconds that of the no-op phase, which is over sooner. Each
-// phase waits for its profile before the next begins.
+// cpuProfileSeconds is how long the CPU profile of the install phase runs,
+// restartProfileSeconds that of the restart. Each phase waits for its
+// profile before the next begins.
 const (
 	cpuProfileSeconds     = 30
-	noopProfileSeconds    = 10
 	restartProfileSeconds = 10
 )
+
+// noopProfileSeconds is how long the CPU profile of the no-op phase runs
+// for n releases: long enough to span the whole phase, which the client's
+// rate limit paces (two requests per no-op at the default 50 QPS, n/25
+// seconds). A shorter profile would hold only its start, when the watch
+// events of every request arrive at once and the reconciles have barely
+// begun, and overstate decoding.
+func noopProfileSeconds(n int) int {
+	return 10 + n/25
+}
 
 // pendingProfile is a CPU profile being taken in the background.
 type pendingProfile struct {
@@ -91,12 +100,16 @@ func (r *run) profileInBackground(ctx context.Context, seconds int, kind string,
 	return p
 }
 
-// saveHeapProfile saves ours' heap profile as kind.
+// saveHeapProfile saves ours' heap profile as kind. It asks for a garbage
+// collection first (gc=1): a heap profile is as of the last collection,
+// and without one the allocations since then (at the no-op phase's start,
+// the install's tail) would be counted in the next profile instead. The
+// bench takes heap profiles only outside the phases it measures.
 func (r *run) saveHeapProfile(ctx context.Context, kind string) error {
 	if r.opts.ProfileDir == "" || !isOurs(r.controller) {
 		return nil
 	}
-	return r.saveProfile(ctx, r.ctls[0].metricsBase+"/debug/pprof/heap", kind)
+	return r.saveProfile(ctx, r.ctls[0].metricsBase+"/debug/pprof/heap?gc=1", kind)
 }
 
 // saveProfile writes what url returns to <dir>/<controller>-n<N>-<kind>.pprof.

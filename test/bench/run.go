@@ -221,7 +221,7 @@ func (r *run) noopPhase(ctx context.Context) error {
 		return err
 	}
 	token := fmt.Sprintf("bench-%d", time.Now().UnixNano())
-	profile := r.startCPUProfile(ctx, noopProfileSeconds, "noop-cpu")
+	profile := r.startCPUProfile(ctx, noopProfileSeconds(r.releases), "noop-cpu")
 	began := time.Now()
 	if err := r.env.requestReconcile(ctx, r.releases, token); err != nil {
 		return err
