@@ -127,20 +127,22 @@ func (s *Source) Get(ctx context.Context, owner types.NamespacedName, artifact *
 	if artifact == nil {
 		return nil, errors.New("source has no artifact")
 	}
-	want, err := parseDigest(artifact.Digest)
-	if err != nil {
-		return nil, fmt.Errorf("artifact %s: %w", artifact.Revision, err)
-	}
-	key := want.String()
-
 	s.mu.Lock()
-	if c, ok := s.lookup(key); ok {
+	// Only digests that parsed are ever cached, so a hit needs no parse
+	// (a regular expression on every reconcile of a settled fleet).
+	if c, ok := s.lookup(artifact.Digest); ok {
 		s.hits.Add(1)
 		s.recordEvent(cache.CacheEventTypeHit, owner)
-		s.use(owner, key)
+		s.use(owner, artifact.Digest)
 		s.mu.Unlock()
 		return c.withRevision(artifact.Revision), nil
 	}
+	want, err := parseDigest(artifact.Digest)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("artifact %s: %w", artifact.Revision, err)
+	}
+	key := want.String()
 	s.recordEvent(cache.CacheEventTypeMiss, owner)
 	f, ok := s.flights[key]
 	if !ok {
@@ -169,16 +171,15 @@ func (s *Source) Get(ctx context.Context, owner types.NamespacedName, artifact *
 // then cached, unless the cache's bound evicted it since. Unlike a lookup
 // it counts no cache request.
 func (s *Source) Current(owner types.NamespacedName, artifact *meta.Artifact) bool {
-	if artifact == nil {
-		return false
-	}
-	want, err := parseDigest(artifact.Digest)
-	if err != nil {
+	// An owner's digest parsed when it was recorded: the same string is the
+	// same digest, and no other string (one that does not parse included)
+	// is current.
+	if artifact == nil || artifact.Digest == "" {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.owners[owner] == want.String()
+	return s.owners[owner] == artifact.Digest
 }
 
 // start runs the download detached from the caller's cancellation, so that

@@ -734,3 +734,50 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// Current is true only for the owner's digest of its last successful Get,
+// compared as given: another digest, an empty one, one that does not parse
+// or another owner's is not current.
+func TestCurrent(t *testing.T) {
+	srv := newFakeSourceController(t)
+	x := srv.add("/app-1.tgz", tarGz(t, chartEntries("app", "1.0.0")...))
+	y := srv.add("/app-2.tgz", tarGz(t, chartEntries("app", "2.0.0")...))
+	s := newTestSource(Options{})
+	if _, err := s.Get(context.Background(), owner("a"), x); err != nil {
+		t.Fatal(err)
+	}
+	withDigest := func(a *meta.Artifact, digest string) *meta.Artifact {
+		c := *a
+		c.Digest = digest
+		return &c
+	}
+	tests := []struct {
+		name     string
+		owner    string
+		artifact *meta.Artifact
+		want     bool
+	}{
+		{"the digest of the last Get", "a", x, true},
+		{"same digest, another revision", "a", &meta.Artifact{Digest: x.Digest, Revision: "other"}, true},
+		{"another digest", "a", y, false},
+		{"another owner", "b", x, false},
+		{"no artifact", "a", nil, false},
+		{"empty digest", "a", withDigest(x, ""), false},
+		{"a digest that does not parse", "a", withDigest(x, "sha256:not-hex"), false},
+		{"the digest in upper case", "a", withDigest(x, strings.ToUpper(x.Digest)), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := s.Current(owner(tc.owner), tc.artifact); got != tc.want {
+				t.Errorf("Current = %t, want %t", got, tc.want)
+			}
+		})
+	}
+	// A failed Get leaves the owner on its digest.
+	if _, err := s.Get(context.Background(), owner("a"), withDigest(y, "sha256:not-hex")); err == nil {
+		t.Fatal("Get of a digest that does not parse succeeded")
+	}
+	if !s.Current(owner("a"), x) {
+		t.Error("a failed Get moved the owner off its digest")
+	}
+}
