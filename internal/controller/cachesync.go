@@ -61,15 +61,20 @@ func decisionState(st *v2.HelmReleaseStatus) string {
 }
 
 // awaitCacheSync returns once the controller's cache shows what this
-// reconcile wrote to obj's status, as far as the next reconcile decides on
-// it (decisionState). A reconcile queued while this one ran starts as soon
-// as this one returns; reading an older status from a cache that has not
-// caught up, it would count failures afresh, retry what is stalled, or
-// repeat a handled reset. read is the decision state the reconcile began
-// with: when the write left it as it was, the cache already shows it.
-func (r *HelmReleaseReconciler) awaitCacheSync(ctx context.Context, obj *v2.HelmRelease, read string) {
+// reconcile wrote to obj's status through patcher, as far as the next
+// reconcile decides on it (decisionState). A reconcile queued while this one
+// ran starts as soon as this one returns; reading an older status from a
+// cache that has not caught up, it would count failures afresh, retry what
+// is stalled, or repeat a handled reset. When the writes left the decision
+// state as the reconcile read it, the cache already shows it: a reconcile
+// that wrote the handled request alone (most of a settled fleet's) does not
+// even encode it.
+func (r *HelmReleaseReconciler) awaitCacheSync(ctx context.Context, obj *v2.HelmRelease, patcher *releasePatcher) {
+	if !patcher.wroteWholeObject() {
+		return
+	}
 	want := decisionState(&obj.Status)
-	if want == "" || want == read {
+	if want == "" || want == decisionState(&patcher.read.Status) {
 		return
 	}
 	key := client.ObjectKeyFromObject(obj)

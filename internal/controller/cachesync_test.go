@@ -8,6 +8,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/kustomize"
+	"github.com/fluxcd/pkg/apis/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -135,6 +136,10 @@ func TestAwaitCacheSyncOnlyForDecisions(t *testing.T) {
 	}{
 		{name: "nothing written", change: func(*v2.HelmReleaseStatus) {}},
 		{name: "requestedAt handled", change: func(st *v2.HelmReleaseStatus) { st.LastHandledReconcileAt = "now" }},
+		{name: "a condition's message: written whole, nothing decided on changed", change: func(st *v2.HelmReleaseStatus) {
+			st.Conditions = []metav1.Condition{{Type: meta.ReadyCondition, Status: metav1.ConditionTrue, Reason: "Fine",
+				Message: "fine", LastTransitionTime: metav1.Now()}}
+		}},
 		{name: "failure counted", change: func(st *v2.HelmReleaseStatus) { st.InstallFailures++ }, wantReads: true},
 		{name: "reset handled", change: func(st *v2.HelmReleaseStatus) { st.LastHandledResetAt = "now" }, wantReads: true},
 		{name: "revision recorded", wantReads: true, change: func(st *v2.HelmReleaseStatus) {
@@ -151,17 +156,17 @@ func TestAwaitCacheSyncOnlyForDecisions(t *testing.T) {
 			if err := api.Get(context.Background(), client.ObjectKeyFromObject(hr), obj); err != nil {
 				t.Fatal(err)
 			}
-			read := decisionState(&obj.Status)
+			patcher := newReleasePatcher(obj, api, ControllerName)
 			tc.change(&obj.Status)
 			// The API server keeps times to the second; obj, as the
 			// patch helper leaves it, keeps its nanoseconds.
-			if err := api.Status().Update(context.Background(), obj.DeepCopy()); err != nil {
+			if err := patcher.PatchFinal(context.Background(), obj); err != nil {
 				t.Fatal(err)
 			}
 			cache := &countingReader{Client: api}
 			r := &HelmReleaseReconciler{Client: cache}
 			start := time.Now()
-			r.awaitCacheSync(context.Background(), obj, read)
+			r.awaitCacheSync(context.Background(), obj, patcher)
 			if got := cache.reads > 0; got != tc.wantReads {
 				t.Errorf("cache read %d times, want reads: %v", cache.reads, tc.wantReads)
 			}

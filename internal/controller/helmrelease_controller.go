@@ -173,7 +173,6 @@ func (r *HelmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	patcher := newReleasePatcher(obj, r.Client, r.FieldManager)
-	readState := decisionState(&obj.Status)
 
 	defer func() {
 		// Waiting is not an error to retry with backoff: the result says
@@ -189,7 +188,7 @@ func (r *HelmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		if err := r.finalizeStatus(ctx, patcher, obj, finished && !waiting); err != nil {
 			retErr = errors.Join(retErr, err)
 		} else {
-			r.awaitCacheSync(ctx, obj, readState)
+			r.awaitCacheSync(ctx, obj, patcher)
 		}
 		retErr = r.Redactions.Error(req.NamespacedName, retErr)
 		r.Metrics.RecordDuration(ctx, obj, start)

@@ -37,10 +37,23 @@ type releasePatcher struct {
 	// reconcile's last write; nil once a write failed, when only the helper
 	// knows what it still has to send.
 	written *v2.HelmRelease
+	// read is the object as the reconcile read it. It is written's first
+	// value and shares its memory until the first whole-object write; a
+	// handled-request write changes only lastHandledReconcileAt and the
+	// resourceVersion in it, neither of which decisionState reads.
+	read *v2.HelmRelease
 }
 
 func newReleasePatcher(obj *v2.HelmRelease, c client.Client, owner string) *releasePatcher {
-	return &releasePatcher{client: c, owner: owner, written: obj.DeepCopy()}
+	read := obj.DeepCopy()
+	return &releasePatcher{client: c, owner: owner, written: read, read: read}
+}
+
+// wroteWholeObject tells whether any write went through the helper: without
+// one, every write sent lastHandledReconcileAt alone, and the status differs
+// from the one read in that field at most.
+func (p *releasePatcher) wroteWholeObject() bool {
+	return p.helper != nil
 }
 
 // Patch writes every change of obj since the last write, through the helper.
