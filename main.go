@@ -38,6 +38,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -467,6 +468,11 @@ func setupReconciler(ctx context.Context, mgr ctrl.Manager, opts *options, log l
 	reconciler := newReconciler(opts)
 	reconciler.Client = mgr.GetClient()
 	reconciler.APIReader = mgr.GetAPIReader()
+	metadataClient, err := metadata.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("creating the metadata client: %w", err)
+	}
+	reconciler.SetMetadataClient(metadataClient)
 	reconciler.EventRecorder = recorder
 	reconciler.Metrics = helper.NewMetrics(mgr, metricsRecorder, helmv2.HelmReleaseFinalizer)
 	reconciler.Charts = charts

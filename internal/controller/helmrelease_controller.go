@@ -21,6 +21,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -59,6 +60,9 @@ type HelmReleaseReconciler struct {
 	EventRecorder events.Recorder
 	Metrics       helper.Metrics
 	FieldManager  string
+	// statusWriter, when set (SetMetadataClient), sends the writes of the
+	// handled request alone; without it they go through Client.
+	statusWriter statusWriter
 
 	DisableChartDigestTracking bool
 	DefaultToRetryOnFailure    bool
@@ -163,6 +167,13 @@ func (r *HelmReleaseReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	}).Complete(r)
 }
 
+// SetMetadataClient makes the reconcile's write of a handled request alone
+// (most writes of a settled fleet) go through c, client-go's metadata
+// client of the controller's API server, instead of Client.
+func (r *HelmReleaseReconciler) SetMetadataClient(c metadata.Interface) {
+	r.statusWriter = newMetadataStatusWriter(c)
+}
+
 // Reconcile brings one HelmRelease closer to its desired state.
 func (r *HelmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	start := time.Now()
@@ -173,6 +184,9 @@ func (r *HelmReleaseReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	patcher := newReleasePatcher(obj, r.Client, r.FieldManager)
+	if r.statusWriter != nil {
+		patcher.status = r.statusWriter
+	}
 
 	defer func() {
 		// Waiting is not an error to retry with backoff: the result says

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientgometadata "k8s.io/client-go/metadata"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -218,13 +219,35 @@ func TestFinalWriteSendsWhatChanged(t *testing.T) {
 
 // On a real API server the handled request alone is written under the
 // controller's field manager, leaves the rest of the status as it was, and
-// the metadata that comes back carries the new resourceVersion.
+// the metadata that comes back carries the new resourceVersion, through
+// either writer: the controller-runtime client's (the default) and
+// client-go's metadata client (the controller's, SetMetadataClient).
 func TestHandledRequestWriteOnAnAPIServer(t *testing.T) {
+	writers := map[string]func(t *testing.T, c client.Client) statusWriter{
+		"controller-runtime client": func(_ *testing.T, c client.Client) statusWriter { return clientStatusWriter{c} },
+		"metadata client": func(t *testing.T, _ client.Client) statusWriter {
+			m, err := clientgometadata.NewForConfig(apiServer(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return newMetadataStatusWriter(m)
+		},
+	}
+	for name, writer := range writers {
+		t.Run(name, func(t *testing.T) {
+			namespace := "statuswrite-" + strings.ReplaceAll(name, " ", "-")
+			c, obj := settledReleaseOnAPIServer(t, namespace)
+			testHandledRequestWrite(t, c, obj, writer(t, c))
+		})
+	}
+}
+
+func testHandledRequestWrite(t *testing.T, c client.Client, obj *v2.HelmRelease, writer statusWriter) {
 	ctx := context.Background()
-	c, obj := settledReleaseOnAPIServer(t, "statuswrite")
 	hr := obj.DeepCopy()
 	read := obj.ResourceVersion
 	p := newReleasePatcher(obj, c, ControllerName)
+	p.status = writer
 	obj.Status.LastHandledReconcileAt = "t2"
 	if err := p.PatchFinal(ctx, obj, patch.WithOwnedConditions{Conditions: ownedConditions}, patch.WithFieldOwner(ControllerName)); err != nil {
 		t.Fatalf("PatchFinal: %v", err)
@@ -312,6 +335,11 @@ func settledReleaseOnAPIServer(tb testing.TB, namespace string) (client.Client, 
 func BenchmarkHandledRequestWrite(b *testing.B) {
 	ctx := context.Background()
 	c, read := settledReleaseOnAPIServer(b, "statuswrite-bench")
+	m, err := clientgometadata.NewForConfig(apiServer(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	metadataWriter := newMetadataStatusWriter(m)
 	opts := []patch.Option{patch.WithOwnedConditions{Conditions: ownedConditions}, patch.WithFieldOwner(ControllerName)}
 	writes := map[string]func(obj *v2.HelmRelease) error{
 		"helper": func(obj *v2.HelmRelease) error {
@@ -324,8 +352,14 @@ func BenchmarkHandledRequestWrite(b *testing.B) {
 			obj.Status.LastHandledReconcileAt = fmt.Sprint(time.Now().UnixNano())
 			return p.PatchFinal(ctx, obj, opts...)
 		},
+		"final-metadata": func(obj *v2.HelmRelease) error {
+			p := newReleasePatcher(obj, c, ControllerName)
+			p.status = metadataWriter
+			obj.Status.LastHandledReconcileAt = fmt.Sprint(time.Now().UnixNano())
+			return p.PatchFinal(ctx, obj, opts...)
+		},
 	}
-	for _, name := range []string{"helper", "final"} {
+	for _, name := range []string{"helper", "final", "final-metadata"} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			start := processCPU(b)
