@@ -14,7 +14,9 @@ import (
 func TestJudge(t *testing.T) {
 	const ours = "apps/web"
 	hook := map[string]string{"helm.sh/hook": "post-install"}
-	with := func(base map[string]string, kv ...string) *metav1.ObjectMeta {
+	// with is an object without status (one that has no run to finish,
+	// or a finished one for kinds that have) with the annotations.
+	with := func(base map[string]string, kv ...string) *unstructured.Unstructured {
 		a := map[string]string{}
 		for k, v := range base {
 			a[k] = v
@@ -22,7 +24,18 @@ func TestJudge(t *testing.T) {
 		for i := 0; i+1 < len(kv); i += 2 {
 			a[kv[i]] = kv[i+1]
 		}
-		return &metav1.ObjectMeta{Annotations: a}
+		u := &unstructured.Unstructured{Object: map[string]any{}}
+		u.SetAnnotations(a)
+		return u
+	}
+	finished := func(gk schema.GroupKind, u *unstructured.Unstructured) *unstructured.Unstructured {
+		switch gk.Kind {
+		case "Job":
+			u.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "Complete", "status": "True"}}}
+		case "Pod":
+			u.Object["status"] = map[string]any{"phase": "Succeeded"}
+		}
+		return u
 	}
 	job := schema.GroupKind{Group: "batch", Kind: "Job"}
 	secret := schema.GroupKind{Kind: "Secret"}
@@ -30,8 +43,8 @@ func TestJudge(t *testing.T) {
 	tests := []struct {
 		name     string
 		gk       schema.GroupKind
-		live     *metav1.ObjectMeta
-		recorded *metav1.ObjectMeta
+		live     *unstructured.Unstructured
+		recorded *unstructured.Unstructured
 		// listed is spec.uninstall.deleteHookResourceKinds.
 		listed []string
 		// want is "" for a deletion, else a part of the reason.
@@ -76,7 +89,7 @@ func TestJudge(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := Judge(tt.gk, tt.live, recorded, ours, kinds)
+			got := Judge(tt.gk, finished(tt.gk, tt.live), recorded, ours, kinds)
 			if tt.want == "" && got != "" {
 				t.Fatalf("Judge = %q, want a deletion", got)
 			}
