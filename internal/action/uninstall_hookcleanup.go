@@ -12,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/resource"
 
@@ -212,7 +214,7 @@ func (c *hookCleanup) inspect(info *resource.Info) (uid types.UID, reason string
 	if err != nil {
 		return "", "", fmt.Errorf("reading %s: %w", objectName(info), err)
 	}
-	obj, err := meta.Accessor(live)
+	obj, err := asUnstructured(live)
 	if err != nil {
 		return "", "", fmt.Errorf("reading %s: %w", objectName(info), err)
 	}
@@ -220,6 +222,20 @@ func (c *hookCleanup) inspect(info *resource.Info) (uid types.UID, reason string
 		return "", reason, nil
 	}
 	return obj.GetUID(), "", nil
+}
+
+// asUnstructured returns obj as unstructured content, status included:
+// Judge reads whether a Job or Pod has finished from it. Helm's kube
+// client reads objects unstructured already.
+func asUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u, nil
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	return &unstructured.Unstructured{Object: content}, nil
 }
 
 // deleteObject deletes the object of info if its UID is still uid, so that

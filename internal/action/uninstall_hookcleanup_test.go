@@ -17,6 +17,7 @@ import (
 	"helm.sh/helm/v4/pkg/kube"
 	releasecommon "helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,6 +32,7 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/hookcleanup"
 	"github.com/afterhooks/helm-controller/internal/plan"
+	"github.com/afterhooks/helm-controller/test/envtestserver"
 )
 
 // hookManifest is a manifest of kind (ConfigMap, ServiceAccount, Job...)
@@ -48,6 +50,12 @@ func hookManifest(kind, namespace, name string, annotations map[string]string) s
 			"restartPolicy": "Never",
 			"containers":    []any{map[string]any{"name": "run", "image": "example.com/run:1"}},
 		}}}
+	case "Pod":
+		obj["apiVersion"] = "v1"
+		obj["spec"] = map[string]any{
+			"restartPolicy": "Never",
+			"containers":    []any{map[string]any{"name": "run", "image": "example.com/run:1"}},
+		}
 	case "CustomResourceDefinition":
 		obj["apiVersion"] = "apiextensions.k8s.io/v1"
 	case "PersistentVolumeClaim":
@@ -369,6 +377,9 @@ func TestAgainstAPIServerHookCleanupObjects(t *testing.T) {
 		live string
 		// finalizer keeps the live object from going away.
 		finalizer bool
+		// run is how far the run of each live Job or Pod got, as its
+		// controller (which envtest does not run) would have written it.
+		run hookRun
 		// late runs the cleanup with its deadline passed.
 		late bool
 		// listed is spec.uninstall.deleteHookResourceKinds; ConfigMap
@@ -391,7 +402,64 @@ func TestAgainstAPIServerHookCleanupObjects(t *testing.T) {
 			name:        "job deleted in the background",
 			recorded:    []string{hookManifest("Job", "", "migrate", hookOnly)},
 			live:        hookManifest("Job", "", "migrate", ours(hookOnly)),
+			run:         runComplete,
 			wantDeleted: []string{"Job/%s/migrate"},
+		},
+		{
+			name:     "a hook Job still running",
+			recorded: []string{hookManifest("Job", "", "running", hookOnly)},
+			live:     hookManifest("Job", "", "running", ours(hookOnly)),
+			run:      runRunning,
+			listed:   []string{},
+			wantLeft: []string{"Job/%s/running (a Job that is still running (1 active pods): deleting it would stop it halfway; left to finish)"},
+		},
+		{
+			name:     "a hook Job not started yet",
+			recorded: []string{hookManifest("Job", "", "pending", hookOnly)},
+			live:     hookManifest("Job", "", "pending", ours(hookOnly)),
+			listed:   []string{},
+			wantLeft: []string{"Job/%s/pending (a Job that has not finished (neither Complete nor Failed): deleting it would stop it halfway; left to finish)"},
+		},
+		{
+			name:        "a hook Job failed",
+			recorded:    []string{hookManifest("Job", "", "failed", hookOnly)},
+			live:        hookManifest("Job", "", "failed", ours(hookOnly)),
+			run:         runFailed,
+			listed:      []string{},
+			wantDeleted: []string{"Job/%s/failed"},
+		},
+		{
+			name:     "a hook Pod running",
+			recorded: []string{hookManifest("Pod", "", "running", hookOnly)},
+			live:     hookManifest("Pod", "", "running", ours(hookOnly)),
+			run:      runRunning,
+			listed:   []string{},
+			wantLeft: []string{"Pod/%s/running (a Pod that has not finished (phase Running): deleting it would stop it halfway; left to finish)"},
+		},
+		{
+			name:        "a hook Pod succeeded",
+			recorded:    []string{hookManifest("Pod", "", "succeeded", hookOnly)},
+			live:        hookManifest("Pod", "", "succeeded", ours(hookOnly)),
+			run:         runComplete,
+			listed:      []string{},
+			wantDeleted: []string{"Pod/%s/succeeded"},
+		},
+		{
+			name:        "a hook Pod failed",
+			recorded:    []string{hookManifest("Pod", "", "failed", hookOnly)},
+			live:        hookManifest("Pod", "", "failed", ours(hookOnly)),
+			run:         runFailed,
+			listed:      []string{},
+			wantDeleted: []string{"Pod/%s/failed"},
+		},
+		{
+			name:     "a running hook Job with no time left: left, not late",
+			recorded: []string{hookManifest("Job", "", "running-late", hookOnly)},
+			live:     hookManifest("Job", "", "running-late", ours(hookOnly)),
+			run:      runRunning,
+			late:     true,
+			listed:   []string{},
+			wantLeft: []string{"Job/%s/running-late (a Job that is still running (1 active pods): deleting it would stop it halfway; left to finish)"},
 		},
 		{
 			name:        "cluster-scoped, marked by this release",
@@ -462,6 +530,7 @@ func TestAgainstAPIServerHookCleanupObjects(t *testing.T) {
 			name:        "a hook Job and its ServiceAccount, by default",
 			recorded:    []string{hookManifest("Job", "", "seed", hookOnly), hookManifest("ServiceAccount", "", "seed", hookOnly)},
 			live:        hookManifest("Job", "", "seed", ours(hookOnly)) + "---\n" + hookManifest("ServiceAccount", "", "seed", ours(hookOnly)),
+			run:         runComplete,
 			listed:      []string{},
 			wantDeleted: []string{"Job/%s/seed", "ServiceAccount/%s/seed"},
 		},
@@ -519,6 +588,9 @@ func TestAgainstAPIServerHookCleanupObjects(t *testing.T) {
 			var live *kube.ResourceList
 			if tt.live != "" {
 				live = createLive(t, cfg, strings.ReplaceAll(tt.live, "%s", ns), tt.finalizer)
+				for _, info := range *live {
+					setRun(t, cs, info.Mapping.GroupVersionKind.Kind, ns, info.Name, tt.run)
+				}
 			}
 			// ConfigMaps stand for any hook object in these cases; the
 			// cases with listed set test the kinds themselves.
@@ -963,4 +1035,244 @@ func grant(t *testing.T, cs kubernetes.Interface, ns, user string, rules []rbacv
 	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// hookRun is how far the run of a hook Job or Pod got.
+type hookRun string
+
+const (
+	// runNotStarted leaves the status as the API server made it.
+	runNotStarted hookRun = ""
+	runRunning    hookRun = "running"
+	runComplete   hookRun = "complete"
+	runFailed     hookRun = "failed"
+)
+
+// setRun writes the status the Job controller or the kubelet would write
+// for run on the Job or Pod ns/name; envtest runs neither. Other kinds
+// have no run.
+func setRun(t *testing.T, cs kubernetes.Interface, kind, ns, name string, run hookRun) {
+	t.Helper()
+	var err error
+	switch {
+	case run == runNotStarted:
+	case kind == "Job":
+		err = writeJobRun(context.Background(), cs, ns, name, run)
+	case kind == "Pod":
+		err = writePodRun(context.Background(), cs, ns, name, run)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeJobRun writes to the Job ns/name the status the Job controller
+// writes for run. A start time already written is kept: the API server
+// refuses to change it.
+func writeJobRun(ctx context.Context, cs kubernetes.Interface, ns, name string, run hookRun) error {
+	job, err := cs.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	started, now := metav1.NewTime(time.Now().Add(-time.Second)), metav1.Now()
+	if job.Status.StartTime != nil {
+		started = *job.Status.StartTime
+	}
+	switch run {
+	case runRunning:
+		job.Status = batchv1.JobStatus{StartTime: &started, Active: 1}
+	case runComplete:
+		job.Status = envtestserver.CompleteJobStatus()
+	case runFailed:
+		job.Status = batchv1.JobStatus{Failed: 1, Conditions: []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", LastTransitionTime: now},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", LastTransitionTime: now},
+		}}
+	}
+	job.Status.StartTime = &started
+	if _, err := cs.BatchV1().Jobs(ns).UpdateStatus(ctx, job, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("marking Job %s/%s %s: %w", ns, name, run, err)
+	}
+	return nil
+}
+
+// writePodRun writes to the Pod ns/name the phase its kubelet writes for
+// run.
+func writePodRun(ctx context.Context, cs kubernetes.Interface, ns, name string, run hookRun) error {
+	pod, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	pod.Status.Phase = map[hookRun]corev1.PodPhase{runRunning: corev1.PodRunning, runComplete: corev1.PodSucceeded, runFailed: corev1.PodFailed}[run]
+	if _, err := cs.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("marking Pod %s/%s %s: %w", ns, name, run, err)
+	}
+	return nil
+}
+
+// standInJobController plays the Job controller, which envtest does not
+// run, for the Jobs of ns named in runs: each time one is created (Helm
+// runs its hook), it writes the status of its run. It stops when the test
+// ends.
+func standInJobController(t *testing.T, cs kubernetes.Interface, ns string, runs map[string]hookRun) {
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-stopped })
+	go func() {
+		defer close(stopped)
+		seen := map[types.UID]bool{}
+		for {
+			jobs, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+			for _, job := range jobsOf(jobs, err) {
+				run, ok := runs[job.Name]
+				if !ok || seen[job.UID] {
+					continue
+				}
+				seen[job.UID] = true
+				if err := writeJobRun(ctx, cs, ns, job.Name, run); err != nil && ctx.Err() == nil {
+					t.Errorf("stand-in Job controller: %v", err)
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+func jobsOf(list *batchv1.JobList, err error) []batchv1.Job {
+	if err != nil || list == nil {
+		return nil
+	}
+	return list.Items
+}
+
+// jobHooksChart is a chart with a ConfigMap of its own and a hook Job for
+// each name, run for the event it maps to.
+func jobHooksChart(jobs map[string]string) *chartv2.Chart {
+	c := &chartv2.Chart{
+		Metadata:  &chartv2.Metadata{APIVersion: chartv2.APIVersionV2, Name: "job-hooks", Version: "1.0.0"},
+		Values:    map[string]any{"foo": "x"},
+		Templates: []*common.File{{Name: "templates/cm.yaml", Data: []byte(configMapTemplate)}},
+	}
+	for name, event := range jobs {
+		c.Templates = append(c.Templates, &common.File{Name: "templates/" + name + ".yaml",
+			Data: []byte(hookManifest("Job", "", name, map[string]string{"helm.sh/hook": event}))})
+	}
+	return c
+}
+
+// wantJob checks whether the Job ns/name exists.
+func wantJob(t *testing.T, cs kubernetes.Interface, ns, name string, exists bool) {
+	t.Helper()
+	_, err := cs.BatchV1().Jobs(ns).Get(context.Background(), name, metav1.GetOptions{})
+	switch {
+	case exists && err != nil:
+		t.Errorf("Job %s/%s: %v, want it left", ns, name, err)
+	case !exists && !apierrors.IsNotFound(err):
+		t.Errorf("Job %s/%s: %v, want it gone", ns, name, err)
+	}
+}
+
+// runningJobLeft is the reason the cleanup gives for a hook Job left
+// because it still runs.
+const runningJobLeft = "a Job that is still running (1 active pods): deleting it would stop it halfway; left to finish"
+
+// A hook Job that outlived its timeout still runs when the release is
+// uninstalled (the HelmRelease deleted, a remediation). The hook cleanup
+// deletes the finished hook Job and leaves the running one, which it names
+// with the reason; the uninstall succeeds all the same. Upstream leaves
+// both running.
+func TestAgainstAPIServerARunningHookJobSurvivesHookCleanup(t *testing.T) {
+	restCfg := apiServer(t)
+	cs := kubernetes.NewForConfigOrDie(restCfg)
+	factory, err := NewConfigFactoryFromRESTConfig(restCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns = "cleanup-running-job"
+	createNamespaces(t, cs, ns)
+	standInJobController(t, cs, ns, map[string]hookRun{"hooks-seed": runComplete, "hooks-migrate": runRunning})
+	obj := newHR(withTimeout(3*time.Second), func(o *v2.HelmRelease) {
+		o.Name, o.Namespace = "hooks", ns
+		o.Spec.Uninstall = &v2.Uninstall{DeleteHookResources: true}
+	})
+	cfg, err := factory.Build(ns, ns, withLogger(testr.New(t)), WithHookMarks(HookMarks(obj)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart := jobHooksChart(map[string]string{"hooks-seed": "pre-install", "hooks-migrate": "post-install"})
+	if _, err := Install(context.Background(), cfg, obj, chart, nil, planned(t, nil, obj, plan.Install, asked{})); err == nil {
+		t.Fatal("the install succeeded, want its post-install hook timed out")
+	}
+	wantJob(t, cs, ns, "hooks-migrate", true)
+
+	var deleted, left []string
+	heard := hearing{hookResources: func(d, l []string) { deleted, left = d, l }}
+	_, err = Uninstall(context.Background(), cfg, obj, planned(t, cfg, obj, plan.Uninstall, asked{observer: heard}))
+
+	if err != nil {
+		t.Fatalf("uninstall: %v, want it to succeed with the running hook Job left", err)
+	}
+	if want := []string{"Job/" + ns + "/hooks-seed"}; !slices.Equal(deleted, want) {
+		t.Errorf("deleted %v, want %v", deleted, want)
+	}
+	if want := []string{"Job/" + ns + "/hooks-migrate (" + runningJobLeft + ")"}; !slices.Equal(left, want) {
+		t.Errorf("left %v, want %v", left, want)
+	}
+	wantJob(t, cs, ns, "hooks-migrate", true)
+	wantJob(t, cs, ns, "hooks-seed", false)
+	wantRecordsEnded(t, cfg, "hooks", false, 1)
+}
+
+// Helm's uninstall timed out on a post-delete hook Job, which runs on, and
+// the controller stopped before the cleanup. The uninstall it resumes has
+// a whole timeout for the cleanup, and still leaves the running Job.
+func TestAgainstAPIServerARunningPostDeleteHookJobSurvivesTheResumedHookCleanup(t *testing.T) {
+	restCfg := apiServer(t)
+	cs := kubernetes.NewForConfigOrDie(restCfg)
+	factory, err := NewConfigFactoryFromRESTConfig(restCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns = "cleanup-running-post-delete"
+	createNamespaces(t, cs, ns)
+	standInJobController(t, cs, ns, map[string]hookRun{"hooks-teardown": runRunning})
+	obj := newHR(withTimeout(30*time.Second), func(o *v2.HelmRelease) {
+		o.Name, o.Namespace = "hooks", ns
+		o.Spec.Uninstall = &v2.Uninstall{DeleteHookResources: true}
+	})
+	cfg, err := factory.Build(ns, ns, withLogger(testr.New(t)), WithHookMarks(HookMarks(obj)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart := jobHooksChart(map[string]string{"hooks-teardown": "post-delete"})
+	if _, err := Install(context.Background(), cfg, obj, chart, nil, planned(t, nil, obj, plan.Install, asked{})); err != nil {
+		t.Fatalf("install: %v", err)
+	}
+	// What the stopped controller's Helm uninstall left.
+	stopped := helmaction.NewUninstall(cfg)
+	stopped.KeepHistory, stopped.Description = true, hookcleanup.PendingDescription
+	stopped.WaitStrategy, stopped.Timeout = kube.StatusWatcherStrategy, 2*time.Second
+	if _, err := stopped.Run("hooks"); err == nil {
+		t.Fatal("Helm's uninstall succeeded, want its post-delete hook timed out")
+	}
+	if last, err := LastRelease(cfg, "hooks"); err != nil || !hookcleanup.Pending(last) {
+		t.Fatalf("records after Helm's uninstall: %v, want the cleanup pending", err)
+	}
+
+	var left []string
+	heard := hearing{hookResources: func(_, l []string) { left = l }}
+	_, err = Uninstall(context.Background(), cfg, obj, planned(t, cfg, obj, plan.Uninstall, asked{observer: heard}))
+
+	if err != nil {
+		t.Fatalf("uninstall: %v, want it to succeed with the running hook Job left", err)
+	}
+	if want := []string{"Job/" + ns + "/hooks-teardown (" + runningJobLeft + ")"}; !slices.Equal(left, want) {
+		t.Errorf("left %v, want %v", left, want)
+	}
+	wantJob(t, cs, ns, "hooks-teardown", true)
+	wantRecordsEnded(t, cfg, "hooks", false, 1)
 }

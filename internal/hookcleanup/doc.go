@@ -36,6 +36,12 @@
 // a PersistentVolume or a CustomResourceDefinition be deleted (each takes
 // data or other objects with it), nor an object marked
 // helm.sh/resource-policy: keep, in the chart or on the live object.
+// Nor does it let a Job or a Pod go whose run has not finished
+// (internal/runstate, the rule the recreate of a Job follows too): a hook
+// Job that outlived its timeout, or a post-delete hook the uninstall
+// stopped waiting for, may still run, and deleting it would stop its work
+// halfway. Such an object is left and reported with the others, and is not
+// waited for: the cleanup does not come back for it.
 //
 // # Kinds
 //

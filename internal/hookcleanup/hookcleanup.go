@@ -8,7 +8,10 @@ import (
 	"helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/afterhooks/helm-controller/internal/runstate"
 )
 
 // OriginAnnotation names, on a hook object, the release whose hook created
@@ -55,10 +58,10 @@ func Stamp(obj metav1.Object, origin string) {
 
 // Judge decides whether the cleanup of the release origin, which may
 // delete objects of kinds, may delete live, an object of kind gk found
-// under the name of one of the release's recorded hooks (recorded: that
-// hook's manifest, may be nil). It returns "" when it may, else why not,
-// in words for an event.
-func Judge(gk schema.GroupKind, live, recorded metav1.Object, origin string, kinds Kinds) string {
+// under the name of one of the release's recorded hooks, as read from the
+// cluster with its status (recorded: that hook's manifest, may be nil). It
+// returns "" when it may, else why not, in words for an event.
+func Judge(gk schema.GroupKind, live *unstructured.Unstructured, recorded metav1.Object, origin string, kinds Kinds) string {
 	switch {
 	case NeverDeleted(gk):
 		return fmt.Sprintf("a %s is never deleted", gk.Kind)
@@ -74,6 +77,12 @@ func Judge(gk schema.GroupKind, live, recorded metav1.Object, origin string, kin
 		return "created by the hooks of release " + mark
 	case !kinds.Allows(gk):
 		return leftReason(gk)
+	}
+	// A hook Job that outlived its timeout, or a post-delete hook the
+	// uninstall stopped waiting for, may still run: deleting it would stop
+	// its work halfway. Upstream never deletes it.
+	if state := runstate.Unfinished(gk, live.Object); state != "" {
+		return state + ": deleting it would stop it halfway; left to finish"
 	}
 	return ""
 }

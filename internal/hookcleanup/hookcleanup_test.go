@@ -7,13 +7,16 @@ import (
 	"helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 func TestJudge(t *testing.T) {
 	const ours = "apps/web"
 	hook := map[string]string{"helm.sh/hook": "post-install"}
-	with := func(base map[string]string, kv ...string) *metav1.ObjectMeta {
+	// with is an object without status (one that has no run to finish,
+	// or a finished one for kinds that have) with the annotations.
+	with := func(base map[string]string, kv ...string) *unstructured.Unstructured {
 		a := map[string]string{}
 		for k, v := range base {
 			a[k] = v
@@ -21,7 +24,18 @@ func TestJudge(t *testing.T) {
 		for i := 0; i+1 < len(kv); i += 2 {
 			a[kv[i]] = kv[i+1]
 		}
-		return &metav1.ObjectMeta{Annotations: a}
+		u := &unstructured.Unstructured{Object: map[string]any{}}
+		u.SetAnnotations(a)
+		return u
+	}
+	finished := func(gk schema.GroupKind, u *unstructured.Unstructured) *unstructured.Unstructured {
+		switch gk.Kind {
+		case "Job":
+			u.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "Complete", "status": "True"}}}
+		case "Pod":
+			u.Object["status"] = map[string]any{"phase": "Succeeded"}
+		}
+		return u
 	}
 	job := schema.GroupKind{Group: "batch", Kind: "Job"}
 	secret := schema.GroupKind{Kind: "Secret"}
@@ -29,8 +43,8 @@ func TestJudge(t *testing.T) {
 	tests := []struct {
 		name     string
 		gk       schema.GroupKind
-		live     *metav1.ObjectMeta
-		recorded *metav1.ObjectMeta
+		live     *unstructured.Unstructured
+		recorded *unstructured.Unstructured
 		// listed is spec.uninstall.deleteHookResourceKinds.
 		listed []string
 		// want is "" for a deletion, else a part of the reason.
@@ -75,7 +89,7 @@ func TestJudge(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := Judge(tt.gk, tt.live, recorded, ours, kinds)
+			got := Judge(tt.gk, finished(tt.gk, tt.live), recorded, ours, kinds)
 			if tt.want == "" && got != "" {
 				t.Fatalf("Judge = %q, want a deletion", got)
 			}
@@ -134,5 +148,73 @@ func TestParseKinds(t *testing.T) {
 		"Job.batch", "Pod", "Role.rbac.authorization.k8s.io", "RoleBinding.rbac.authorization.k8s.io", "ServiceAccount"}
 	if got := DefaultKinds(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("DefaultKinds = %v, want %v", got, want)
+	}
+}
+
+// A hook Job or Pod that has not finished its run is left, whatever else
+// would let it go: deleting it would stop it halfway (a Job's pods go with
+// it). Objects of other kinds have no run to finish and are judged as
+// before, whatever their status says.
+func TestJudgeLeavesUnfinishedHooks(t *testing.T) {
+	const ours = "apps/web"
+	job := schema.GroupKind{Group: "batch", Kind: "Job"}
+	pod := schema.GroupKind{Kind: "Pod"}
+	// live is a hook object of this release with status (none when nil).
+	live := func(status map[string]any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "web-hook"}}}
+		u.SetAnnotations(map[string]string{"helm.sh/hook": "post-install", OriginAnnotation: ours})
+		if status != nil {
+			u.Object["status"] = status
+		}
+		return u
+	}
+	condition := func(kind, status string) any { return map[string]any{"type": kind, "status": status} }
+	conditions := func(c ...any) map[string]any { return map[string]any{"conditions": c} }
+	tests := []struct {
+		name string
+		gk   schema.GroupKind
+		live *unstructured.Unstructured
+		// want is "" for a deletion, else a part of the reason.
+		want string
+	}{
+		{name: "a Job running", gk: job, live: live(map[string]any{"active": int64(1)}),
+			want: "a Job that is still running (1 active pods): deleting it would stop it halfway"},
+		{name: "a Job not started yet", gk: job, live: live(nil), want: "a Job that has not finished (neither Complete nor Failed)"},
+		{name: "a Job whose success is known but not yet Complete", gk: job, live: live(conditions(condition("SuccessCriteriaMet", "True"))),
+			want: "has not finished"},
+		{name: "a Job Complete", gk: job, live: live(conditions(condition("SuccessCriteriaMet", "True"), condition("Complete", "True")))},
+		{name: "a Job Failed", gk: job, live: live(conditions(condition("FailureTarget", "True"), condition("Failed", "True")))},
+		{name: "a Job Complete=False", gk: job, live: live(conditions(condition("Complete", "False"))), want: "has not finished"},
+		{name: "a Job Failed, its pods still active", gk: job, live: live(map[string]any{"active": int64(2), "conditions": []any{condition("Failed", "True")}}),
+			want: "still running (2 active pods)"},
+		{name: "a Pod running", gk: pod, live: live(map[string]any{"phase": "Running"}), want: "a Pod that has not finished (phase Running): deleting it would stop it halfway"},
+		{name: "a Pod pending", gk: pod, live: live(map[string]any{"phase": "Pending"}), want: "(phase Pending)"},
+		{name: "a Pod without a phase", gk: pod, live: live(nil), want: "a Pod that has not finished (no phase yet)"},
+		{name: "a Pod succeeded", gk: pod, live: live(map[string]any{"phase": "Succeeded"})},
+		{name: "a Pod failed", gk: pod, live: live(map[string]any{"phase": "Failed"})},
+		{name: "a ServiceAccount, whatever its status", gk: schema.GroupKind{Kind: "ServiceAccount"}, live: live(map[string]any{"active": int64(1), "phase": "Running"})},
+		{name: "a Job of another group", gk: schema.GroupKind{Group: "example.com", Kind: "Job"}, live: live(map[string]any{"active": int64(1)})},
+		{name: "another release's running Job: the mark says why", gk: job,
+			live: func() *unstructured.Unstructured {
+				u := live(map[string]any{"active": int64(1)})
+				u.SetAnnotations(map[string]string{"helm.sh/hook": "post-install", OriginAnnotation: "other/web"})
+				return u
+			}(),
+			want: "created by the hooks of release other/web"},
+	}
+	kinds, err := ParseKinds([]string{AllKinds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Judge(tt.gk, tt.live, nil, ours, kinds)
+			if tt.want == "" && got != "" {
+				t.Fatalf("Judge = %q, want a deletion", got)
+			}
+			if tt.want != "" && !strings.Contains(got, tt.want) {
+				t.Fatalf("Judge = %q, want it to contain %q", got, tt.want)
+			}
+		})
 	}
 }

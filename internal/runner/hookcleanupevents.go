@@ -17,7 +17,8 @@ const (
 	HookResourcesDeletedReason = "HookResourcesDeleted"
 	// HookResourcesLeftReason: an uninstall found objects under the names
 	// of its release's hooks that it may not delete (kept, never deleted
-	// kinds, no proof that this release's hooks created them).
+	// kinds, a Job or Pod still running, no proof that this release's
+	// hooks created them).
 	HookResourcesLeftReason = "HookResourcesLeft"
 	// HookCleanupFailedReason: the release was uninstalled, but some of
 	// the objects its hooks left could not be deleted.
