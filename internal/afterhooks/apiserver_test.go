@@ -240,6 +240,14 @@ func TestRunCleanupOnFailOnAPIServer(t *testing.T) {
 			if got := statuses(t, cfg.Releases.Driver); got != "v1=deployed v2=failed" {
 				t.Errorf("storage: %s", got)
 			}
+			// The wait's words lead; the condition's message says where it ran.
+			words := fmt.Sprintf("timeout waiting for: [Deployment/%s/web status: 'InProgress'] (", ns)
+			if got := err.Error(); !strings.HasPrefix(got, words+"readiness wait after the post-upgrade hooks; Deployment/") || strings.Contains(got, "\n") {
+				t.Errorf("upgrade error %q, want one line starting with %q and where the wait ran", got, words)
+			}
+			if want := fmt.Sprintf("Upgrade %q failed: %s", relName, words+"Deployment/"); !strings.HasPrefix(rel.Info.Description, want) || strings.Contains(rel.Info.Description, "\n") {
+				t.Errorf("helm history says %q, want one line starting with %q", rel.Info.Description, want)
+			}
 			ctx := context.Background()
 			if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, relName+"-cm", metav1.GetOptions{}); err != nil {
 				t.Errorf("the ConfigMap of v1: %v", err)
