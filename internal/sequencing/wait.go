@@ -237,7 +237,7 @@ func (c *Client) waitCustom(ctx context.Context, objects []judged, timedOut erro
 	for {
 		var still []judged
 		var reasons []string
-		var objects []kubewait.NotReady
+		var unready []kubewait.NotReady
 		for _, o := range pending {
 			verdict, why, err := c.judge(o)
 			switch {
@@ -247,14 +247,14 @@ func (c *Client) waitCustom(ctx context.Context, objects []judged, timedOut erro
 			case err != nil:
 				still = append(still, o)
 				reasons = append(reasons, fmt.Sprintf("%s: %v", idOf(o.info), err))
-				objects = append(objects, notReady(o.info, status.UnknownStatus.String(), err.Error()))
+				unready = append(unready, notReady(o.info, status.UnknownStatus.String(), err.Error()))
 			case verdict == VerdictFailed:
 				return &kubewait.WaitError{Ending: kubewait.Stalled, Objects: []kubewait.NotReady{
 					notReady(o.info, status.FailedStatus.String(), fmt.Sprintf("its failure condition %q is true", why))}}
 			case verdict != VerdictReady:
 				still = append(still, o)
 				reasons = append(reasons, fmt.Sprintf("%s: no success condition is true yet", idOf(o.info)))
-				objects = append(objects, notReady(o.info, status.InProgressStatus.String(), "no success condition is true yet"))
+				unready = append(unready, notReady(o.info, status.InProgressStatus.String(), "no success condition is true yet"))
 			}
 		}
 		if len(still) == 0 {
@@ -264,7 +264,7 @@ func (c *Client) waitCustom(ctx context.Context, objects []judged, timedOut erro
 		waiting(reasons[0])
 		select {
 		case <-ctx.Done():
-			return &kubewait.WaitError{Ending: kubewait.TimedOut, Objects: objects, Notes: []string{timedOut.Error()}, Err: timedOut}
+			return &kubewait.WaitError{Ending: kubewait.TimedOut, Objects: unready, Notes: []string{timedOut.Error()}, Err: timedOut}
 		case <-ticker.C:
 		}
 	}
