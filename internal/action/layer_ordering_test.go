@@ -248,7 +248,7 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 		}()
 		setGate("broken", "Broken")
 		err := <-done
-		for _, want := range []string{"resource group db (1/3)", "Gate/ordered/broken-gate failed", `{.phase} == \"Broken\"`} {
+		for _, want := range []string{"resource group db (1/3)", "failed early due to stalled resources: [Gate/ordered/broken-gate status: 'Failed']", `{.phase} == \"Broken\"`} {
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("install error = %v, want it to contain %q", err, want)
 			}

@@ -101,8 +101,8 @@ func TestAfterHooksOnAPIServer(t *testing.T) {
 	}{
 		{name: "ready, status watcher", strategy: helmkube.StatusWatcherStrategy},
 		{name: "ready, legacy", strategy: helmkube.LegacyStrategy},
-		{name: "not ready, status watcher", withDeployment: true, strategy: helmkube.StatusWatcherStrategy, wantNotReady: "Deployment/%s/web: InProgress"},
-		{name: "not ready, legacy", withDeployment: true, strategy: helmkube.LegacyStrategy, wantNotReady: "Deployment/%s/web: InProgress"},
+		{name: "not ready, status watcher", withDeployment: true, strategy: helmkube.StatusWatcherStrategy, wantNotReady: "timeout waiting for: [Deployment/%s/web status: 'InProgress'] (Deployment/%s/web: "},
+		{name: "not ready, legacy", withDeployment: true, strategy: helmkube.LegacyStrategy, wantNotReady: "timeout waiting for: [Deployment/%s/web status: 'InProgress'] (Deployment/%s/web: "},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -157,15 +157,15 @@ func TestAfterHooksOnAPIServer(t *testing.T) {
 				t.Fatalf("WaitReady: %v, want a *NotReadyError", err)
 			}
 			t.Logf("WaitReady: %v", err)
-			want := fmt.Sprintf(tt.wantNotReady, ns)
-			if !strings.Contains(err.Error(), want) || len(nre.Resources) != 1 {
-				t.Errorf("WaitReady error %q, want exactly one resource, %q", err, want)
+			want := fmt.Sprintf(tt.wantNotReady, ns, ns)
+			if !strings.HasPrefix(err.Error(), want) || len(nre.Resources) != 1 || strings.Contains(err.Error(), "\n") {
+				t.Errorf("WaitReady error %q, want one line starting with %q about exactly one resource", err, want)
 			}
 			if _, err := held.Fail(context.Background(), cfg.Releases.Driver, err.Error()); err != nil {
 				t.Fatal(err)
 			}
 			failed := mustGet(t, cfg.Releases.Driver, 1)
-			if failed.Info.Status != "failed" || !strings.Contains(failed.Info.Description, want) {
+			if failed.Info.Status != "failed" || failed.Info.Description != fmt.Sprintf("Release %q failed: %s", relName, err) {
 				t.Errorf("after Fail: %s %q", failed.Info.Status, failed.Info.Description)
 			}
 		})
@@ -239,6 +239,14 @@ func TestRunCleanupOnFailOnAPIServer(t *testing.T) {
 			}
 			if got := statuses(t, cfg.Releases.Driver); got != "v1=deployed v2=failed" {
 				t.Errorf("storage: %s", got)
+			}
+			// The wait's words lead; the condition's message says where it ran.
+			words := fmt.Sprintf("timeout waiting for: [Deployment/%s/web status: 'InProgress'] (", ns)
+			if got := err.Error(); !strings.HasPrefix(got, words+"readiness wait after the post-upgrade hooks; Deployment/") || strings.Contains(got, "\n") {
+				t.Errorf("upgrade error %q, want one line starting with %q and where the wait ran", got, words)
+			}
+			if want := fmt.Sprintf("Upgrade %q failed: %s", relName, words+"Deployment/"); !strings.HasPrefix(rel.Info.Description, want) || strings.Contains(rel.Info.Description, "\n") {
+				t.Errorf("helm history says %q, want one line starting with %q", rel.Info.Description, want)
 			}
 			ctx := context.Background()
 			if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, relName+"-cm", metav1.GetOptions{}); err != nil {

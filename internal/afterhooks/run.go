@@ -168,7 +168,7 @@ func finish(ctx context.Context, kc kube.Interface, raw driver.Driver, held *Hel
 		// deadline in storage.
 		return nil, waitErr
 	}
-	reason, outcome := waitErr.Error(), fmt.Errorf("readiness wait after post-%s hooks failed: %w", a.Verb, waitErr)
+	reason, outcome := waitErr.Error(), afterPostHooks(a.Verb, waitErr)
 	if a.Abandon != nil && a.Abandon.Err() != nil {
 		cause := context.Cause(a.Abandon)
 		reason, outcome = fmt.Sprintf("readiness wait canceled: %s", cause), fmt.Errorf("readiness wait abandoned: %w", waitErr)
@@ -183,6 +183,16 @@ func finish(ctx context.Context, kc kube.Interface, raw driver.Driver, held *Hel
 		}
 	}
 	return failed, outcome
+}
+
+// afterPostHooks says that waitErr ended the readiness wait after the post
+// hooks of verb. A wait that named what is not ready keeps its message
+// first, upstream's words leading, and takes where it ran as a note.
+func afterPostHooks(verb plan.Verb, waitErr error) error {
+	if nre := (*NotReadyError)(nil); errors.As(waitErr, &nre) && len(nre.Resources) > 0 {
+		return nre.withNote(fmt.Sprintf("readiness wait after the post-%s hooks", verb))
+	}
+	return fmt.Errorf("readiness wait after post-%s hooks failed: %w", verb, waitErr)
 }
 
 // withStorageAndClient returns a copy of cfg that stores releases in d and

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -46,27 +45,11 @@ func WithStatusReaders(readers ...engine.StatusReader) WaitOption {
 	return func(o *waitOptions) { o.readers = append(o.readers, readers...) }
 }
 
-// ResourceStatus is the state of one resource that is not ready.
-type ResourceStatus struct {
-	// Kind, Namespace (empty for cluster-scoped resources) and Name of the
-	// resource.
-	Kind      string
-	Namespace string
-	Name      string
-	// Status is the kstatus status (InProgress, Failed, NotFound, Unknown,
-	// or Current for a resource only Helm's legacy checks find not ready).
-	Status string
-	// Message explains the status.
-	Message string
-}
-
-func (r ResourceStatus) String() string {
-	s := r.Kind + "/" + r.Namespace + "/" + r.Name + ": " + r.Status
-	if r.Message != "" {
-		s += ": " + r.Message
-	}
-	return s
-}
+// ResourceStatus is the state of one resource that is not ready: Kind,
+// Namespace (empty for cluster-scoped resources) and Name, its kstatus
+// Status (InProgress, Failed, NotFound, Unknown, or Current for a resource
+// only Helm's legacy checks find not ready) and the Message explaining it.
+type ResourceStatus = kubewait.NotReady
 
 // NotReadyError is WaitReady's error when the resources did not become
 // ready. It wraps Helm's waiter error.
@@ -78,17 +61,41 @@ type NotReadyError struct {
 	Resources []ResourceStatus
 	// Err is the waiter's error.
 	Err error
+	// Notes say where the wait ran; they lead the details of the message.
+	Notes []string
 }
 
+// withNote returns a copy of e with note added to its notes.
+func (e *NotReadyError) withNote(note string) *NotReadyError {
+	noted := *e
+	noted.Notes = append(append([]string{}, e.Notes...), note)
+	return &noted
+}
+
+// Error words the failed wait as a failed readiness wait of Helm's action
+// is worded (kubewait.WaitError): on one line, upstream's words first.
 func (e *NotReadyError) Error() string {
 	if len(e.Resources) == 0 {
-		return fmt.Sprintf("resources not ready within %s: %v", e.Timeout, e.Err)
+		return fmt.Sprintf("resources not ready within %s: %s", e.Timeout, kubewait.OneLine(e.Err.Error()))
 	}
-	parts := make([]string, len(e.Resources))
-	for i, r := range e.Resources {
-		parts[i] = r.String()
+	return (&kubewait.WaitError{Ending: endingOf(e.Err), Objects: e.Resources, Notes: e.Notes}).Error()
+}
+
+// endingOf tells how the waiter's wait ended: as Helm's status waiter
+// said, else by the context's error it returned; Helm's legacy waiter
+// returns any other error when it gives up early (a failed Job or Pod).
+func endingOf(err error) kubewait.Ending {
+	var we *kubewait.WaitError
+	switch {
+	case errors.As(err, &we):
+		return we.Ending
+	case errors.Is(err, context.DeadlineExceeded):
+		return kubewait.TimedOut
+	case errors.Is(err, context.Canceled):
+		return kubewait.Canceled
+	default:
+		return kubewait.Stalled
 	}
-	return fmt.Sprintf("%d resource(s) not ready within %s: %s", len(e.Resources), e.Timeout, strings.Join(parts, "; "))
 }
 
 func (e *NotReadyError) Unwrap() error { return e.Err }
@@ -159,7 +166,8 @@ func WaitReady(ctx context.Context, kubeClient kube.Interface, rel *releasev1.Re
 		return nil
 	}
 	if ctx.Err() != nil {
-		return fmt.Errorf("afterhooks: readiness wait of %s interrupted: %w", releaseRef(rel), errors.Join(ctx.Err(), err))
+		// One line: the error reaches a condition when the wait is abandoned.
+		return fmt.Errorf("afterhooks: readiness wait of %s interrupted: %w (%w)", releaseRef(rel), ctx.Err(), err)
 	}
 
 	nre := &NotReadyError{Timeout: timeout, Err: err}
@@ -182,33 +190,10 @@ func releaseRef(rel *releasev1.Release) string {
 	return fmt.Sprintf("release %s/%s.v%d", rel.Namespace, rel.Name, rel.Version)
 }
 
-// notReadyLine is the error Helm's status watcher returns for every
-// resource that is not Current (pkg/kube/statuswait.go:207).
-var notReadyLine = regexp.MustCompile(`(?s)^resource ([^/]*)/([^/]*)/(\S+) not ready\. status: (\S+), message: (.*)$`)
-
 // parseStatusWatcherError extracts the resources Helm's status watcher
-// named in its (joined) error.
+// named in its error, reworded (kubewait.WaitError) or not.
 func parseStatusWatcherError(err error) []ResourceStatus {
-	var out []ResourceStatus
-	var walk func(error)
-	walk = func(e error) {
-		if e == nil {
-			return
-		}
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, c := range j.Unwrap() {
-				walk(c)
-			}
-			return
-		}
-		if m := notReadyLine.FindStringSubmatch(e.Error()); m != nil {
-			out = append(out, ResourceStatus{Kind: m[1], Namespace: m[2], Name: m[3], Status: m[4], Message: m[5]})
-			return
-		}
-		walk(errors.Unwrap(e))
-	}
-	walk(err)
-	return out
+	return kubewait.NotReadyIn(err)
 }
 
 // diagnose reads the live objects and reports those that are not ready:

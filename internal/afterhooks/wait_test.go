@@ -193,8 +193,9 @@ func TestWaitReady(t *testing.T) {
 			)},
 			strategy: kube.StatusWatcherStrategy,
 			// The live objects are not consulted.
-			opts:      []WaitOption{withFetch(liveObjects())},
-			wantErr:   "2 resource(s) not ready within 1m0s: Deployment/apps/web: InProgress: Deployment does not have minimum availability.; Job/apps/migrate: Failed: Job Failed. failed: 1/1",
+			opts: []WaitOption{withFetch(liveObjects())},
+			wantErr: "timeout waiting for: [Deployment/apps/web status: 'InProgress', Job/apps/migrate status: 'Failed'] " +
+				"(Deployment/apps/web: Deployment does not have minimum availability.; Job/apps/migrate: Job Failed. failed: 1/1)",
 			wantNames: []string{"web", "migrate"},
 			wantOpts:  1,
 		},
@@ -203,7 +204,7 @@ func TestWaitReady(t *testing.T) {
 			kc:        &stubKube{resources: kube.ResourceList{web, cm, gone}, waitErr: context.DeadlineExceeded},
 			strategy:  kube.StatusWatcherStrategy,
 			opts:      []WaitOption{withFetch(liveObjects(deployment("web", false), configMap("cfg")))},
-			wantErr:   "2 resource(s) not ready within 1m0s: ConfigMap/apps/gone: NotFound: resource not found; Deployment/apps/web: InProgress: ",
+			wantErr:   "timeout waiting for: [ConfigMap/apps/gone status: 'NotFound', Deployment/apps/web status: 'InProgress'] (ConfigMap/apps/gone: resource not found; Deployment/apps/web: Available: 0/1)",
 			wantNames: []string{"gone", "web"},
 			wantOpts:  1,
 		},
@@ -212,7 +213,7 @@ func TestWaitReady(t *testing.T) {
 			kc:        &stubKube{resources: kube.ResourceList{web, cm, lb}, waitErr: context.DeadlineExceeded},
 			strategy:  kube.LegacyStrategy,
 			opts:      []WaitOption{withFetch(liveObjects(deployment("web", false), configMap("cfg"), loadBalancer("lb")))},
-			wantErr:   "1 resource(s) not ready within 1m0s: Deployment/apps/web: InProgress: ",
+			wantErr:   "timeout waiting for: [Deployment/apps/web status: 'InProgress']",
 			wantNames: []string{"web"},
 			wantOpts:  1,
 		},
@@ -226,8 +227,29 @@ func TestWaitReady(t *testing.T) {
 			},
 			// kstatus calls the Service Current; Helm's legacy check
 			// waits for the load balancer.
-			wantErr:   "Service/apps/lb: Current: Service is ready (not ready by Helm's legacy readiness checks)",
+			wantErr: "Service/apps/lb status: 'Current'] " +
+				"(Deployment/apps/web: Available: 0/1; Service/apps/lb: Service is ready (not ready by Helm's legacy readiness checks))",
 			wantNames: []string{"web", "lb"},
+			wantOpts:  1,
+		},
+		{
+			name: "status watcher stopped early by a failed object",
+			kc: &stubKube{resources: kube.ResourceList{web, cm}, waitErr: errors.Join(
+				helmNotReady("Job", relNS, "migrate", "Failed", "Job Failed.\nfailed: 1/1"),
+			)},
+			strategy:  kube.StatusWatcherStrategy,
+			opts:      []WaitOption{withFetch(liveObjects())},
+			wantErr:   "failed early due to stalled resources: [Job/apps/migrate status: 'Failed'] (Job/apps/migrate: Job Failed. failed: 1/1)",
+			wantNames: []string{"migrate"},
+			wantOpts:  1,
+		},
+		{
+			name:      "legacy gave up early: stalled",
+			kc:        &stubKube{resources: kube.ResourceList{web, cm}, waitErr: errors.New("job migrate failed: BackoffLimitExceeded")},
+			strategy:  kube.LegacyStrategy,
+			opts:      []WaitOption{withFetch(liveObjects(deployment("web", false), configMap("cfg")))},
+			wantErr:   "failed early due to stalled resources: [Deployment/apps/web status: 'InProgress']",
+			wantNames: []string{"web"},
 			wantOpts:  1,
 		},
 		{
@@ -255,6 +277,8 @@ func TestWaitReady(t *testing.T) {
 				}
 			} else if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("WaitReady error %v, want it to contain %q", err, tt.wantErr)
+			} else if strings.ContainsAny(err.Error(), "\r\n") {
+				t.Errorf("WaitReady error spans lines: %q", err)
 			}
 			if tt.wantNames != nil {
 				var nre *NotReadyError

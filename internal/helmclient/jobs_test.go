@@ -236,26 +236,26 @@ func TestSelfDeletingJobsUnderEveryWait(t *testing.T) {
 			ttl:     true,
 			before:  running,
 			during:  finishThenDelete(jobFailed),
-			wantErr: "status: Failed",
+			wantErr: "status: 'Failed'",
 		},
 		{
 			name:     "still running",
 			ttl:      true,
 			before:   running,
-			wantErr:  "status: InProgress",
+			wantErr:  "status: 'InProgress'",
 			jobsOnly: true,
 		},
 		{
 			name:    "failed and still there",
 			ttl:     true,
 			before:  func(t *testing.T, job string) { c.setJob(t, job, jobFailed) },
-			wantErr: "status: Failed",
+			wantErr: "status: 'Failed'",
 		},
 		{
 			name:    "gone without ttlSecondsAfterFinished",
 			ttl:     false,
 			before:  finishThenDelete(jobComplete),
-			wantErr: "not ready",
+			wantErr: "timeout waiting for: [Job/",
 		},
 	}
 	n := 0

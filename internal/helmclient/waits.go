@@ -6,6 +6,8 @@ import (
 	helmkube "helm.sh/helm/v4/pkg/kube"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/afterhooks/helm-controller/internal/kubewait"
 )
 
 // Client is Helm's kube client whose status waits (the poller and
@@ -66,12 +68,16 @@ const (
 	deletion  = false
 )
 
+// The waits for readiness return Helm's error reworded on one line that
+// starts with upstream's words (kubewait.WaitError): Helm records it as
+// it is in the release's description, and the controller in its
+// conditions and events.
 func (w *narrowWaiter) Wait(resources helmkube.ResourceList, timeout time.Duration) error {
-	return w.narrowed(resources, timeout, readiness, helmkube.Waiter.Wait)
+	return kubewait.FromHelm(w.narrowed(resources, timeout, readiness, helmkube.Waiter.Wait))
 }
 
 func (w *narrowWaiter) WaitWithJobs(resources helmkube.ResourceList, timeout time.Duration) error {
-	return w.narrowed(resources, timeout, readiness, helmkube.Waiter.WaitWithJobs)
+	return kubewait.FromHelm(w.narrowed(resources, timeout, readiness, helmkube.Waiter.WaitWithJobs))
 }
 
 func (w *narrowWaiter) WaitForDelete(resources helmkube.ResourceList, timeout time.Duration) error {
@@ -79,7 +85,7 @@ func (w *narrowWaiter) WaitForDelete(resources helmkube.ResourceList, timeout ti
 }
 
 func (w *narrowWaiter) WatchUntilReady(resources helmkube.ResourceList, timeout time.Duration) error {
-	return w.narrowed(resources, timeout, readiness, helmkube.Waiter.WatchUntilReady)
+	return kubewait.FromHelm(w.narrowed(resources, timeout, readiness, helmkube.Waiter.WatchUntilReady))
 }
 
 // narrowed runs wait, one of Helm's waiter methods, on the waiter whose

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -218,8 +219,11 @@ func TestNarrowedWaitsDecideAsHelms(t *testing.T) {
 		strategy helmkube.WaitStrategy
 		opts     []helmkube.WaitOption
 		wait     func(w helmkube.Waiter) error
-		// wantErr is a substring of the error; empty means ready.
+		// wantErr is a substring of Helm's error; empty means ready.
 		wantErr string
+		// wantOurs is the start of our error when it differs from Helm's:
+		// one line in upstream's words (kubewait.WaitError).
+		wantOurs string
 	}{
 		{
 			name:     "ready objects, two of one kind",
@@ -231,6 +235,7 @@ func TestNarrowedWaitsDecideAsHelms(t *testing.T) {
 			strategy: helmkube.StatusWatcherStrategy,
 			wait:     func(w helmkube.Waiter) error { return w.WaitWithJobs(pick("own-a", "stuck"), 2*time.Second) },
 			wantErr:  "resource Deployment/narrowed-waits/stuck not ready. status: InProgress",
+			wantOurs: "timeout waiting for: [Deployment/narrowed-waits/stuck status: 'InProgress'] (Deployment/narrowed-waits/stuck: ",
 		},
 		{
 			name:     "healthCheckExprs: a ConfigMap the expression holds back",
@@ -238,6 +243,7 @@ func TestNarrowedWaitsDecideAsHelms(t *testing.T) {
 			opts:     []helmkube.WaitOption{exprs},
 			wait:     func(w helmkube.Waiter) error { return w.Wait(pick("own-a", "own-b"), 2*time.Second) },
 			wantErr:  "resource ConfigMap/narrowed-waits/own-b not ready. status: InProgress",
+			wantOurs: "timeout waiting for: [ConfigMap/narrowed-waits/own-b status: 'InProgress']",
 		},
 		{
 			name:     "healthCheckExprs: a ConfigMap the expression passes",
@@ -276,6 +282,10 @@ func TestNarrowedWaitsDecideAsHelms(t *testing.T) {
 				switch {
 				case tc.wantErr == "" && err != nil:
 					t.Errorf("%s: %v, want ready", side.name, err)
+				case side.name == "ours" && tc.wantOurs != "":
+					if err == nil || !strings.HasPrefix(err.Error(), tc.wantOurs) || strings.Contains(err.Error(), "\n") {
+						t.Errorf("%s: %q, want one line starting with %q", side.name, err, tc.wantOurs)
+					}
 				case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 					t.Errorf("%s: %v, want an error with %q", side.name, err, tc.wantErr)
 				}
@@ -328,5 +338,66 @@ func TestNarrowedWaitFollowsChanges(t *testing.T) {
 	}
 	if time.Since(start) < 2*time.Second {
 		t.Error("wait ended before the second change")
+	}
+}
+
+// TestFailedWaitsSayUpstreamsWords: a readiness wait that fails says so on
+// one line that starts as upstream helm-controller's does, whichever wait
+// Helm runs (the release's, or a hook's or test's).
+func TestFailedWaitsSayUpstreamsWords(t *testing.T) {
+	c := newWaitCluster(t, "failed-wait-words")
+	list := c.build(t, manifests(deploymentManifest("web"), deploymentManifest("stuck"), jobManifest("broken", false)))
+	c.create(t, list)
+	c.setDeploymentReady(t, "web", true)
+	c.setDeploymentReady(t, "stuck", false)
+	c.setJob(t, "broken", jobFailed)
+	pick := func(names ...string) helmkube.ResourceList {
+		return list.Filter(func(info *resource.Info) bool { return slices.Contains(names, info.Name) })
+	}
+	const ns = "failed-wait-words"
+	tests := []struct {
+		name     string
+		strategy helmkube.WaitStrategy
+		wait     func(w helmkube.Waiter) error
+		// want is the start of the message, up to the end of upstream's
+		// list; after, the message names what each object reports.
+		want string
+	}{
+		{
+			name:     "timed out",
+			strategy: helmkube.StatusWatcherStrategy,
+			wait:     func(w helmkube.Waiter) error { return w.Wait(pick("web", "stuck"), 2*time.Second) },
+			want:     "timeout waiting for: [Deployment/" + ns + "/stuck status: 'InProgress'] (Deployment/" + ns + "/stuck: ",
+		},
+		{
+			name:     "timed out, several objects",
+			strategy: helmkube.StatusWatcherStrategy,
+			wait:     func(w helmkube.Waiter) error { return w.WaitWithJobs(pick("stuck", "broken"), 2*time.Second) },
+			want:     "timeout waiting for: [Deployment/" + ns + "/stuck status: 'InProgress', Job/" + ns + "/broken status: 'Failed'] (",
+		},
+		{
+			name:     "a failed Job ends the wait early",
+			strategy: helmkube.StatusWatcherStrategy,
+			wait:     func(w helmkube.Waiter) error { return w.WaitWithJobs(pick("web", "broken"), 20*time.Second) },
+			want:     "failed early due to stalled resources: [Job/" + ns + "/broken status: 'Failed'] (Job/" + ns + "/broken: ",
+		},
+		{
+			name:     "a failed hook or test",
+			strategy: helmkube.HookOnlyStrategy,
+			wait:     func(w helmkube.Waiter) error { return w.WatchUntilReady(pick("broken"), 20*time.Second) },
+			want:     "failed early due to stalled resources: [Job/" + ns + "/broken status: 'Failed'] (Job/" + ns + "/broken: ",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := c.narrowed.GetWaiterWithOptions(tc.strategy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = tc.wait(w)
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) || strings.ContainsAny(err.Error(), "\r\n") {
+				t.Errorf("got %q\nwant one line starting with %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -501,8 +501,15 @@ type batch struct {
 	list kube.ResourceList
 }
 
+// fail names the batch in err. A failed wait (kubewait.WaitError) keeps
+// its words first, as upstream words a failed wait, and takes the batch as
+// a note.
 func (b batch) fail(i, total int, err error) error {
-	return fmt.Errorf("resource group %s (%d/%d): %w", b.Name, i+1, total, err)
+	group := fmt.Sprintf("resource group %s (%d/%d)", b.Name, i+1, total)
+	if we := kubewait.AddNote(err, group); we != nil {
+		return we
+	}
+	return fmt.Errorf("%s: %w", group, err)
 }
 
 // plan orders list, or returns nil batches when no object of it came from

@@ -454,7 +454,7 @@ func TestCustomReadinessDecides(t *testing.T) {
 		f := &fakeKube{}
 		c := newClient(f, Options{PollInterval: time.Millisecond, Get: statusAfter(1, map[string]any{"failed": int64(1), "succeeded": int64(1)})})
 		_, err := c.Create(build(t, c, judgedBoth))
-		if err == nil || !strings.Contains(err.Error(), "Job/ns/migrate failed") || !strings.Contains(err.Error(), "{.failed} >= 1") {
+		if err == nil || !strings.HasPrefix(err.Error(), "failed early due to stalled resources: [Job/ns/migrate status: 'Failed']") || !strings.Contains(err.Error(), "{.failed} >= 1") {
 			t.Fatalf("error = %v, want the failure condition named", err)
 		}
 		wantCalls(t, f, "create db", "wait db", "create migrate")

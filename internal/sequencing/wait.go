@@ -17,6 +17,7 @@ import (
 	"k8s.io/cli-runtime/pkg/resource"
 
 	"github.com/afterhooks/helm-controller/internal/jobttl"
+	"github.com/afterhooks/helm-controller/internal/kubewait"
 )
 
 // errDeadline is returned when the action's time is up before a batch is
@@ -71,7 +72,7 @@ func (c *Client) await(ctx context.Context, i int, batches []batch) error {
 	if err := g.Wait(); err != nil {
 		// The waiter may see its timeout end before the context does.
 		if !errors.Is(err, timedOut) && (context.Cause(ctx) == timedOut || time.Since(began) >= timeout) {
-			err = fmt.Errorf("%w: %w", timedOut, err)
+			err = endedBy(timedOut, err)
 		}
 		return b.fail(i, len(batches), err)
 	}
@@ -186,8 +187,44 @@ func (c *Client) waitStandard(ctx context.Context, list kube.ResourceList, timeo
 	case err := <-result:
 		return err
 	case <-ctx.Done():
-		return context.Cause(ctx)
 	}
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return context.Cause(ctx) // stopped: nobody reads what was not ready
+	}
+	// Time is up. Helm's status waiter heeds ctx and then names what is
+	// not ready; a moment is enough for it to say so.
+	select {
+	case err := <-result:
+		if err != nil {
+			return err
+		}
+	case <-time.After(waiterGrace):
+	}
+	return context.Cause(ctx)
+}
+
+// waiterGrace is how long a batch whose time is up still listens for its
+// waiter's error, which names what is not ready.
+const waiterGrace = 2 * time.Second
+
+// endedBy says that timedOut ended the wait that returned err. A wait that
+// named what is not ready (kubewait.WaitError) keeps its words first,
+// upstream's "timeout waiting for", and takes timedOut as a note.
+func endedBy(timedOut, err error) error {
+	we := kubewait.AddNote(err, timedOut.Error())
+	if we == nil {
+		return fmt.Errorf("%w: %w", timedOut, err)
+	}
+	we.Ending = kubewait.TimedOut
+	we.Err = fmt.Errorf("%w: %w", timedOut, we.Err)
+	return we
+}
+
+// notReady is the object of info in a WaitError, with its status and
+// message.
+func notReady(info *resource.Info, status, message string) kubewait.NotReady {
+	id := idOf(info)
+	return kubewait.NotReady{Kind: id.Kind, Namespace: id.Namespace, Name: id.Name, Status: status, Message: message}
 }
 
 // waitCustom polls the objects until every one is ready, one has failed,
@@ -200,6 +237,7 @@ func (c *Client) waitCustom(ctx context.Context, objects []judged, timedOut erro
 	for {
 		var still []judged
 		var reasons []string
+		var unready []kubewait.NotReady
 		for _, o := range pending {
 			verdict, why, err := c.judge(o)
 			switch {
@@ -209,11 +247,14 @@ func (c *Client) waitCustom(ctx context.Context, objects []judged, timedOut erro
 			case err != nil:
 				still = append(still, o)
 				reasons = append(reasons, fmt.Sprintf("%s: %v", idOf(o.info), err))
+				unready = append(unready, notReady(o.info, status.UnknownStatus.String(), err.Error()))
 			case verdict == VerdictFailed:
-				return fmt.Errorf("%s failed: its failure condition %q is true", idOf(o.info), why)
+				return &kubewait.WaitError{Ending: kubewait.Stalled, Objects: []kubewait.NotReady{
+					notReady(o.info, status.FailedStatus.String(), fmt.Sprintf("its failure condition %q is true", why))}}
 			case verdict != VerdictReady:
 				still = append(still, o)
 				reasons = append(reasons, fmt.Sprintf("%s: no success condition is true yet", idOf(o.info)))
+				unready = append(unready, notReady(o.info, status.InProgressStatus.String(), "no success condition is true yet"))
 			}
 		}
 		if len(still) == 0 {
@@ -223,7 +264,7 @@ func (c *Client) waitCustom(ctx context.Context, objects []judged, timedOut erro
 		waiting(reasons[0])
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w; not ready: %s", timedOut, strings.Join(reasons, "; "))
+			return &kubewait.WaitError{Ending: kubewait.TimedOut, Objects: unready, Notes: []string{timedOut.Error()}, Err: timedOut}
 		case <-ticker.C:
 		}
 	}

@@ -182,15 +182,21 @@ func TestAfterHooks(t *testing.T) {
 			!strings.Contains(released.Message, "Deployment/"+ns+"/app") {
 			t.Errorf("Released condition %+v, want InstallFailed naming Deployment/%s/app", released, ns)
 		}
-		if ready := conditions.Get(hr, meta.ReadyCondition); !strings.Contains(ready.Message, "Deployment/"+ns+"/app") {
-			t.Errorf("Ready message %q does not name the Deployment", ready.Message)
+		// One line, upstream's words first, in the condition and in helm history.
+		words := "timeout waiting for: [Deployment/" + ns + "/app status: 'InProgress'] ("
+		if ready := conditions.Get(hr, meta.ReadyCondition); !strings.Contains(ready.Message, ": "+words) || strings.Contains(ready.Message, "\n") {
+			t.Errorf("Ready message %q, want one line naming the Deployment after %q", ready.Message, words)
 		}
 		// The hook ran: it created the Secret.
 		env.WantSecret(t, ns, "app-creds")
 		env.WantStorage(t, ns, "app", "failed")
+		if stored := env.Storage(t, ns, "app"); len(stored) != 1 ||
+			!strings.HasPrefix(stored[0].Release.Info.Description, `Release "app" failed: `+words) || strings.Contains(stored[0].Release.Info.Description, "\n") {
+			t.Errorf("helm history %s, want one line starting with %q", framework.Describe(stored), words)
+		}
 		env.WaitEvent(t, ns, hr.Name, framework.EventWant{
 			Type: corev1.EventTypeWarning, Reason: helmv2.InstallFailedReason,
-			Contains: "not ready",
+			Contains: words,
 		})
 	})
 }

@@ -58,7 +58,7 @@ func TestJobsWithTTLFailedJobFails(t *testing.T) {
 		`{"setupFail":true}`), v2.BeforeHooks, timeout)
 	start := time.Now()
 	env.Create(t, hr)
-	env.WaitNotReady(t, hr, helmv2.InstallFailedReason, "Job/"+ns+"/ttl-setup not ready. status: Failed")
+	env.WaitNotReady(t, hr, helmv2.InstallFailedReason, "Job/"+ns+"/ttl-setup status: 'Failed'")
 	if took := time.Since(start); took > timeout/2 {
 		t.Errorf("the install failed after %s, near its timeout of %s: the wait did not decide on the failed Job", took.Round(time.Second), timeout)
 	}

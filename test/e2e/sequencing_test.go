@@ -127,7 +127,7 @@ func TestSequencingFailures(t *testing.T) {
 		ns, hr := shopRelease(t, `{"migrationFails":true}`, true, 90*time.Second)
 		env.Create(t, hr)
 		waitCondition(t, hr, 90*time.Second, meta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason,
-			"resource group migrate (2/3)", "Job/"+ns+"/shop-migrate failed", `{.failed} >= 1`)
+			"failed early due to stalled resources: [Job/"+ns+"/shop-migrate status: 'Failed']", "resource group migrate (2/3)", `{.failed} >= 1`)
 		if err := env.Get(context.Background(), &appsv1.Deployment{}, ns, "shop-app"); !apierrors.IsNotFound(err) {
 			t.Errorf("the app group after the failed one: %v, want it never applied", err)
 		}

@@ -1134,7 +1134,7 @@ func outcomeCases() []badCase {
 				return hr
 			}, note: "the CRD pattern admits 0s, as upstream's: installed once, no periodic reconcile"},
 		{name: "settings: install timeout of 1ms, one retry, remediateLastFailure", id: "timeout-retry", reason: helmv2.InstallFailedReason,
-			inMessage: "context deadline exceeded", stalled: true,
+			inMessage: "timeout waiting for: [", stalled: true,
 			release: func(_ *testing.T, b *badEnv, name string) *v2.HelmRelease {
 				hr := b.podinfo(name)
 				yes := true
@@ -1154,7 +1154,7 @@ func outcomeCases() []badCase {
 				return nil
 			}, note: "each attempt applies the chart until its wait times out; the uninstall remediation removes it"},
 		{name: "settings: install timeout of 1ms, one retry (remediateLastFailure defaults to false)", id: "timeout-retry-keep", reason: helmv2.InstallFailedReason,
-			inMessage: "context deadline exceeded", stalled: true,
+			inMessage: "timeout waiting for: [", stalled: true,
 			partial: "the last failed attempt, as upstream: install remediation leaves the last failure in place unless remediateLastFailure is set",
 			release: func(_ *testing.T, b *badEnv, name string) *v2.HelmRelease {
 				hr := b.podinfo(name)
@@ -1168,7 +1168,7 @@ func outcomeCases() []badCase {
 				}
 				return nil
 			}},
-		{name: "settings: timeout of 1ms (default remediation)", id: "timeout-default", reason: helmv2.InstallFailedReason, inMessage: "context deadline exceeded", stalled: true,
+		{name: "settings: timeout of 1ms (default remediation)", id: "timeout-default", reason: helmv2.InstallFailedReason, inMessage: "timeout waiting for: [", stalled: true,
 			partial: "the failed release (no remediation by default)",
 			release: func(_ *testing.T, b *badEnv, name string) *v2.HelmRelease {
 				hr := b.podinfo(name)

@@ -1,0 +1,144 @@
+package kubewait
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// helmSays builds the error Helm's status waiter returns: one error per
+// object that is not ready, then the context's error when that ended it.
+func helmSays(ctxErr error, objects ...[5]string) error {
+	var errs []error
+	for _, o := range objects {
+		errs = append(errs, fmt.Errorf("resource %s/%s/%s not ready. status: %s, message: %s", o[0], o[1], o[2], o[3], o[4]))
+	}
+	if ctxErr != nil {
+		errs = append(errs, ctxErr)
+	}
+	return errors.Join(errs...)
+}
+
+func TestFromHelmWordsAFailedWaitAsUpstream(t *testing.T) {
+	web := [5]string{"Deployment", "apps", "web", "InProgress", "Deployment does not have minimum availability."}
+	job := [5]string{"Job", "apps", "migrate", "Failed", "Job Failed. failed: 1/1"}
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{
+			name: "one object, timed out",
+			err:  helmSays(context.DeadlineExceeded, web),
+			want: "timeout waiting for: [Deployment/apps/web status: 'InProgress'] (Deployment/apps/web: Deployment does not have minimum availability.)",
+		},
+		{
+			name: "several objects, timed out, in the waiter's order",
+			err:  helmSays(context.DeadlineExceeded, web, job),
+			want: "timeout waiting for: [Deployment/apps/web status: 'InProgress', Job/apps/migrate status: 'Failed'] " +
+				"(Deployment/apps/web: Deployment does not have minimum availability.; Job/apps/migrate: Job Failed. failed: 1/1)",
+		},
+		{
+			name: "a failed object ended the wait early",
+			err:  helmSays(nil, job),
+			want: "failed early due to stalled resources: [Job/apps/migrate status: 'Failed'] (Job/apps/migrate: Job Failed. failed: 1/1)",
+		},
+		{
+			name: "canceled from outside",
+			err:  helmSays(context.Canceled, web),
+			want: "context canceled while waiting for: [Deployment/apps/web status: 'InProgress'] (Deployment/apps/web: Deployment does not have minimum availability.)",
+		},
+		{
+			name: "a message over several lines is folded",
+			err:  helmSays(context.DeadlineExceeded, [5]string{"Gadget", "apps", "g", "Unknown", "healthCheckExprs:\n  no such key:\tphase\n"}),
+			want: "timeout waiting for: [Gadget/apps/g status: 'Unknown'] (Gadget/apps/g: healthCheckExprs: no such key: phase)",
+		},
+		{
+			name: "objects without a message, one cluster-scoped",
+			err:  helmSays(context.DeadlineExceeded, [5]string{"Service", "apps", "lb", "InProgress", ""}, [5]string{"ClusterRole", "", "reader", "NotFound", " "}),
+			want: "timeout waiting for: [Service/apps/lb status: 'InProgress', ClusterRole/reader status: 'NotFound']",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := FromHelm(tc.err)
+			if got.Error() != tc.want {
+				t.Errorf("got  %q\nwant %q", got.Error(), tc.want)
+			}
+			if strings.ContainsAny(got.Error(), "\n\r") {
+				t.Errorf("message spans lines: %q", got.Error())
+			}
+			// What the waiter said is still there for errors.Is.
+			for _, ctxErr := range []error{context.DeadlineExceeded, context.Canceled} {
+				if errors.Is(tc.err, ctxErr) != errors.Is(got, ctxErr) {
+					t.Errorf("errors.Is(%v) changed from %t", ctxErr, errors.Is(tc.err, ctxErr))
+				}
+			}
+		})
+	}
+}
+
+func TestFromHelmLeavesOtherErrorsAlone(t *testing.T) {
+	noted := AddNote(FromHelm(helmSays(nil, [5]string{"Job", "apps", "j", "Failed", ""})), "a note")
+	for _, err := range []error{
+		nil,
+		errors.New("watch failed"),
+		// The context's error alone names nothing to reword.
+		helmSays(context.DeadlineExceeded),
+		// A part that is neither an object nor the context's end.
+		errors.Join(errors.New("resource list is not valid"), context.DeadlineExceeded),
+		noted,
+	} {
+		if got := FromHelm(err); got != err {
+			t.Errorf("FromHelm(%v) = %v, want it unchanged", err, got)
+		}
+	}
+}
+
+func TestAddNoteKeepsTheWaitsWordsFirst(t *testing.T) {
+	waitErr := FromHelm(helmSays(context.DeadlineExceeded, [5]string{"Deployment", "apps", "web", "InProgress", "Replicas: 0/1"}))
+	wrapped := fmt.Errorf("resource group app (2/3): %w", waitErr)
+
+	noted := AddNote(wrapped, "resource group app (2/3)")
+	if noted == nil {
+		t.Fatal("AddNote found no WaitError in a wrapped one")
+	}
+	noted = AddNote(noted, "after the post-install hooks")
+	want := "timeout waiting for: [Deployment/apps/web status: 'InProgress'] " +
+		"(resource group app (2/3); after the post-install hooks; Deployment/apps/web: Replicas: 0/1)"
+	if noted.Error() != want {
+		t.Errorf("got  %q\nwant %q", noted.Error(), want)
+	}
+	if !errors.Is(noted, context.DeadlineExceeded) {
+		t.Error("the noted error lost the waiter's deadline")
+	}
+	if waitErr.Error() == noted.Error() {
+		t.Error("AddNote changed the error it was given")
+	}
+	if AddNote(errors.New("apply failed"), "note") != nil {
+		t.Error("AddNote made a WaitError out of an error that holds none")
+	}
+}
+
+func TestNotReadyInReadsThroughWrapping(t *testing.T) {
+	helm := helmSays(context.DeadlineExceeded, [5]string{"Deployment", "apps", "web", "InProgress", "m"})
+	want := []NotReady{{Kind: "Deployment", Namespace: "apps", Name: "web", Status: "InProgress", Message: "m"}}
+	for name, err := range map[string]error{
+		"Helm's error":            helm,
+		"Helm's error, wrapped":   fmt.Errorf("waiting: %w", helm),
+		"a WaitError, wrapped":    fmt.Errorf("waiting: %w", FromHelm(helm)),
+		"a WaitError with a note": AddNote(FromHelm(helm), "n"),
+		"nested joins, and a part that names nothing": fmt.Errorf("w: %w", errors.Join(
+			errors.New("watch failed"), errors.Join(helm))),
+	} {
+		got := NotReadyIn(err)
+		if len(got) != 1 || got[0] != want[0] {
+			t.Errorf("%s: got %+v, want %+v", name, got, want)
+		}
+	}
+	if got := NotReadyIn(errors.New("watch failed")); got != nil {
+		t.Errorf("an unrelated error names %+v", got)
+	}
+}
