@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 
@@ -44,23 +48,45 @@ func TestJobsWithTTLInstallAndUpgrade(t *testing.T) {
 }
 
 // TestJobsWithTTLFailedJobFails: a Job that failed and was then deleted by
-// its TTL is still a failure. The Deployment becomes ready only after the
-// Job has failed and is gone, so the wait decides on a Job it saw fail but
-// can no longer read: the install fails on the Job, well before the
-// timeout, rather than succeeding or running into the timeout.
+// its TTL is still a failure, under every wait. The Deployment becomes
+// ready only after the Job has failed and is gone, so the wait decides on
+// a Job it can no longer read: the install fails on the Job, well before
+// the timeout, rather than succeeding or running into the timeout.
+//
+// Under afterHooks the post hook runs for 8 s before the readiness wait
+// starts: the Job fails and is deleted before that wait ever looks, and
+// only the tracking from its apply on knows how it ended. Under ordered,
+// the Job is in group seed with readiness expressions (polled every 2 s),
+// and the ConfigMap of group app, which depends on seed, must never be
+// applied.
 func TestJobsWithTTLFailedJobFails(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
-	repo := env.HelmRepository(t, ns)
-	chart := env.PublishChart(t, jobsTTLChart, "0.1.0", ns)
-	const timeout = 90 * time.Second
-	hr := framework.WithWaitStrategy(framework.Release(ns, "ttl", repo.Name, chart.Name, chart.Version,
-		`{"setupFail":true}`), v2.BeforeHooks, timeout)
-	start := time.Now()
-	env.Create(t, hr)
-	env.WaitNotReady(t, hr, helmv2.InstallFailedReason, "Job/"+ns+"/ttl-setup not ready. status: Failed")
-	if took := time.Since(start); took > timeout/2 {
-		t.Errorf("the install failed after %s, near its timeout of %s: the wait did not decide on the failed Job", took.Round(time.Second), timeout)
+	for _, tc := range everyWaitMethod {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ns := env.Namespace(t)
+			repo := env.HelmRepository(t, ns)
+			chart := env.PublishChart(t, jobsTTLChart, "0.1.0", ns)
+			const timeout = 90 * time.Second
+			values := `{"setupFail":true,"hookDelay":"8s"}`
+			if tc.ordered {
+				values = `{"setupFail":true,"hookDelay":"8s","readinessAnnotations":true}`
+			}
+			hr := framework.WithWaitStrategy(framework.Release(ns, "ttl", repo.Name, chart.Name, chart.Version, values), tc.strategy, timeout)
+			tc.orderIfAsked(hr)
+			start := time.Now()
+			env.Create(t, hr)
+			env.WaitNotReady(t, hr, helmv2.InstallFailedReason, "Job/"+ns+"/ttl-setup")
+			if took := time.Since(start); took > timeout/2 {
+				t.Errorf("the install failed after %s, near its timeout of %s: the wait did not decide on the failed Job", took.Round(time.Second), timeout)
+			}
+			env.WantStorage(t, ns, "ttl", "failed")
+			if tc.ordered {
+				err := env.Get(context.Background(), &corev1.ConfigMap{}, ns, "ttl-after-seed")
+				if !apierrors.IsNotFound(err) {
+					t.Errorf("the ConfigMap of group app, which depends on the failed group seed: %v, want NotFound", err)
+				}
+			}
+		})
 	}
-	env.WantStorage(t, ns, "ttl", "failed")
 }
