@@ -78,6 +78,9 @@ type NotReadyError struct {
 	Resources []ResourceStatus
 	// Err is the waiter's error.
 	Err error
+	// Note, when set, explains more of the failure on the same line: which
+	// gone Jobs counted as failed because nothing saw how they ended.
+	Note string
 }
 
 func (e *NotReadyError) Error() string {
@@ -88,7 +91,11 @@ func (e *NotReadyError) Error() string {
 	for i, r := range e.Resources {
 		parts[i] = r.String()
 	}
-	return fmt.Sprintf("%d resource(s) not ready within %s: %s", len(e.Resources), e.Timeout, strings.Join(parts, "; "))
+	msg := fmt.Sprintf("%d resource(s) not ready within %s: %s", len(e.Resources), e.Timeout, strings.Join(parts, "; "))
+	if e.Note != "" {
+		msg += "; " + e.Note
+	}
+	return msg
 }
 
 func (e *NotReadyError) Unwrap() error { return e.Err }
@@ -163,6 +170,10 @@ func WaitReady(ctx context.Context, kubeClient kube.Interface, rel *releasev1.Re
 	}
 
 	nre := &NotReadyError{Timeout: timeout, Err: err}
+	var explained interface{ Explanation() string }
+	if errors.As(err, &explained) {
+		nre.Note = explained.Explanation()
+	}
 	if strategy == kube.StatusWatcherStrategy {
 		nre.Resources = parseStatusWatcherError(err)
 	}

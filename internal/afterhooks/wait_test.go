@@ -143,6 +143,17 @@ func withFetch(f func(context.Context, *resource.Info) (*unstructured.Unstructur
 	return func(o *waitOptions) { o.fetch = f }
 }
 
+// explainedErr is a waiter's error with an explanation, as
+// internal/helmclient adds one for gone Jobs of unknown outcome.
+type explainedErr struct {
+	err  error
+	note string
+}
+
+func (e explainedErr) Error() string       { return e.err.Error() + "; " + e.note }
+func (e explainedErr) Unwrap() error       { return e.err }
+func (e explainedErr) Explanation() string { return e.note }
+
 // helmNotReady is the error Helm's status watcher returns for a resource.
 func helmNotReady(kind, ns, name, st, msg string) error {
 	return fmt.Errorf("resource %s/%s/%s not ready. status: %s, message: %s", kind, ns, name, st, msg)
@@ -183,6 +194,20 @@ func TestWaitReady(t *testing.T) {
 			name:     "nothing to wait for",
 			kc:       &stubKube{},
 			strategy: kube.StatusWatcherStrategy,
+		},
+		{
+			// A self-deleting Job that nothing saw finish reaches the wait
+			// as Failed; the waiter's error says why, and so must ours.
+			name: "a gone Job of unknown outcome keeps its explanation",
+			kc: &stubKube{resources: kube.ResourceList{web}, waitErr: explainedErr{
+				err:  helmNotReady("Job", relNS, "migrate", "Failed", "Job Failed. failed: 0/1"),
+				note: "Job apps/migrate: whether it succeeded is unknown",
+			}},
+			strategy:  kube.StatusWatcherStrategy,
+			opts:      []WaitOption{withFetch(liveObjects())},
+			wantErr:   "Job/apps/migrate: Failed: Job Failed. failed: 0/1; Job apps/migrate: whether it succeeded is unknown",
+			wantNames: []string{"migrate"},
+			wantOpts:  1,
 		},
 		{
 			name: "status watcher names what Helm named",

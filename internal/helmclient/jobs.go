@@ -159,10 +159,16 @@ type unknownOutcomeError struct {
 }
 
 func (e *unknownOutcomeError) Error() string {
-	return fmt.Sprintf("%v; Job %s: %s", e.err, strings.Join(e.jobs, ", Job "), unknownMessage)
+	return fmt.Sprintf("%v; %s", e.err, e.Explanation())
 }
 
 func (e *unknownOutcomeError) Unwrap() error { return e.err }
+
+// Explanation says which gone Jobs counted as failed for want of knowing
+// how they ended; a caller that rewrites the wait's error keeps it.
+func (e *unknownOutcomeError) Explanation() string {
+	return fmt.Sprintf("Job %s: %s", strings.Join(e.jobs, ", Job "), unknownMessage)
+}
 
 func finished(job *unstructured.Unstructured) bool {
 	return jobttl.HasCondition(job, batchv1.JobFailed) || jobttl.HasCondition(job, batchv1.JobComplete)
