@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/rand"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 
@@ -89,4 +91,32 @@ func TestJobsWithTTLFailedJobFails(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestJobsWithTTLFailedJobFailsAcrossARestart: under afterHooks, the
+// controller is killed while the 8-second post hook runs, after the
+// ordinary Job has failed and deleted itself, and started again. The
+// interrupted install is retried (the new run applies the Job again and
+// sees it fail), or its wait resumes with no record of how the Job ended:
+// either way the release must not become Ready.
+func TestJobsWithTTLFailedJobFailsAcrossARestart(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	repo := env.HelmRepository(t, ns)
+	chart := env.PublishChart(t, jobsTTLChart, "0.1.0", ns)
+	ctl := env.StartShard(t, ns, framework.ControllerOptions{Shard: "ttl-restart-" + rand.String(8)})
+	hr := framework.Sharded(framework.WithWaitStrategy(framework.Release(ns, "ttl", repo.Name, chart.Name, chart.Version,
+		`{"setupFail":true,"hookDelay":"8s"}`), v2.AfterHooks, 90*time.Second), ctl)
+	env.Create(t, hr)
+	env.Eventually(t, time.Minute, "the post hook running", func(ctx context.Context) error {
+		return env.Get(ctx, &batchv1.Job{}, ns, "ttl-hook")
+	})
+	time.Sleep(4 * time.Second) // the setup Job has failed and is gone by now
+	if err := ctl.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ctl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitNotReady(t, hr, helmv2.InstallFailedReason, "ttl-setup")
 }
