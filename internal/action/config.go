@@ -19,6 +19,7 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/connect"
 	"github.com/afterhooks/helm-controller/internal/helmclient"
+	"github.com/afterhooks/helm-controller/internal/jobttl"
 	"github.com/afterhooks/helm-controller/internal/storagedriver"
 )
 
@@ -38,6 +39,9 @@ type ConfigFactory struct {
 	clusters *helmclient.Clusters
 	// fieldValidation is clusters' entry for this factory's API server.
 	fieldValidation *helmclient.FieldValidation
+	// jobs is clusters' tracker of the self-deleting Jobs applied to this
+	// factory's API server.
+	jobs *jobttl.Tracker
 	// decoded keeps the release records read, shared with every factory
 	// made by ForGetter: a reconcile that finds the record unchanged does
 	// not decode it again.
@@ -95,6 +99,7 @@ func (f *ConfigFactory) connect() error {
 		return fmt.Errorf("action: metadata client: %w", err)
 	}
 	f.fieldValidation = f.clusters.FieldValidation(restCfg.Host)
+	f.jobs = f.clusters.Jobs(restCfg.Host)
 	return nil
 }
 
@@ -200,6 +205,7 @@ func (f *ConfigFactory) Build(storageNamespace, releaseNamespace string, opts ..
 	kc := helmclient.NewClient(f.getter, f.fieldValidation)
 	kc.Namespace = releaseNamespace
 	kc.HookOrigin = o.hookOrigin
+	kc.Jobs = f.jobs
 	kc.SetLogger(o.handler)
 
 	secrets := storagedriver.NewSecrets(f.clientSet.CoreV1().Secrets(storageNamespace)).WithDecoded(f.decoded).

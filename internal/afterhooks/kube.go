@@ -8,6 +8,7 @@ import (
 	"helm.sh/helm/v4/pkg/kube"
 	"k8s.io/cli-runtime/pkg/resource"
 
+	"github.com/afterhooks/helm-controller/internal/jobttl"
 	"github.com/afterhooks/helm-controller/internal/kubewait"
 )
 
@@ -37,6 +38,9 @@ var _ kube.InterfaceWaitOptions = (*kubeClient)(nil)
 func wrapKubeClient(inner kube.Interface, deletions kube.WaitStrategy) *kubeClient {
 	return &kubeClient{Interface: inner, deletions: deletions}
 }
+
+// JobTracker hands on the inner client's tracker of self-deleting Jobs.
+func (c *kubeClient) JobTracker() *jobttl.Tracker { return jobttl.TrackerOf(c.Interface) }
 
 // Update applies target as the inner client does and records what it
 // created.

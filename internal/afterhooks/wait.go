@@ -61,7 +61,8 @@ type NotReadyError struct {
 	Resources []ResourceStatus
 	// Err is the waiter's error.
 	Err error
-	// Notes say where the wait ran; they lead the details of the message.
+	// Notes say where the wait ran, and what the waiter itself noted (gone
+	// Jobs of unknown outcome); they lead the details of the message.
 	Notes []string
 }
 
@@ -171,6 +172,10 @@ func WaitReady(ctx context.Context, kubeClient kube.Interface, rel *releasev1.Re
 	}
 
 	nre := &NotReadyError{Timeout: timeout, Err: err}
+	var noted *kubewait.WaitError
+	if errors.As(err, &noted) {
+		nre.Notes = append(nre.Notes, noted.Notes...)
+	}
 	if strategy == kube.StatusWatcherStrategy {
 		nre.Resources = parseStatusWatcherError(err)
 	}

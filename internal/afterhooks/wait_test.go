@@ -25,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/resource"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/afterhooks/helm-controller/internal/kubewait"
 )
 
 // stubKube is a kube client whose Build returns fixed resources and whose
@@ -183,6 +185,19 @@ func TestWaitReady(t *testing.T) {
 			name:     "nothing to wait for",
 			kc:       &stubKube{},
 			strategy: kube.StatusWatcherStrategy,
+		},
+		{
+			// A self-deleting Job that nothing saw finish reaches the wait
+			// as Failed; the waiter's error says why, and so must ours.
+			name: "a gone Job of unknown outcome keeps its explanation",
+			kc: &stubKube{resources: kube.ResourceList{web}, waitErr: kubewait.AddNote(
+				kubewait.FromHelm(helmNotReady("Job", relNS, "migrate", "Failed", "Job Failed. failed: 0/1")),
+				"Job apps/migrate: whether it succeeded is unknown")},
+			strategy:  kube.StatusWatcherStrategy,
+			opts:      []WaitOption{withFetch(liveObjects())},
+			wantErr:   "[Job/apps/migrate status: 'Failed'] (Job apps/migrate: whether it succeeded is unknown; Job/apps/migrate: Job Failed. failed: 0/1)",
+			wantNames: []string{"migrate"},
+			wantOpts:  1,
 		},
 		{
 			name: "status watcher names what Helm named",

@@ -19,7 +19,9 @@ func (c *Client) Create(resources helmkube.ResourceList, opts ...helmkube.Client
 			c.stampHook(info)
 		}
 	}
-	return c.Client.Create(resources, opts...)
+	res, err := c.Client.Create(resources, opts...)
+	c.track(resources)
+	return res, err
 }
 
 // stampHook marks info, when it is a hook object a cleanup may ever
@@ -61,7 +63,20 @@ func (c *Client) stampHook(info *resource.Info) {
 func (c *Client) Update(original, target helmkube.ResourceList, opts ...helmkube.ClientUpdateOption) (*helmkube.Result, error) {
 	stripUnappliable(original)
 	stripUnappliable(target)
-	return c.Client.Update(original, target, opts...)
+	res, err := c.Client.Update(original, target, opts...)
+	c.track(target)
+	return res, err
+}
+
+// track has the client's Job tracker follow every self-deleting Job of
+// list from the state its apply returned; Helm refreshes each applied
+// object with the API server's answer, resourceVersion included, so no
+// later change is missed. Objects that were not applied (the apply failed
+// first) carry no resourceVersion and are not tracked.
+func (c *Client) track(list helmkube.ResourceList) {
+	for _, info := range list {
+		c.Jobs.Track(info)
+	}
 }
 
 func stripUnappliable(list helmkube.ResourceList) {

@@ -11,8 +11,11 @@
 //     objects they wait for, by name, where Helm's waiter watches every
 //     object of their kinds in the namespace; Helm's waiter still decides.
 //     A Job with spec.ttlSecondsAfterFinished that is gone reaches those
-//     waits as it finished, or as complete when the wait never saw it
-//     fail (jobs.go), so that waits do not hang on Jobs Kubernetes deleted.
+//     waits as it finished, as the wait or the client's Job tracker saw
+//     it, or as failed when nothing saw it finish (jobs.go), so that waits
+//     neither hang on Jobs Kubernetes deleted nor count a failed one done.
+//   - Jobs: Create and Update hand every self-deleting Job they apply to a
+//     jobttl.Tracker, shared per cluster (Clusters.Jobs).
 //
 // Every apply also strips the HIP-0025 annotation the API server refuses
 // (StripUnappliable), ordered or not: the release manifest keeps it for

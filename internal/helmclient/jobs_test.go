@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/resource"
+
+	"github.com/afterhooks/helm-controller/internal/jobttl"
 )
 
 func jobObject(t *testing.T, conditions ...batchv1.JobConditionType) *unstructured.Unstructured {
@@ -34,35 +36,43 @@ func jobObject(t *testing.T, conditions ...batchv1.JobConditionType) *unstructur
 	return &unstructured.Unstructured{Object: content}
 }
 
-// TestGoneJob is the rule for a self-deleting Job that is gone: failed
-// when the wait saw it fail, complete otherwise.
+// TestGoneJob is the rule for a self-deleting Job that is gone: as it
+// finished when its last known state shows it finished, failed with an
+// unknown outcome otherwise, never complete for want of knowing.
 func TestGoneJob(t *testing.T) {
 	manifest := jobObject(t)
 	terminating := jobObject(t, batchv1.JobFailureTarget, batchv1.JobFailed)
 	now := metav1.Now()
 	terminating.SetDeletionTimestamp(&now)
 	terminating.SetFinalizers([]string{metav1.FinalizerDeleteDependents})
+	succeeded := jobObject(t, batchv1.JobSuccessCriteriaMet, batchv1.JobComplete)
+	_ = unstructured.SetNestedField(succeeded.Object, int64(3), "status", "succeeded")
 
 	tests := []struct {
 		name       string
 		last       *unstructured.Unstructured
 		wantFailed bool
 		wantReason string
+		// wantSucceeded is status.succeeded of the stand-in.
+		wantSucceeded int64
 	}{
-		{name: "gone and never seen", last: nil, wantReason: standInReason},
-		{name: "seen running, then gone", last: jobObject(t), wantReason: standInReason},
-		{name: "seen complete, then gone", last: jobObject(t, batchv1.JobSuccessCriteriaMet, batchv1.JobComplete), wantReason: "Test"},
+		{name: "gone and never seen", last: nil, wantFailed: true, wantReason: unknownReason},
+		{name: "seen running, then gone", last: jobObject(t), wantFailed: true, wantReason: unknownReason},
+		{name: "seen complete, then gone", last: succeeded, wantReason: "Test", wantSucceeded: 3},
 		{name: "seen failed, then gone", last: jobObject(t, batchv1.JobFailureTarget, batchv1.JobFailed), wantFailed: true},
 		{name: "seen failed while being deleted, then gone", last: terminating, wantFailed: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := goneJob(manifest, tc.last, "42")
-			if f := jobCondition(got, batchv1.JobFailed); f != tc.wantFailed {
+			if f := jobttl.HasCondition(got, batchv1.JobFailed); f != tc.wantFailed {
 				t.Errorf("Failed condition %v, want %v", f, tc.wantFailed)
 			}
-			if c := jobCondition(got, batchv1.JobComplete); c == tc.wantFailed {
+			if c := jobttl.HasCondition(got, batchv1.JobComplete); c == tc.wantFailed {
 				t.Errorf("Complete condition %v, want %v", c, !tc.wantFailed)
+			}
+			if n, _, _ := unstructured.NestedInt64(got.Object, "status", "succeeded"); n != tc.wantSucceeded {
+				t.Errorf("status.succeeded %d, want %d: a healthCheckExprs rule reads the Job as it ended", n, tc.wantSucceeded)
 			}
 			if tc.wantReason != "" && !strings.Contains(fmt.Sprint(got.Object["status"]), tc.wantReason) {
 				t.Errorf("status %v, want the reason %s", got.Object["status"], tc.wantReason)
@@ -83,7 +93,7 @@ func TestGoneJob(t *testing.T) {
 // TestOnlyJobsWithTTLGetStandIns: upstream's rule, a Job counts as done
 // when gone only if its manifest sets ttlSecondsAfterFinished.
 func TestOnlyJobsWithTTLGetStandIns(t *testing.T) {
-	jobs := newSelfDeletingJobs()
+	jobs := newSelfDeletingJobs(nil)
 	key := resourceNamespace{resource: schema.GroupResource{Group: "batch", Resource: "jobs"}, namespace: "app"}
 	info := func(gvk schema.GroupVersionKind, obj runtime.Object) *resource.Info {
 		return &resource.Info{Name: "x", Object: obj, Mapping: &meta.RESTMapping{GroupVersionKind: gvk}}
@@ -99,7 +109,7 @@ func TestOnlyJobsWithTTLGetStandIns(t *testing.T) {
 	if jobs.covers(key, "kept") || jobs.covers(key, "migrate") {
 		t.Error("a Job without ttlSecondsAfterFinished, or another kind named Job, gets a stand-in")
 	}
-	if got := jobs.standIn(key, "ttl", "1"); got.GetKind() != "Job" || got.GetAPIVersion() != "batch/v1" {
+	if got := jobs.standIn(context.Background(), key, "ttl", "1"); got.GetKind() != "Job" || got.GetAPIVersion() != "batch/v1" {
 		t.Errorf("stand-in of a typed manifest is %s %s: kstatus would not match it to the Job", got.GetAPIVersion(), got.GetKind())
 	}
 	var none *selfDeletingJobs
@@ -131,6 +141,26 @@ spec:
       - name: run
         image: example.invalid/run:1
 `, name, ttlLine)
+}
+
+// applier is who applies a test's objects.
+type applier int
+
+const (
+	appliedHere applier = iota
+	appliedElsewhere
+)
+
+// createElsewhere creates list with a client of its own, as an earlier
+// run of the controller would have: the client under test did not apply
+// it and tracks none of its Jobs.
+func (c *waitCluster) createElsewhere(t *testing.T, list helmkube.ResourceList) {
+	t.Helper()
+	other := NewClient(c.getter, NewFieldValidation())
+	other.Namespace = c.ns
+	if _, err := other.Create(list); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // jobOutcome is what the test makes of a Job: still running, complete or
@@ -219,11 +249,33 @@ func TestSelfDeletingJobsUnderEveryWait(t *testing.T) {
 		wantErr string
 		// jobsOnly: only WaitWithJobs and hooks judge a running Job.
 		jobsOnly bool
+		// appliedBy is who creates the objects: the client under test
+		// (the default) or another one.
+		appliedBy applier
 	}{
 		{
 			name:   "gone before the wait, never seen",
 			ttl:    true,
 			before: finishThenDelete(jobComplete),
+		},
+		{
+			// Under afterHooks the readiness wait starts after the post
+			// hooks: a Job that failed meanwhile and deleted itself was
+			// never seen by the wait, but the client that applied it
+			// watched it from its apply on.
+			name:    "failed and gone before the wait",
+			ttl:     true,
+			before:  finishThenDelete(jobFailed),
+			wantErr: "status: 'Failed'",
+		},
+		{
+			// Applied by someone else (an earlier run of the controller):
+			// nothing here saw how it ended, so it cannot count as done.
+			name:      "gone before the wait, applied elsewhere",
+			ttl:       true,
+			before:    finishThenDelete(jobComplete),
+			wantErr:   "whether it succeeded is unknown",
+			appliedBy: appliedElsewhere,
 		},
 		{
 			name:   "seen complete, then gone",
@@ -265,7 +317,11 @@ func TestSelfDeletingJobsUnderEveryWait(t *testing.T) {
 				n++
 				job, held := fmt.Sprintf("job-%d", n), fmt.Sprintf("held-%d", n)
 				list := c.build(t, manifests(jobManifest(job, tc.ttl), deploymentManifest(held)))
-				c.create(t, list)
+				if tc.appliedBy == appliedElsewhere {
+					c.createElsewhere(t, list)
+				} else {
+					c.create(t, list)
+				}
 				c.setDeploymentReady(t, held, tc.during == nil)
 				tc.before(t, job)
 				waiter, err := c.narrowed.GetWaiterWithOptions(w.strategy)

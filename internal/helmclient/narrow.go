@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/afterhooks/helm-controller/internal/jobttl"
 )
 
 // resourceNamespace is what one informer of a status wait lists and
@@ -40,13 +42,13 @@ type namedObjects struct {
 
 // objectsOf returns the objects of resources; standIns says whether the
 // wait sees its self-deleting Jobs, once gone, in stand-ins (see jobs.go).
-func objectsOf(resources helmkube.ResourceList, standIns bool) *namedObjects {
+func objectsOf(resources helmkube.ResourceList, standIns bool, tracked *jobttl.Tracker) *namedObjects {
 	o := &namedObjects{
 		names:   map[resourceNamespace][]string{},
 		reached: map[resourceNamespace]map[string]string{},
 	}
 	if standIns {
-		o.jobs = newSelfDeletingJobs()
+		o.jobs = newSelfDeletingJobs(tracked)
 	}
 	for _, info := range resources {
 		if info == nil || info.Mapping == nil || info.Object == nil {
@@ -156,7 +158,7 @@ func (b *byName) List(ctx context.Context, opts metav1.ListOptions) (*unstructur
 			return nil, err
 		}
 		b.objects.reach(b.key, name, list.GetResourceVersion())
-		b.standInWhenGone(name, list)
+		b.standInWhenGone(ctx, name, list)
 		if merged == nil {
 			merged = list
 			continue
@@ -168,13 +170,13 @@ func (b *byName) List(ctx context.Context, opts metav1.ListOptions) (*unstructur
 
 // standInWhenGone records the state list holds of the self-deleting Job
 // name, or adds its stand-in when list holds none (see jobs.go).
-func (b *byName) standInWhenGone(name string, list *unstructured.UnstructuredList) {
+func (b *byName) standInWhenGone(ctx context.Context, name string, list *unstructured.UnstructuredList) {
 	jobs := b.objects.jobs
 	if !jobs.covers(b.key, name) {
 		return
 	}
 	if len(list.Items) == 0 {
-		list.Items = append(list.Items, *jobs.standIn(b.key, name, list.GetResourceVersion()))
+		list.Items = append(list.Items, *jobs.standIn(ctx, b.key, name, list.GetResourceVersion()))
 		return
 	}
 	for i := range list.Items {
@@ -184,7 +186,7 @@ func (b *byName) standInWhenGone(name string, list *unstructured.UnstructuredLis
 
 // standInForDeletion turns the deletion of the self-deleting Job name into
 // a change to its stand-in, and records every other state it delivers.
-func (b *byName) standInForDeletion(name string, ev watch.Event) watch.Event {
+func (b *byName) standInForDeletion(ctx context.Context, name string, ev watch.Event) watch.Event {
 	jobs := b.objects.jobs
 	if !jobs.covers(b.key, name) {
 		return ev
@@ -198,7 +200,7 @@ func (b *byName) standInForDeletion(name string, ev watch.Event) watch.Event {
 		if m, err := meta.Accessor(ev.Object); err == nil {
 			rv = m.GetResourceVersion()
 		}
-		return watch.Event{Type: watch.Modified, Object: jobs.standIn(b.key, name, rv)}
+		return watch.Event{Type: watch.Modified, Object: jobs.standIn(ctx, b.key, name, rv)}
 	}
 	return ev
 }
@@ -223,7 +225,7 @@ func (b *byName) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Inte
 			merged.Stop()
 			return nil, err
 		}
-		merged.add(w, func(ev watch.Event) watch.Event { return b.standInForDeletion(name, ev) }, func(obj runtime.Object) {
+		merged.add(w, func(ev watch.Event) watch.Event { return b.standInForDeletion(ctx, name, ev) }, func(obj runtime.Object) {
 			if m, err := meta.Accessor(obj); err == nil {
 				b.objects.reach(b.key, name, m.GetResourceVersion())
 			}

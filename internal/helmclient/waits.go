@@ -7,6 +7,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/afterhooks/helm-controller/internal/jobttl"
 	"github.com/afterhooks/helm-controller/internal/kubewait"
 )
 
@@ -25,7 +26,14 @@ type Client struct {
 	// HookOrigin, when set, is the release (hookcleanup.Origin) whose
 	// hooks Create marks as their creator; see stampHooks.
 	HookOrigin string
+	// Jobs tracks the self-deleting Jobs Create and Update apply, from
+	// their apply on (see jobs.go).
+	Jobs *jobttl.Tracker
 }
+
+// JobTracker returns the tracker of the Jobs this client applies; wrappers
+// of the client find it through jobttl.TrackerOf.
+func (c *Client) JobTracker() *jobttl.Tracker { return c.Jobs }
 
 var _ helmkube.InterfaceWaitOptions = (*Client)(nil)
 
@@ -45,7 +53,7 @@ func (c *Client) GetWaiter(ws helmkube.WaitStrategy) (helmkube.Waiter, error) {
 func (c *Client) GetWaiterWithOptions(ws helmkube.WaitStrategy, opts ...helmkube.WaitOption) (helmkube.Waiter, error) {
 	switch ws {
 	case helmkube.StatusWatcherStrategy, helmkube.HookOnlyStrategy:
-		return &narrowWaiter{client: c.Client, strategy: ws, opts: opts}, nil
+		return &narrowWaiter{client: c.Client, jobs: c.Jobs, strategy: ws, opts: opts}, nil
 	default:
 		return c.Client.GetWaiterWithOptions(ws, opts...)
 	}
@@ -54,7 +62,9 @@ func (c *Client) GetWaiterWithOptions(ws helmkube.WaitStrategy, opts ...helmkube
 // narrowWaiter builds, for every wait, Helm's waiter over a dynamic client
 // narrowed to that wait's objects.
 type narrowWaiter struct {
-	client   *helmkube.Client
+	client *helmkube.Client
+	// jobs knows how the self-deleting Jobs this client applied ended.
+	jobs     *jobttl.Tracker
 	strategy helmkube.WaitStrategy
 	opts     []helmkube.WaitOption
 }
@@ -93,17 +103,18 @@ func (w *narrowWaiter) WatchUntilReady(resources helmkube.ResourceList, timeout 
 // Jobs when standIns is set.
 func (w *narrowWaiter) narrowed(resources helmkube.ResourceList, timeout time.Duration, standIns bool,
 	wait func(helmkube.Waiter, helmkube.ResourceList, time.Duration) error) error {
-	inner, err := w.over(resources, standIns)
+	objects := objectsOf(resources, standIns, w.jobs)
+	inner, err := w.over(objects)
 	if err != nil {
 		return err
 	}
-	return wait(inner, resources, timeout)
+	return objects.jobs.explain(wait(inner, resources, timeout))
 }
 
-// over returns Helm's waiter whose informers see only resources.
-func (w *narrowWaiter) over(resources helmkube.ResourceList, standIns bool) (helmkube.Waiter, error) {
+// over returns Helm's waiter whose informers see only objects.
+func (w *narrowWaiter) over(objects *namedObjects) (helmkube.Waiter, error) {
 	narrowed := &helmkube.Client{
-		Factory:   &narrowFactory{Factory: w.client.Factory, objects: objectsOf(resources, standIns)},
+		Factory:   &narrowFactory{Factory: w.client.Factory, objects: objects},
 		Namespace: w.client.Namespace,
 		//nolint:staticcheck // carried over so a caller's wait context still applies.
 		WaitContext: w.client.WaitContext,

@@ -1,11 +1,12 @@
 // Package jobttl tells which objects of a release are Jobs that delete
 // themselves once finished: those whose manifest sets
 // spec.ttlSecondsAfterFinished (0 included), which Kubernetes' TTL
-// controller deletes, often before a wait sees them finish. Every wait of
-// the controller counts such a Job as complete once it is gone, unless the
-// wait saw it fail, as upstream helm-controller counts it (see
-// internal/helmclient's jobs.go for Helm's waits, internal/sequencing for
-// readiness expressions).
+// controller deletes, often before a wait sees them finish. A Tracker
+// watches each such Job from its apply on and keeps the last state it saw,
+// so that every wait of the controller judges a gone Job by how it really
+// ended (internal/helmclient's jobs.go for Helm's waits, internal/sequencing
+// for readiness expressions), and a Job nothing saw finish never counts as
+// done.
 package jobttl
 
 import (

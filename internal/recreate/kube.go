@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/resource"
 
+	"github.com/afterhooks/helm-controller/internal/jobttl"
 	"github.com/afterhooks/helm-controller/internal/kubewait"
 )
 
@@ -58,6 +59,9 @@ var _ kube.InterfaceWaitOptions = (*Client)(nil)
 func Wrap(inner kube.Interface, opts Options) *Client {
 	return &Client{Interface: inner, opts: opts}
 }
+
+// JobTracker hands on the inner client's tracker of self-deleting Jobs.
+func (c *Client) JobTracker() *jobttl.Tracker { return jobttl.TrackerOf(c.Interface) }
 
 // GetWaiterWithOptions passes the wait options on to the inner client.
 func (c *Client) GetWaiterWithOptions(ws kube.WaitStrategy, opts ...kube.WaitOption) (kube.Waiter, error) {

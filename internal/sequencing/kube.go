@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/resource"
 
+	"github.com/afterhooks/helm-controller/internal/jobttl"
 	"github.com/afterhooks/helm-controller/internal/kubewait"
 )
 
@@ -145,6 +146,9 @@ func Wrap(inner kube.Interface, opts Options) *Client {
 	return &Client{Interface: inner, opts: opts, known: map[ObjectID]Resource{}, warned: map[string]bool{},
 		deleted: map[ObjectID]bool{}, stuck: map[ObjectID]bool{}}
 }
+
+// JobTracker hands on the inner client's tracker of self-deleting Jobs.
+func (c *Client) JobTracker() *jobttl.Tracker { return jobttl.TrackerOf(c.Interface) }
 
 // Learn reads a release manifest for the charts of its objects. Uninstall
 // builds its objects from the manifest without the source comments, so it

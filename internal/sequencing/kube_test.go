@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/resource"
 	"sigs.k8s.io/yaml"
+
+	"github.com/afterhooks/helm-controller/internal/jobttl"
 )
 
 // fakeKube is a Helm kube client that records what it is asked to do, in
@@ -40,7 +42,11 @@ type fakeKube struct {
 	// exists are the objects created or updated and not deleted since;
 	// deleted are those whose deletion was asked for.
 	exists, deleted map[string]bool
+	// jobs stands for the tracker of the kube client sequencing wraps.
+	jobs *jobttl.Tracker
 }
+
+func (f *fakeKube) JobTracker() *jobttl.Tracker { return f.jobs }
 
 func (f *fakeKube) record(verb string, list kube.ResourceList) {
 	names := make([]string, 0, len(list))
@@ -467,22 +473,66 @@ func TestCustomReadinessDecides(t *testing.T) {
 			t.Fatalf("error = %v, want a timeout naming Job/migrate", err)
 		}
 	})
-	t.Run("a Job with ttlSecondsAfterFinished that is gone is done", func(t *testing.T) {
-		migrate := object("shop/templates/job.yaml", "Job", "migrate", AnnotationResourceGroup, "migrate", AnnotationDependsOnGroups, `["db"]`,
-			AnnotationReadinessSuccess, `["{.succeeded} >= 1"]`, AnnotationReadinessFailure, `["{.failed} >= 1"]`)
-		migrate = strings.Replace(migrate, "apiVersion: v1\n", "apiVersion: batch/v1\n", 1) + "spec:\n  ttlSecondsAfterFinished: 0\n"
-		ttlJob := object("shop/templates/db.yaml", "ConfigMap", "db", AnnotationResourceGroup, "db") + migrate +
-			object("shop/templates/app.yaml", "ConfigMap", "app", AnnotationResourceGroup, "app", AnnotationDependsOnGroups, `["migrate"]`)
-		f := &fakeKube{}
-		gone := func(info *resource.Info) (runtime.Object, error) {
-			return nil, apierrors.NewNotFound(schema.GroupResource{Group: "batch", Resource: "jobs"}, info.Name)
-		}
-		c := newClient(f, Options{PollInterval: time.Millisecond, Deadline: time.Now().Add(time.Second), Get: gone})
-		if _, err := c.Create(build(t, c, ttlJob)); err != nil {
-			t.Fatalf("a finished and deleted Job held the batch: %v", err)
-		}
-		wantCalls(t, f, "create db", "wait db", "create migrate", "create app")
-	})
+	// A Job with ttlSecondsAfterFinished that is gone is judged on the
+	// last state the kube client's tracker saw of it: a poll every 2 s
+	// misses most Jobs that fail and delete themselves at once.
+	migrate := object("shop/templates/job.yaml", "Job", "migrate", AnnotationResourceGroup, "migrate", AnnotationDependsOnGroups, `["db"]`,
+		AnnotationReadinessSuccess, `["{.succeeded} >= 1"]`, AnnotationReadinessFailure, `["{.failed} >= 1"]`)
+	migrate = strings.Replace(migrate, "apiVersion: v1\n", "apiVersion: batch/v1\n", 1) + "spec:\n  ttlSecondsAfterFinished: 0\n"
+	ttlJob := object("shop/templates/db.yaml", "ConfigMap", "db", AnnotationResourceGroup, "db") + migrate +
+		object("shop/templates/app.yaml", "ConfigMap", "app", AnnotationResourceGroup, "app", AnnotationDependsOnGroups, `["migrate"]`)
+	gone := func(info *resource.Info) (runtime.Object, error) {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Group: "batch", Resource: "jobs"}, info.Name)
+	}
+	finishedJob := func(status map[string]any, condition string) *unstructured.Unstructured {
+		status["conditions"] = []any{map[string]any{"type": condition, "status": "True"}}
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "batch/v1", "kind": "Job",
+			"metadata": map[string]any{"name": "migrate", "namespace": "ns"},
+			"status":   status,
+		}}
+	}
+	goneJobs := []struct {
+		name string
+		// seen is the last state the tracker saw; nil: it saw none.
+		seen      *unstructured.Unstructured
+		wantErr   string
+		wantCalls []string
+	}{
+		{
+			name:      "seen complete, then gone: done",
+			seen:      finishedJob(map[string]any{"succeeded": int64(1)}, "Complete"),
+			wantCalls: []string{"create db", "wait db", "create migrate", "create app"},
+		},
+		{
+			name:      "seen failed, then gone: the batch fails",
+			seen:      finishedJob(map[string]any{"failed": int64(1)}, "Failed"),
+			wantErr:   "its failure condition",
+			wantCalls: []string{"create db", "wait db", "create migrate"},
+		},
+		{
+			name:      "gone, nothing saw it finish: the batch fails",
+			wantErr:   "whether it succeeded is unknown",
+			wantCalls: []string{"create db", "wait db", "create migrate"},
+		},
+	}
+	for _, tc := range goneJobs {
+		t.Run("a Job with ttlSecondsAfterFinished, "+tc.name, func(t *testing.T) {
+			f := &fakeKube{jobs: jobttl.NewTracker()}
+			if tc.seen != nil {
+				f.jobs.Saw(tc.seen)
+			}
+			c := newClient(f, Options{PollInterval: time.Millisecond, Deadline: time.Now().Add(5 * time.Second), Get: gone})
+			_, err := c.Create(build(t, c, ttlJob))
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("a Job that completed and was deleted held the batch: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "Job/ns/migrate")):
+				t.Fatalf("error = %v, want one naming Job/ns/migrate with %q", err, tc.wantErr)
+			}
+			wantCalls(t, f, tc.wantCalls...)
+		})
+	}
 	t.Run("a Job without ttlSecondsAfterFinished that is gone is waited for", func(t *testing.T) {
 		f := &fakeKube{}
 		gone := func(info *resource.Info) (runtime.Object, error) {

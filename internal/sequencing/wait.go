@@ -240,10 +240,13 @@ func (c *Client) waitCustom(ctx context.Context, objects []judged, timedOut erro
 		var unready []kubewait.NotReady
 		for _, o := range pending {
 			verdict, why, err := c.judge(o)
+			if apierrors.IsNotFound(err) && jobttl.DeletesItself(o.info) {
+				verdict, why, err = c.judgeGone(ctx, o)
+				if err != nil {
+					return err
+				}
+			}
 			switch {
-			case apierrors.IsNotFound(err) && jobttl.DeletesItself(o.info):
-				// Gone after it finished: done, as in the action's
-				// waiter; had this wait seen it fail, it had ended.
 			case err != nil:
 				still = append(still, o)
 				reasons = append(reasons, fmt.Sprintf("%s: %v", idOf(o.info), err))
@@ -280,8 +283,44 @@ func (c *Client) judge(o judged) (Verdict, string, error) {
 	if err != nil {
 		return VerdictPending, "", err
 	}
+	if jobttl.DeletesItself(o.info) {
+		// What a poll saw counts too, should the watch have missed it.
+		jobttl.TrackerOf(c.Interface).Saw(&unstructured.Unstructured{Object: content})
+	}
 	verdict, expr := o.readiness.Evaluate(content)
 	return verdict, expr, nil
+}
+
+// trackerPatience bounds how long a gone Job's last changes are waited
+// for from the tracker that watched it since its apply.
+const trackerPatience = 10 * time.Second
+
+// judgeGone evaluates the readiness expressions of a self-deleting Job
+// that is gone on the last state the kube client's tracker saw of it
+// (jobttl.Tracker): a poll every PollInterval misses most Jobs that fail
+// and delete themselves at once. A Job nothing here saw finish fails the
+// batch: it may have failed, and a later batch must not run after a
+// failed one. So does a Job that finished with no condition true, since
+// its state will not change any more.
+func (c *Client) judgeGone(ctx context.Context, o judged) (Verdict, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, trackerPatience)
+	defer cancel()
+	last, outcome := jobttl.TrackerOf(c.Interface).Last(ctx, o.info.Namespace, o.info.Name)
+	if outcome != jobttl.Complete && outcome != jobttl.Failed {
+		return VerdictPending, "", goneFailure(o.info, "it deleted itself (spec.ttlSecondsAfterFinished) before the controller saw it finish: "+
+			"whether it succeeded is unknown, so the batch fails")
+	}
+	verdict, expr := o.readiness.Evaluate(last.Object)
+	if verdict == VerdictPending {
+		return verdict, "", goneFailure(o.info, fmt.Sprintf("it finished (%s) and deleted itself with no success or failure condition true on its last state", outcome))
+	}
+	return verdict, expr, nil
+}
+
+// goneFailure is the failure of a batch on a gone Job, worded as every
+// failed wait is (kubewait.WaitError).
+func goneFailure(info *resource.Info, why string) error {
+	return &kubewait.WaitError{Ending: kubewait.Stalled, Objects: []kubewait.NotReady{notReady(info, status.FailedStatus.String(), why)}}
 }
 
 // get reads the object's current state.

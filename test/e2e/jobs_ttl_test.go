@@ -1,8 +1,14 @@
 package e2e
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/rand"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 
@@ -44,23 +50,73 @@ func TestJobsWithTTLInstallAndUpgrade(t *testing.T) {
 }
 
 // TestJobsWithTTLFailedJobFails: a Job that failed and was then deleted by
-// its TTL is still a failure. The Deployment becomes ready only after the
-// Job has failed and is gone, so the wait decides on a Job it saw fail but
-// can no longer read: the install fails on the Job, well before the
-// timeout, rather than succeeding or running into the timeout.
+// its TTL is still a failure, under every wait. The Deployment becomes
+// ready only after the Job has failed and is gone, so the wait decides on
+// a Job it can no longer read: the install fails on the Job, well before
+// the timeout, rather than succeeding or running into the timeout.
+//
+// Under afterHooks the post hook runs for 8 s before the readiness wait
+// starts: the Job fails and is deleted before that wait ever looks, and
+// only the tracking from its apply on knows how it ended. Under ordered,
+// the Job is in group seed with readiness expressions (polled every 2 s),
+// and the ConfigMap of group app, which depends on seed, must never be
+// applied.
 func TestJobsWithTTLFailedJobFails(t *testing.T) {
+	t.Parallel()
+	for _, tc := range everyWaitMethod {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ns := env.Namespace(t)
+			repo := env.HelmRepository(t, ns)
+			chart := env.PublishChart(t, jobsTTLChart, "0.1.0", ns)
+			const timeout = 90 * time.Second
+			values := `{"setupFail":true,"hookDelay":"8s"}`
+			if tc.ordered {
+				values = `{"setupFail":true,"hookDelay":"8s","readinessAnnotations":true}`
+			}
+			hr := framework.WithWaitStrategy(framework.Release(ns, "ttl", repo.Name, chart.Name, chart.Version, values), tc.strategy, timeout)
+			tc.orderIfAsked(hr)
+			start := time.Now()
+			env.Create(t, hr)
+			env.WaitNotReady(t, hr, helmv2.InstallFailedReason, "Job/"+ns+"/ttl-setup")
+			if took := time.Since(start); took > timeout/2 {
+				t.Errorf("the install failed after %s, near its timeout of %s: the wait did not decide on the failed Job", took.Round(time.Second), timeout)
+			}
+			env.WantStorage(t, ns, "ttl", "failed")
+			if tc.ordered {
+				err := env.Get(context.Background(), &corev1.ConfigMap{}, ns, "ttl-after-seed")
+				if !apierrors.IsNotFound(err) {
+					t.Errorf("the ConfigMap of group app, which depends on the failed group seed: %v, want NotFound", err)
+				}
+			}
+		})
+	}
+}
+
+// TestJobsWithTTLFailedJobFailsAcrossARestart: under afterHooks, the
+// controller is killed while the 8-second post hook runs, after the
+// ordinary Job has failed and deleted itself, and started again. The
+// interrupted install is retried (the new run applies the Job again and
+// sees it fail), or its wait resumes with no record of how the Job ended:
+// either way the release must not become Ready.
+func TestJobsWithTTLFailedJobFailsAcrossARestart(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	repo := env.HelmRepository(t, ns)
 	chart := env.PublishChart(t, jobsTTLChart, "0.1.0", ns)
-	const timeout = 90 * time.Second
-	hr := framework.WithWaitStrategy(framework.Release(ns, "ttl", repo.Name, chart.Name, chart.Version,
-		`{"setupFail":true}`), v2.BeforeHooks, timeout)
-	start := time.Now()
+	ctl := env.StartShard(t, ns, framework.ControllerOptions{Shard: "ttl-restart-" + rand.String(8)})
+	hr := framework.Sharded(framework.WithWaitStrategy(framework.Release(ns, "ttl", repo.Name, chart.Name, chart.Version,
+		`{"setupFail":true,"hookDelay":"8s"}`), v2.AfterHooks, 90*time.Second), ctl)
 	env.Create(t, hr)
-	env.WaitNotReady(t, hr, helmv2.InstallFailedReason, "Job/"+ns+"/ttl-setup status: 'Failed'")
-	if took := time.Since(start); took > timeout/2 {
-		t.Errorf("the install failed after %s, near its timeout of %s: the wait did not decide on the failed Job", took.Round(time.Second), timeout)
+	env.Eventually(t, time.Minute, "the post hook running", func(ctx context.Context) error {
+		return env.Get(ctx, &batchv1.Job{}, ns, "ttl-hook")
+	})
+	time.Sleep(4 * time.Second) // the setup Job has failed and is gone by now
+	if err := ctl.Kill(); err != nil {
+		t.Fatal(err)
 	}
-	env.WantStorage(t, ns, "ttl", "failed")
+	if err := ctl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitNotReady(t, hr, helmv2.InstallFailedReason, "ttl-setup")
 }
