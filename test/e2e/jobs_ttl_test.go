@@ -2,15 +2,20 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/test/e2e/framework"
@@ -118,5 +123,18 @@ func TestJobsWithTTLFailedJobFailsAcrossARestart(t *testing.T) {
 	if err := ctl.Start(); err != nil {
 		t.Fatal(err)
 	}
-	env.WaitNotReady(t, hr, helmv2.InstallFailedReason, "ttl-setup")
+	// The unlocked install counts as failed, so the retry is an install or
+	// an upgrade as remediation has it; either must fail on the Job.
+	env.Eventually(t, time.Minute, "Ready=False naming the failed Job", func(ctx context.Context) error {
+		if err := env.Get(ctx, hr, ns, hr.Name); err != nil {
+			return err
+		}
+		if err := framework.Condition(hr, meta.ReadyCondition, metav1.ConditionFalse, ""); err != nil {
+			return err
+		}
+		if msg := conditions.GetMessage(hr, meta.ReadyCondition); !strings.Contains(msg, "Job/"+ns+"/ttl-setup status: 'Failed'") {
+			return fmt.Errorf("Ready message %q does not name the failed Job", msg)
+		}
+		return nil
+	})
 }
