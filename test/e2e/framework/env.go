@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,6 +45,10 @@ type Env struct {
 	WorkDir string
 
 	closers []func() error
+
+	// oracles are the running oracles by namespace (see Oracle).
+	oracleMu sync.Mutex
+	oracles  map[string]*Oracle
 }
 
 // Options configure Setup.
