@@ -30,6 +30,7 @@ func TestJobsWithTTLInstallAndUpgrade(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ns := env.Namespace(t)
+			env.Oracle(t, ns)
 			repo := env.HelmRepository(t, ns)
 			chart := env.PublishChart(t, jobsTTLChart, "0.1.0", ns)
 			hr := framework.WithWaitStrategy(framework.Release(ns, "ttl", repo.Name, chart.Name, chart.Version, ""), tc.strategy, jobsTTLTimeout)
@@ -51,6 +52,7 @@ func TestJobsWithTTLInstallAndUpgrade(t *testing.T) {
 func TestJobsWithTTLFailedJobFails(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
+	env.Oracle(t, ns)
 	repo := env.HelmRepository(t, ns)
 	chart := env.PublishChart(t, jobsTTLChart, "0.1.0", ns)
 	const timeout = 90 * time.Second

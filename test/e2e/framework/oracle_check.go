@@ -314,12 +314,15 @@ func (c *check) controllerSaw(generation int64) (int, bool) {
 
 // actionWindow is the rule that ties objects to the revision Ready names:
 // an object belongs to the action if it was created after the action was
-// announced (the last state before the transition whose Reconciling
-// condition turned to "Running '<action>' action ...", a new announcement
-// also after a failed attempt) and no later than the transition. Without
-// an announcement, the window opens at the previous Ready=True. An action
-// ran only if the revision named changed since the previous Ready=True
-// (or there was none): else the Ready is a check that found the release in
+// announced and no later than the transition. The announcement is the
+// first state whose Reconciling condition says "Running '<action>' action
+// ..." after the last Ready=False (a failed attempt, retried) or, without
+// one, after the previous Ready=True; the first, so that a controller
+// restarted in the middle of the action, which announces it again, keeps
+// the hooks that ran before the restart. Without an announcement the
+// window opens at that Ready=False or previous Ready=True. An action ran
+// only if the revision named changed since the previous Ready=True (or
+// there was none): else the Ready is a check that found the release in
 // sync, and no Job or hook of it is judged.
 func (c *check) actionWindow() *window {
 	prev := -1
@@ -330,11 +333,18 @@ func (c *check) actionWindow() *window {
 		return nil
 	}
 	w := &window{to: c.at().Order, verb: c.actionVerb()}
-	if prev >= 0 {
-		w.from = c.states[prev].Order
-	}
+	opened := prev
 	for k := c.idx - 1; k > prev; k-- {
-		if announcesAction(c.states, k) {
+		if ready := readyCondition(c.states[k].hr); ready != nil && ready.Status == metav1.ConditionFalse {
+			opened = k
+			break
+		}
+	}
+	if opened >= 0 {
+		w.from = c.states[opened].Order
+	}
+	for k := opened + 1; k < c.idx; k++ {
+		if strings.HasPrefix(reconcilingMessage(c.states[k].hr), "Running '") {
 			w.from = c.states[k].Order
 			break
 		}
@@ -359,21 +369,6 @@ func revisionOf(hr *v2.HelmRelease) int {
 		return latest.Version
 	}
 	return 0
-}
-
-// announcesAction: state k starts an action, by a new "Running '...'"
-// Reconciling message or the same one after a failure.
-func announcesAction(states []releaseState, k int) bool {
-	msg := reconcilingMessage(states[k].hr)
-	if !strings.HasPrefix(msg, "Running '") {
-		return false
-	}
-	if k == 0 {
-		return true
-	}
-	before := states[k-1].hr
-	ready := readyCondition(before)
-	return reconcilingMessage(before) != msg || (ready != nil && ready.Status == metav1.ConditionFalse)
 }
 
 func reconcilingMessage(hr *v2.HelmRelease) string {

@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -140,7 +141,7 @@ type jobStep struct {
 func jobHistory(t *testing.T, name, hook string, steps ...jobStep) *ObjectHistory {
 	h := &ObjectHistory{Kind: "Job"}
 	job := &batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}}
-	job.Name, job.UID = name, types.UID(name+"-uid")
+	job.Name, job.UID = name, types.UID(fmt.Sprintf("%s-%d", name, steps[0].order))
 	origin(job, hook)
 	for _, s := range steps {
 		switch s.outcome {
@@ -226,6 +227,19 @@ func TestOracleTruthfulHistoryPasses(t *testing.T) {
 					deploymentHistory(t, 21, 45),
 					jobHistory(t, "ttl-hook-first", "post-install", jobStep{order: 25}, jobStep{order: 30, outcome: "Failed"}),
 					jobHistory(t, "ttl-hook", "post-install,post-upgrade", jobStep{order: 40}, jobStep{order: 50, outcome: "Complete"}),
+				},
+			}
+		}, 1},
+		{"a controller restarted during the wait announces the install again: the hook that ran before is still the revision's", func(t *testing.T) *Recording {
+			states := append(installing(),
+				hrAt{order: 33, generation: 1, ready: metav1.ConditionUnknown, reason: meta.ProgressingReason, message: installAnnounce, readyGeneration: 1, reconciling: "Fulfilling prerequisites"},
+				hrAt{order: 34, generation: 1, ready: metav1.ConditionUnknown, reason: meta.ProgressingReason, message: installAnnounce, readyGeneration: 1, reconciling: installAnnounce},
+			)
+			return &Recording{
+				Releases: []*ObjectHistory{releaseHistory(t, append(states, installedReady()...)...)},
+				Objects: []*ObjectHistory{
+					deploymentHistory(t, 21, 45),
+					jobHistory(t, "ttl-hook", "post-install,post-upgrade", jobStep{order: 25}, jobStep{order: 28, outcome: "Complete"}, jobStep{order: 29, outcome: "Complete", deleted: true}),
 				},
 			}
 		}, 1},
@@ -345,7 +359,7 @@ func TestOracleFindsPlantedLies(t *testing.T) {
 				Objects: []*ObjectHistory{
 					deploymentHistory(t, 21, 45),
 					jobHistory(t, "ttl-hook", "post-install,post-upgrade", jobStep{order: 40}, jobStep{order: 50, outcome: "Complete"}, jobStep{order: 51, outcome: "Complete", deleted: true}),
-					jobHistory(t, "ttl-hook2", "post-install,post-upgrade", jobStep{order: 75}, jobStep{order: 80, outcome: "Complete"}),
+					jobHistory(t, "ttl-hook", "post-install,post-upgrade", jobStep{order: 75}, jobStep{order: 80, outcome: "Complete"}),
 				},
 			}
 		}, []string{"revision 2", "names generation 1 of generation 2, which the controller had already started on"}},
