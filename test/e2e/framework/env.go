@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -45,10 +44,6 @@ type Env struct {
 	WorkDir string
 
 	closers []func() error
-
-	// oracles are the running oracles by namespace (see Oracle).
-	oracleMu sync.Mutex
-	oracles  map[string]*Oracle
 }
 
 // Options configure Setup.

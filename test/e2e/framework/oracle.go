@@ -63,28 +63,33 @@ type Oracle struct {
 	watchErrs []error
 }
 
+// oracles are the running oracles, by API server and namespace: Env is
+// copied by tests that point it at a cluster of their own.
+var oracles = struct {
+	sync.Mutex
+	byNamespace map[string]*Oracle
+}{byNamespace: map[string]*Oracle{}}
+
 // Oracle starts the oracle on ns for the rest of the test; a second call
 // for the same namespace returns the first oracle. Start it before the
 // test creates its HelmReleases.
 func (e *Env) Oracle(t testing.TB, ns string) *Oracle {
 	t.Helper()
-	e.oracleMu.Lock()
-	defer e.oracleMu.Unlock()
-	if o, ok := e.oracles[ns]; ok {
+	key := e.Cluster.APIServerURL() + "/" + ns
+	oracles.Lock()
+	defer oracles.Unlock()
+	if o, ok := oracles.byNamespace[key]; ok {
 		return o
 	}
 	o, err := startOracle(t, e.Cluster.RESTConfig(), ns, e.storedHooks)
 	if err != nil {
 		t.Fatalf("starting the oracle on %s: %v", ns, err)
 	}
-	if e.oracles == nil {
-		e.oracles = map[string]*Oracle{}
-	}
-	e.oracles[ns] = o
+	oracles.byNamespace[key] = o
 	t.Cleanup(func() {
-		e.oracleMu.Lock()
-		delete(e.oracles, ns)
-		e.oracleMu.Unlock()
+		oracles.Lock()
+		delete(oracles.byNamespace, key)
+		oracles.Unlock()
 	})
 	return o
 }
