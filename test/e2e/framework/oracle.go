@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -253,9 +254,12 @@ func (o *Oracle) judge(final bool) {
 			}
 			o.judged[tx] = true
 			o.checks++
-			for _, lie := range CheckTransition(&o.rec, hr, idx, o.hooks) {
+			v := Judge(&o.rec, hr, idx, o.hooks)
+			for _, lie := range v.Lies {
 				o.t.Error(lie.String())
 			}
+			o.t.Logf("oracle: %s Ready=True at revision %d (action %q) held to %s: %d lies",
+				hr.describe(), v.Revision, v.Action, strings.Join(v.Judged, ", "), len(v.Lies))
 		}
 	}
 }

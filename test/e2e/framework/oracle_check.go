@@ -188,26 +188,44 @@ func newReadyWrite(before, after *metav1.Condition) bool {
 }
 
 // CheckTransition judges the Ready=True at index idx of hr against the
-// recording. hooks may be nil: then the post hooks are judged by the
-// objects seen only, not against what Helm stored.
+// recording and returns the lies. hooks may be nil: then the post hooks are
+// judged by the objects seen only, not against what Helm stored.
 func CheckTransition(rec *Recording, hr *ObjectHistory, idx int, hooks HookSource) []Lie {
+	return Judge(rec, hr, idx, hooks).Lies
+}
+
+// Verdict is the judgement of one Ready=True.
+type Verdict struct {
+	Lies []Lie
+	// Revision is the revision Ready named, Action the Helm action that
+	// led to it (empty when none ran since the previous Ready=True).
+	Revision int
+	Action   string
+	// Judged names the objects the Ready was held to.
+	Judged []string
+}
+
+// Judge is CheckTransition with what was judged.
+func Judge(rec *Recording, hr *ObjectHistory, idx int, hooks HookSource) Verdict {
 	states, err := decodeReleaseStates(hr)
 	if err != nil {
-		return []Lie{{Release: hr.describe(), Problem: err.Error()}}
+		return Verdict{Lies: []Lie{{Release: hr.describe(), Problem: err.Error()}}}
 	}
 	c := &check{rec: rec, states: states, idx: idx, hooks: hooks}
 	c.settle()
 	c.checkGeneration()
-	if c.action == nil {
-		// No action ran since the previous Ready: a reconcile that found
-		// the release in sync. Its workloads must still be ready.
-		c.checkWorkloads()
-		return c.lies
+	if c.action != nil {
+		c.checkJobs()
+		c.checkHooks()
 	}
-	c.checkJobs()
-	c.checkHooks()
+	// Without an action since the previous Ready, this is a reconcile that
+	// found the release in sync: its workloads must still be ready.
 	c.checkWorkloads()
-	return c.lies
+	v := Verdict{Lies: c.lies, Revision: c.revision(), Judged: c.judged}
+	if c.action != nil {
+		v.Action = c.action.verb
+	}
+	return v
 }
 
 // check is the judgement of one transition.
@@ -224,6 +242,7 @@ type check struct {
 	// none ran since the previous Ready=True (the same revision).
 	action *window
 	lies   []Lie
+	judged []string
 }
 
 // window is the span of orders in which the action's objects were created.
@@ -503,6 +522,7 @@ func (c *check) checkJobs() {
 // judgeRun holds a Job or a bare Pod to having finished well by the
 // transition, and says how it was seen otherwise.
 func (c *check) judgeRun(h *ObjectHistory, states []Observation, kind string) {
+	c.judged = append(c.judged, h.describe())
 	complete := false
 	for _, s := range states {
 		done, failed, why := runOutcome(s.Object)
@@ -615,6 +635,7 @@ func (c *check) checkWorkloads() {
 		if last.GetDeletionTimestamp() != nil || !c.belongs(last) {
 			continue
 		}
+		c.judged = append(c.judged, h.describe())
 		res, err := status.Compute(last)
 		if err != nil {
 			c.lie(h.describe(), "kstatus cannot read it: %v", err)
