@@ -596,10 +596,12 @@ func (c *check) checkHooks() {
 }
 
 func (c *check) checkStoredHooks(seen map[string]bool) {
-	if c.hooks == nil || c.revision() == 0 {
+	hr := c.at().hr
+	// The oracle watches the HelmRelease's namespace: hooks Helm applies
+	// into a target namespace elsewhere are out of its sight.
+	if c.hooks == nil || c.revision() == 0 || hr.GetReleaseNamespace() != hr.Namespace {
 		return
 	}
-	hr := c.at().hr
 	stored, err := c.hooks(hr.GetStorageNamespace(), action.ReleaseName(hr), c.revision())
 	if err != nil {
 		c.lie("", "the oracle could not read the revision's hooks: %v", err)
