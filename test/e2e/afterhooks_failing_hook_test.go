@@ -21,6 +21,7 @@ import (
 func TestAfterHooksFailingHook(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
+	env.Oracle(t, ns)
 	repo := env.HelmRepository(t, ns)
 	chart := env.PublishChart(t, "afterhooks-failing-hook", "0.1.0", ns)
 	hr := framework.Release(ns, "app", repo.Name, chart.Name, chart.Version, "")

@@ -23,6 +23,7 @@ import (
 func TestDefaultToAfterHooksGate(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
+	env.Oracle(t, ns)
 	repo := env.HelmRepository(t, ns)
 	ref := env.PublishChart(t, framework.HookDelayChart, "0.2.0", ns)
 	ctl := env.StartShard(t, ns, framework.ControllerOptions{

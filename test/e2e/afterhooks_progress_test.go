@@ -23,6 +23,7 @@ import (
 func TestAfterHooksProgress(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
+	env.Oracle(t, ns)
 	repo := env.HelmRepository(t, ns)
 	ref := env.PublishChart(t, framework.HookDelayChart, "0.3.0", ns)
 	// Slow hook and slow pods, so both phases last long enough to be seen.

@@ -20,6 +20,7 @@ import (
 func TestAfterHooksInstallRemediation(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
+	env.Oracle(t, ns)
 	repo := env.HelmRepository(t, ns)
 	ref := env.PublishChart(t, "afterhooks-deadlock", "0.1.0", ns)
 	hr := framework.Release(ns, "app", repo.Name, ref.Name, ref.Version, `{"podAnnotations":{"sim.afterhooks.io/fail":"crashloop"}}`)

@@ -28,6 +28,7 @@ func TestAfterHooks(t *testing.T) {
 	t.Run("beforeHooks-deadlocks", func(t *testing.T) {
 		t.Parallel()
 		ns := env.Namespace(t)
+		env.Oracle(t, ns)
 		repo := env.HelmRepository(t, ns)
 		ref := env.PublishChart(t, framework.DeadlockChart, "0.1.0", ns)
 		hr := framework.Release(ns, "app", repo.Name, ref.Name, ref.Version, "")
@@ -56,6 +57,7 @@ func TestAfterHooks(t *testing.T) {
 	t.Run("afterHooks-installs-and-upgrades", func(t *testing.T) {
 		t.Parallel()
 		ns := env.Namespace(t)
+		env.Oracle(t, ns)
 		repo := env.HelmRepository(t, ns)
 		ref := env.PublishChart(t, framework.DeadlockChart, "0.1.0", ns)
 		hr := framework.WithWaitStrategy(framework.Release(ns, "app", repo.Name, ref.Name, ref.Version, `{"message":"one"}`),
@@ -104,6 +106,7 @@ func TestAfterHooks(t *testing.T) {
 	t.Run("afterHooks-upgrade-fails-rolls-back", func(t *testing.T) {
 		t.Parallel()
 		ns := env.Namespace(t)
+		env.Oracle(t, ns)
 		repo := env.HelmRepository(t, ns)
 		ref := env.PublishChart(t, framework.DeadlockChart, "0.1.0", ns)
 		hr := framework.Release(ns, "app", repo.Name, ref.Name, ref.Version, "")
@@ -145,6 +148,7 @@ func TestAfterHooks(t *testing.T) {
 	t.Run("afterHooks-not-ready-fails", func(t *testing.T) {
 		t.Parallel()
 		ns := env.Namespace(t)
+		env.Oracle(t, ns)
 		repo := env.HelmRepository(t, ns)
 		ref := env.PublishChart(t, framework.DeadlockChart, "0.1.0", ns)
 		hr := framework.Release(ns, "app", repo.Name, ref.Name, ref.Version, `{"podAnnotations":{"sim.afterhooks.io/fail":"crashloop"}}`)

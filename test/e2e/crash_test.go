@@ -35,6 +35,7 @@ import (
 func TestAfterHooksCrashSafety(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
+	env.Oracle(t, ns)
 	repo := env.HelmRepository(t, ns)
 	ref := env.PublishChart(t, framework.HookDelayChart, "0.1.0", ns)
 	ctl := env.StartShard(t, ns, framework.ControllerOptions{Shard: "crash-" + rand.String(8)})
@@ -206,6 +207,7 @@ func jobFinished(job *batchv1.Job) bool {
 func TestAfterHooksResumeAfterSpecChange(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
+	env.Oracle(t, ns)
 	repo := env.HelmRepository(t, ns)
 	ref := env.PublishChart(t, framework.HookDelayChart, "0.1.0", ns)
 	ctl := env.StartShard(t, ns, framework.ControllerOptions{Shard: "respec-" + rand.String(8)})

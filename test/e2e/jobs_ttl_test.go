@@ -41,6 +41,7 @@ func TestJobsWithTTLInstallAndUpgrade(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ns := env.Namespace(t)
+			env.Oracle(t, ns)
 			repo := env.HelmRepository(t, ns)
 			chart := env.PublishChart(t, jobsTTLChart, "0.1.0", ns)
 			hr := framework.WithWaitStrategy(framework.Release(ns, "ttl", repo.Name, chart.Name, chart.Version, ""), tc.strategy, jobsTTLTimeout)
@@ -107,6 +108,7 @@ func TestJobsWithTTLFailedJobFails(t *testing.T) {
 func TestJobsWithTTLFailedJobFailsAcrossARestart(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
+	env.Oracle(t, ns)
 	repo := env.HelmRepository(t, ns)
 	chart := env.PublishChart(t, jobsTTLChart, "0.1.0", ns)
 	ctl := env.StartShard(t, ns, framework.ControllerOptions{Shard: "ttl-restart-" + rand.String(8)})

@@ -23,7 +23,8 @@ import (
 const PollInterval = 250 * time.Millisecond
 
 // Namespace creates a namespace named after the test, deleted when the
-// test ends.
+// test ends. With HELM_CONTROLLER_E2E_ORACLE=all it also starts the oracle
+// (Oracle) on it.
 func (e *Env) Namespace(t testing.TB) string {
 	t.Helper()
 	name := strings.ToLower(fmt.Sprintf("%.40s-%s", strings.ReplaceAll(t.Name(), "/", "-"), rand.String(5)))
@@ -33,6 +34,9 @@ func (e *Env) Namespace(t testing.TB) string {
 		t.Fatalf("creating namespace %s: %v", name, err)
 	}
 	t.Cleanup(func() { _ = e.Client.Delete(context.Background(), ns) })
+	if oracleForEveryNamespace() {
+		e.Oracle(t, name)
+	}
 	return name
 }
 

@@ -1,0 +1,307 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+)
+
+// OracleEnv turns the oracle on for every namespace that Namespace makes
+// when set to "all".
+const OracleEnv = "HELM_CONTROLLER_E2E_ORACLE"
+
+// oracleSettle is how long the oracle waits after a Ready=True before it
+// judges it: the controller writes the rest of the status in a second
+// request, and the watches of other kinds deliver what happened before
+// the transition a moment later than the HelmRelease's own.
+const oracleSettle = 3 * time.Second
+
+// oracleKinds are what the oracle records in a namespace.
+var oracleKinds = []struct {
+	kind string
+	gvr  schema.GroupVersionResource
+}{
+	{"HelmRelease", schema.GroupVersionResource{Group: "helm.toolkit.fluxcd.io", Version: "v2", Resource: "helmreleases"}},
+	{"Job", schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}},
+	{"Pod", schema.GroupVersionResource{Version: "v1", Resource: "pods"}},
+	{"Deployment", schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}},
+	{"StatefulSet", schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}},
+	{"DaemonSet", schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}},
+}
+
+// Oracle is the ground truth a test checks the controller's Ready against.
+// It watches a namespace independently of the controller, keeps every
+// state of every HelmRelease, Job, Pod, Deployment, StatefulSet and
+// DaemonSet there, objects that deleted themselves included, and judges
+// every Ready=True a HelmRelease turns to (CheckTransition): a lie fails
+// the test.
+type Oracle struct {
+	t     testing.TB
+	hooks HookSource
+
+	mu        sync.Mutex
+	rec       Recording
+	byUID     map[types.UID]*ObjectHistory
+	judged    map[Transition]bool
+	lastTx    time.Time
+	checks    int
+	watchErrs []error
+}
+
+// oracles are the running oracles, by API server and namespace: Env is
+// copied by tests that point it at a cluster of their own.
+var oracles = struct {
+	sync.Mutex
+	byNamespace map[string]*Oracle
+}{byNamespace: map[string]*Oracle{}}
+
+// Oracle starts the oracle on ns for the rest of the test; a second call
+// for the same namespace returns the first oracle. Start it before the
+// test creates its HelmReleases.
+func (e *Env) Oracle(t testing.TB, ns string) *Oracle {
+	t.Helper()
+	key := e.Cluster.APIServerURL() + "/" + ns
+	oracles.Lock()
+	defer oracles.Unlock()
+	if o, ok := oracles.byNamespace[key]; ok {
+		return o
+	}
+	o, err := startOracle(t, e.Cluster.RESTConfig(), ns, e.storedHooks)
+	if err != nil {
+		t.Fatalf("starting the oracle on %s: %v", ns, err)
+	}
+	oracles.byNamespace[key] = o
+	t.Cleanup(func() {
+		oracles.Lock()
+		delete(oracles.byNamespace, key)
+		oracles.Unlock()
+	})
+	return o
+}
+
+// oracleForEveryNamespace says whether OracleEnv asks for the oracle in
+// every test namespace.
+func oracleForEveryNamespace() bool { return os.Getenv(OracleEnv) == "all" }
+
+func startOracle(t testing.TB, cfg *rest.Config, ns string, hooks HookSource) (*Oracle, error) {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating the dynamic client: %w", err)
+	}
+	o := &Oracle{t: t, hooks: hooks, byUID: map[types.UID]*ObjectHistory{}, judged: map[Transition]bool{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var watchers []*watchtools.RetryWatcher
+	var consumers sync.WaitGroup
+	for _, k := range oracleKinds {
+		w, err := o.record(ctx, dyn.Resource(k.gvr).Namespace(ns), k.kind)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		watchers = append(watchers, w)
+		consumers.Add(1)
+		go func() {
+			defer consumers.Done()
+			o.consume(k.kind, w)
+		}()
+	}
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go o.judgeEvery(time.Second, stop, stopped)
+	t.Cleanup(func() {
+		close(stop)
+		<-stopped
+		o.waitSettled()
+		cancel()
+		for _, w := range watchers {
+			w.Stop()
+			<-w.Done()
+		}
+		consumers.Wait()
+		o.judge(true)
+		o.report()
+	})
+	return o, nil
+}
+
+// record lists the kind in the namespace and watches it from there.
+func (o *Oracle) record(ctx context.Context, client dynamic.ResourceInterface, kind string) (*watchtools.RetryWatcher, error) {
+	list, err := client.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing %ss: %w", kind, err)
+	}
+	for i := range list.Items {
+		o.observe(kind, &list.Items[i], watch.Added, true)
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.AllowWatchBookmarks = true
+			return client.Watch(ctx, opts)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watching %ss: %w", kind, err)
+	}
+	return w, nil
+}
+
+func (o *Oracle) consume(kind string, w *watchtools.RetryWatcher) {
+	for ev := range w.ResultChan() {
+		switch ev.Type {
+		case watch.Added, watch.Modified, watch.Deleted:
+			if obj, ok := ev.Object.(*unstructured.Unstructured); ok {
+				o.observe(kind, obj, ev.Type, false)
+			}
+		case watch.Error:
+			o.fail(fmt.Errorf("watching %ss: %v", kind, apierrors.FromObject(ev.Object)))
+		}
+	}
+}
+
+func (o *Oracle) fail(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.watchErrs = append(o.watchErrs, err)
+}
+
+// observe keeps one state of obj.
+func (o *Oracle) observe(kind string, obj *unstructured.Unstructured, event watch.EventType, listed bool) {
+	order, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
+	if err != nil {
+		o.fail(fmt.Errorf("%s %s: resourceVersion %q is not an etcd revision; the oracle cannot order it", kind, obj.GetName(), obj.GetResourceVersion()))
+		return
+	}
+	if obj.GetKind() == "" {
+		obj.SetKind(kind)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	h, ok := o.byUID[obj.GetUID()]
+	if !ok {
+		h = &ObjectHistory{Kind: kind, Listed: listed}
+		o.byUID[obj.GetUID()] = h
+		if kind == "HelmRelease" {
+			o.rec.Releases = append(o.rec.Releases, h)
+		} else {
+			o.rec.Objects = append(o.rec.Objects, h)
+		}
+	}
+	h.States = append(h.States, Observation{Order: order, Seen: time.Now(), Object: obj, Deleted: event == watch.Deleted})
+}
+
+func (o *Oracle) judgeEvery(interval time.Duration, stop <-chan struct{}, stopped chan<- struct{}) {
+	defer close(stopped)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			o.judge(false)
+		}
+	}
+}
+
+// waitSettled waits until the last Ready=True seen has had its settling
+// time, so that the judgement at the end of a test sees what followed it.
+func (o *Oracle) waitSettled() {
+	o.mu.Lock()
+	var last time.Time
+	for _, hr := range o.rec.Releases {
+		for _, s := range hr.States {
+			if s.Seen.After(last) {
+				last = s.Seen
+			}
+		}
+	}
+	o.mu.Unlock()
+	if wait := time.Until(last.Add(oracleSettle)); wait > 0 {
+		time.Sleep(wait)
+	}
+}
+
+// judge checks every Ready=True transition not judged yet that has
+// settled, or every one when final.
+func (o *Oracle) judge(final bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, hr := range o.rec.Releases {
+		transitions, err := ReadyTransitions(hr)
+		if err != nil {
+			o.watchErrs = append(o.watchErrs, err)
+			continue
+		}
+		for _, idx := range transitions {
+			tx := Transition{Release: hr, Index: idx}
+			if o.judged[tx] || (!final && time.Since(hr.States[idx].Seen) < oracleSettle) {
+				continue
+			}
+			o.judged[tx] = true
+			o.checks++
+			v := Judge(&o.rec, hr, idx, o.hooks)
+			for _, lie := range v.Lies {
+				o.t.Error(lie.String())
+			}
+			o.t.Logf("oracle: %s Ready=True at revision %d (action %q) held to %s: %d lies",
+				hr.describe(), v.Revision, v.Action, strings.Join(v.Judged, ", "), len(v.Lies))
+		}
+	}
+}
+
+func (o *Oracle) report() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, err := range o.watchErrs {
+		o.t.Errorf("oracle: the recording is incomplete: %v", err)
+	}
+	o.t.Logf("oracle: judged %d Ready=True transitions of %d HelmReleases against %d recorded objects",
+		o.checks, len(o.rec.Releases), len(o.rec.Objects))
+}
+
+// Judged returns how many Ready=True transitions the oracle judged so far.
+func (o *Oracle) Judged() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.checks
+}
+
+// storedHooks reads the hooks Helm stored for a revision.
+func (e *Env) storedHooks(ns, releaseName string, revision int) ([]HookRef, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stored, err := e.ReadStorage(ctx, e.Client, ns, releaseName)
+	if err != nil {
+		return nil, fmt.Errorf("reading Helm storage of %s/%s: %w", ns, releaseName, err)
+	}
+	for _, s := range stored {
+		if s.Release.Version != revision {
+			continue
+		}
+		var hooks []HookRef
+		for _, h := range s.Release.Hooks {
+			ref := HookRef{Kind: h.Kind, Name: h.Name}
+			for _, ev := range h.Events {
+				ref.Events = append(ref.Events, string(ev))
+			}
+			hooks = append(hooks, ref)
+		}
+		return hooks, nil
+	}
+	return nil, fmt.Errorf("no revision %d of %s/%s in Helm storage (%s)", revision, ns, releaseName, Describe(stored))
+}
