@@ -25,7 +25,8 @@
 // # Option mapping
 //
 // Every function maps the HelmRelease fields the way upstream helm-controller
-// v1.7.x does, with these choices spelled out:
+// does (the API is v1.7.1's; behaviour is compared with the v1.6.4 binary,
+// the newest that builds here), with these choices spelled out:
 //
 //   - Release name: spec.releaseName, or '[targetNamespace-]name'; names longer
 //     than 53 characters are shortened to their first 40 characters, a dash
@@ -44,9 +45,12 @@
 //     upgrade and rollback take enabled/disabled/auto, passed to Helm as
 //     "true"/"false"/"auto". Under server-side apply conflicts are always
 //     forced (ForceConflicts); `force` then has no effect. Under client-side
-//     apply `force` means replacing objects (ForceReplace). Because "auto" is
-//     decided by Helm from a stored release, Upgrade and Rollback read that
-//     release first to know which of the two force flags Helm will accept.
+//     apply `force` means replacing objects (ForceReplace). Helm resolves
+//     "auto" from a stored release's apply method, so both actions need that
+//     method to hand Helm a pair of force flags it accepts. Rollback takes it
+//     from the plan (plan.Revision: the revision it restores, read by
+//     internal/runner through Plan.Follow) and reads no storage; Upgrade
+//     still reads the last release from storage itself (LastRelease).
 //   - Ownership: Helm takes ownership of existing objects unless
 //     disableTakeOwnership is set, upstream's default since v1.2.
 //   - preserveValues: ReuseValues=true and ResetValues=false, so Helm merges

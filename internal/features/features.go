@@ -46,10 +46,16 @@ const (
 	DefaultToRetryOnFailure = "DefaultToRetryOnFailure"
 
 	// RecreateImmutableResources lets upgrades, rollbacks and drift
-	// corrections recreate any chart object the API server refuses to
-	// update in place (an immutable field changed), not only those
-	// annotated helm.toolkit.fluxcd.io/force: enabled; objects annotated
-	// helm.toolkit.fluxcd.io/force: disabled opt out. See docs/immutable.md.
+	// corrections recreate, without the helm.toolkit.fluxcd.io/force:
+	// enabled annotation, an object of a listed built-in kind that the API
+	// server refuses to update in place for one of that kind's fixed
+	// fields: a Job's spec; a Service's cluster IPs and IP families; the
+	// selector of a Deployment, ReplicaSet or DaemonSet; a RoleBinding's
+	// or ClusterRoleBinding's roleRef; an immutable ConfigMap's or
+	// Secret's content (and a Secret's type). Every other kind, custom
+	// resources and StatefulSets included, still needs the annotation, and
+	// objects annotated helm.toolkit.fluxcd.io/force: disabled opt out.
+	// internal/recreate (gateKinds) holds the list; see docs/immutable.md.
 	RecreateImmutableResources = "RecreateImmutableResources"
 
 	// ObjectLevelWorkloadIdentity allows per-object workload identity for

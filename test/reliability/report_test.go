@@ -74,15 +74,20 @@ func (t *table) markdown(full bool) string {
 			passed += r.passed()
 			broken := "none"
 			if len(r.Failures) > 0 {
-				broken = strings.ReplaceAll(strings.Join(r.Failures, "; "), "|", `\|`)
+				broken = markdownCell(strings.Join(r.Failures, "; "))
 			}
 			broken += knownNote(r.Known)
-			fmt.Fprintf(&b, "| %s | %d | %d | %s | %s |\n", r.Case, r.Runs, r.passed(), broken, strings.ReplaceAll(r.Note, "|", `\|`))
+			fmt.Fprintf(&b, "| %s | %d | %d | %s | %s |\n", r.Case, r.Runs, r.passed(), broken, markdownCell(r.Note))
 		}
 	}
 	fmt.Fprintf(&b, "\nTotal: %d runs, %d passed.\n", runs, passed)
 	return b.String()
 }
+
+// markdownCell escapes what Markdown would read in a table cell of free
+// text: a '|' ends the cell, and brackets followed by parentheses (as in
+// Helm's release-name pattern, quoted by its error) would make a link.
+var markdownCell = strings.NewReplacer("|", `\|`, "[", `\[`, "]", `\]`).Replace
 
 // failedRows repeats each row with a failed run, section and case first,
 // with its broken invariants; empty when every run passed.
