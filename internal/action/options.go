@@ -68,6 +68,20 @@ func postRenderStrategy(obj *v2.HelmRelease, c Config) (helmaction.PostRenderStr
 	}
 }
 
+// applyFlags maps the serverSideApply mode and force of spec.upgrade or
+// spec.rollback to Helm's ServerSideApply, ForceConflicts and ForceReplace.
+// storedApplyMethod is the apply method of the release Helm decides "auto"
+// from ("ssa", "csa" or empty): the force flags must match what Helm will
+// do, or Helm rejects the pair.
+func applyFlags(mode helmv2.ServerSideApplyMode, force bool, storedApplyMethod string) (serverSideApply string, forceConflicts, forceReplace bool, err error) {
+	serverSideApply, err = ssaMode(mode)
+	if err != nil {
+		return "", false, false, err
+	}
+	forceConflicts, forceReplace = forceFlags(resolveSSA(serverSideApply, storedApplyMethod), force)
+	return serverSideApply, forceConflicts, forceReplace, nil
+}
+
 // ssaMode maps an upgrade or rollback serverSideApply mode to Helm's string.
 func ssaMode(m helmv2.ServerSideApplyMode) (string, error) {
 	switch m {
