@@ -1,8 +1,6 @@
 package action
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -14,27 +12,6 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/plan"
 )
-
-// maxReleaseNameLength is Helm's limit for release names.
-const maxReleaseNameLength = 53
-
-// ReleaseName returns the Helm release name of obj: spec.releaseName, or
-// '[targetNamespace-]name', shortened when longer than Helm allows.
-func ReleaseName(obj *v2.HelmRelease) string {
-	return shortenReleaseName(obj.GetReleaseName())
-}
-
-// shortenReleaseName keeps names of up to 53 characters. Longer ones become
-// their first 40 characters, a dash and the first 12 hex characters of the
-// SHA-256 of the whole name: 53 characters, stable, and unlikely to collide.
-func shortenReleaseName(name string) string {
-	if len(name) <= maxReleaseNameLength {
-		return name
-	}
-	const hashLen = 12
-	sum := sha256.Sum256([]byte(name))
-	return name[:maxReleaseNameLength-hashLen-1] + "-" + hex.EncodeToString(sum[:])[:hashLen]
-}
 
 // waitOptions passes the plan's WaitContext and StatusReaders to Helm's
 // waiters.
