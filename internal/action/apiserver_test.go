@@ -127,7 +127,7 @@ func TestAgainstAPIServerReleaseLifecycle(t *testing.T) {
 				o.Spec.Rollback = &v2.Rollback{Rollback: helmv2.Rollback{Force: true}}
 			})
 			up := obj.Upstream()
-			name := ReleaseName(obj)
+			name := v2.ReleaseName(obj)
 			counter := &countingDriver{}
 			cfg, err := factory.Build(up.GetStorageNamespace(), up.GetReleaseNamespace(),
 				withLogger(testr.New(t)),

@@ -31,8 +31,8 @@
 //   - Release name: spec.releaseName, or '[targetNamespace-]name'; names longer
 //     than 53 characters are shortened to their first 40 characters, a dash
 //     and the first 12 hex characters of the SHA-256 of the full name (see
-//     ReleaseName). The formula matches upstream so existing releases are
-//     found again.
+//     ReleaseName in api/v2). The formula matches upstream so existing
+//     releases are found again.
 //   - Timeouts and waits are the plan's (see internal/plan): the action's
 //     own timeout, else spec.timeout, else 5m; disableWait selects Helm's
 //     hookOnly strategy (hooks are still watched, the release resources

@@ -183,7 +183,7 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 		if got := log.get(); !slices.Equal(got, want) {
 			t.Errorf("progress\n got: %q\nwant: %q", got, want)
 		}
-		last, err := LastRelease(build(), ReleaseName(obj))
+		last, err := LastRelease(build(), v2.ReleaseName(obj))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -286,7 +286,7 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 		if !errors.As(err, &cycle) || !strings.Contains(err.Error(), "one → two → one") {
 			t.Fatalf("install error = %v, want the cycle named", err)
 		}
-		if _, err := LastRelease(build(), ReleaseName(obj)); err == nil {
+		if _, err := LastRelease(build(), v2.ReleaseName(obj)); err == nil {
 			t.Error("a release was stored")
 		}
 		if configMapExists("cyclic-plain") || configMapExists("cyclic-one") {

@@ -16,57 +16,6 @@ import (
 	"github.com/afterhooks/helm-controller/internal/plan"
 )
 
-func TestShortenReleaseName(t *testing.T) {
-	long := "a-very-long-target-namespace-name-plus-a-long-helmrelease-name"
-	tests := []struct {
-		name string
-		in   string
-		want string
-	}{
-		{name: "short kept", in: "app", want: "app"},
-		{name: "exactly 53 kept", in: strings.Repeat("x", 53), want: strings.Repeat("x", 53)},
-		// Expected value computed with: echo -n NAME | sha256sum (first 12), after the first 40 characters.
-		{name: "long shortened", in: long, want: "a-very-long-target-namespace-name-plus-a-fc40a747e2a3"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := shortenReleaseName(tt.in)
-			if got != tt.want {
-				t.Errorf("shortenReleaseName(%q) = %q, want %q", tt.in, got, tt.want)
-			}
-			if len(got) > 53 {
-				t.Errorf("result %q is %d characters long", got, len(got))
-			}
-		})
-	}
-}
-
-func TestReleaseName(t *testing.T) {
-	tests := []struct {
-		name string
-		obj  *v2.HelmRelease
-		want string
-	}{
-		{name: "object name", obj: newHR(), want: "app"},
-		{name: "target namespace prefix", obj: newHR(func(o *v2.HelmRelease) { o.Spec.TargetNamespace = "apps" }), want: "apps-app"},
-		{name: "explicit release name", obj: newHR(func(o *v2.HelmRelease) {
-			o.Spec.TargetNamespace = "apps"
-			o.Spec.ReleaseName = "custom"
-		}), want: "custom"},
-		{name: "long composed name shortened", obj: newHR(func(o *v2.HelmRelease) {
-			o.Name = strings.Repeat("n", 40)
-			o.Spec.TargetNamespace = strings.Repeat("t", 20)
-		}), want: shortenReleaseName(strings.Repeat("t", 20) + "-" + strings.Repeat("n", 40))},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := ReleaseName(tt.obj); got != tt.want {
-				t.Errorf("ReleaseName = %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
-
 // installFields are the Install action fields this package sets.
 type installFields struct {
 	ReleaseName, Namespace                                   string
@@ -119,7 +68,7 @@ func TestNewInstall(t *testing.T) {
 			}),
 			want: func(f *installFields) {
 				f.Namespace = "apps"
-				f.ReleaseName = shortenReleaseName("apps-" + strings.Repeat("r", 50))
+				f.ReleaseName = v2.ShortenReleaseName("apps-" + strings.Repeat("r", 50))
 			}},
 		{name: "boolean switches",
 			obj: newHR(withInstall(helmv2.Install{

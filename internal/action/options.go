@@ -1,8 +1,6 @@
 package action
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -14,27 +12,6 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/plan"
 )
-
-// maxReleaseNameLength is Helm's limit for release names.
-const maxReleaseNameLength = 53
-
-// ReleaseName returns the Helm release name of obj: spec.releaseName, or
-// '[targetNamespace-]name', shortened when longer than Helm allows.
-func ReleaseName(obj *v2.HelmRelease) string {
-	return shortenReleaseName(obj.GetReleaseName())
-}
-
-// shortenReleaseName keeps names of up to 53 characters. Longer ones become
-// their first 40 characters, a dash and the first 12 hex characters of the
-// SHA-256 of the whole name: 53 characters, stable, and unlikely to collide.
-func shortenReleaseName(name string) string {
-	if len(name) <= maxReleaseNameLength {
-		return name
-	}
-	const hashLen = 12
-	sum := sha256.Sum256([]byte(name))
-	return name[:maxReleaseNameLength-hashLen-1] + "-" + hex.EncodeToString(sum[:])[:hashLen]
-}
 
 // waitOptions passes the plan's WaitContext and StatusReaders to Helm's
 // waiters.
@@ -66,6 +43,20 @@ func postRenderStrategy(obj *v2.HelmRelease, c Config) (helmaction.PostRenderStr
 	default:
 		return "", fmt.Errorf("unknown postRenderStrategy %q", s)
 	}
+}
+
+// applyFlags maps the serverSideApply mode and force of spec.upgrade or
+// spec.rollback to Helm's ServerSideApply, ForceConflicts and ForceReplace.
+// storedApplyMethod is the apply method of the release Helm decides "auto"
+// from ("ssa", "csa" or empty): the force flags must match what Helm will
+// do, or Helm rejects the pair.
+func applyFlags(mode helmv2.ServerSideApplyMode, force bool, storedApplyMethod string) (serverSideApply string, forceConflicts, forceReplace bool, err error) {
+	serverSideApply, err = ssaMode(mode)
+	if err != nil {
+		return "", false, false, err
+	}
+	forceConflicts, forceReplace = forceFlags(resolveSSA(serverSideApply, storedApplyMethod), force)
+	return serverSideApply, forceConflicts, forceReplace, nil
 }
 
 // ssaMode maps an upgrade or rollback serverSideApply mode to Helm's string.

@@ -37,7 +37,7 @@ func planned(t *testing.T, cfg *helmaction.Configuration, obj *v2.HelmRelease, v
 	if obj == nil {
 		return Call{Config: a.config, Plan: plan.Plan{Verb: v}, Observer: a.observer}
 	}
-	name := ReleaseName(obj)
+	name := v2.ReleaseName(obj)
 	p := plan.New(obj, v, plan.Settings{Release: name, DefaultHookOrder: a.hookOrder, Helm3Defaults: a.config.UseHelm3Defaults,
 		HookMarks: HookMarks(obj), Recreate: &recreate.Policy{Gate: a.config.RecreateImmutable,
 			Release: recreate.Release{Name: name, Namespace: obj.GetReleaseNamespace()}}})

@@ -80,11 +80,10 @@ func newRollback(cfg *helmaction.Configuration, obj *v2.HelmRelease, c Call, toV
 	rollback.WaitForJobs = p.Wait.WaitForJobs
 	rollback.CleanupOnFail = p.CleanupOnFail
 
-	mode, err := ssaMode(spec.ServerSideApply)
+	var err error
+	rollback.ServerSideApply, rollback.ForceConflicts, rollback.ForceReplace, err = applyFlags(spec.ServerSideApply, spec.Force, p.Revision.ApplyMethod)
 	if err != nil {
 		return nil, err
 	}
-	rollback.ServerSideApply = mode
-	rollback.ForceConflicts, rollback.ForceReplace = forceFlags(resolveSSA(mode, p.Revision.ApplyMethod), spec.Force)
 	return rollback, nil
 }

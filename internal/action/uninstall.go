@@ -39,7 +39,7 @@ func Uninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmR
 	// Read before the uninstall. The cleanup keeps cfg's own kube client:
 	// hooks belong to no resource group to order.
 	cleanup := newHookCleanup(cfg, obj)
-	last, lastErr := LastRelease(cfg, ReleaseName(obj))
+	last, lastErr := LastRelease(cfg, v2.ReleaseName(obj))
 	if lastErr == nil && hookcleanup.Pending(last) {
 		res := &releasecommon.UninstallReleaseResponse{Release: last}
 		return res, finishHookCleanup(cfg, obj, newUninstall(cfg, obj, c.Plan), cleanup, began, c.Observer)
@@ -51,7 +51,7 @@ func Uninstall(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmR
 	// Helm's uninstall may fail after it recorded the release uninstalled
 	// (the wait for the deletions, a post-delete hook); Helm would have
 	// deleted the records then too.
-	if after, readErr := LastRelease(cfg, ReleaseName(obj)); readErr != nil || !hookcleanup.Pending(after) {
+	if after, readErr := LastRelease(cfg, v2.ReleaseName(obj)); readErr != nil || !hookcleanup.Pending(after) {
 		return res, err
 	}
 	cleanupErr := finishHookCleanup(cfg, obj, uninstall, cleanup, began, c.Observer)
@@ -93,7 +93,7 @@ func uninstallRelease(cfg *helmaction.Configuration, obj *v2.HelmRelease, keepRe
 		uninstall.KeepHistory = true
 		uninstall.Description = hookcleanup.PendingDescription
 	}
-	res, err := uninstall.Run(ReleaseName(obj))
+	res, err := uninstall.Run(v2.ReleaseName(obj))
 	if res != nil && res.Release != nil {
 		rel, convErr := toV1(res.Release, nil)
 		if convErr != nil {
@@ -118,7 +118,7 @@ func finishHookCleanup(cfg *helmaction.Configuration, obj *v2.HelmRelease, unins
 			obs.HookResources(report.deleted, report.left)
 		}
 	}
-	if err := endRecords(cfg, ReleaseName(obj), obj.GetUninstall().KeepHistory); err != nil {
+	if err := endRecords(cfg, v2.ReleaseName(obj), obj.GetUninstall().KeepHistory); err != nil {
 		return errors.Join(fmt.Errorf("uninstall: %w", err), cleanupErr)
 	}
 	return cleanupErr

@@ -48,7 +48,7 @@ func (e *HookCleanupError) Unwrap() error { return e.Err }
 // hookOrigin is the mark (hookcleanup.Origin) of the hook objects of obj's
 // release.
 func hookOrigin(obj *v2.HelmRelease) string {
-	return hookcleanup.Origin(obj.GetStorageNamespace(), ReleaseName(obj))
+	return hookcleanup.Origin(obj.GetStorageNamespace(), v2.ReleaseName(obj))
 }
 
 // hookCleanup deletes the objects left by the hooks of one release.
@@ -83,7 +83,7 @@ func newHookCleanup(cfg *helmaction.Configuration, obj *v2.HelmRelease) *hookCle
 	if !obj.GetUninstall().DeleteHookResources {
 		return nil
 	}
-	c := &hookCleanup{cfg: cfg, release: ReleaseName(obj), origin: hookOrigin(obj)}
+	c := &hookCleanup{cfg: cfg, release: v2.ReleaseName(obj), origin: hookOrigin(obj)}
 	c.kinds, c.readErr = hookcleanup.ParseKinds(obj.GetUninstall().DeleteHookResourceKinds)
 	if c.readErr != nil {
 		return c

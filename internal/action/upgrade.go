@@ -50,12 +50,11 @@ func newUpgrade(cfg *helmaction.Configuration, obj *v2.HelmRelease, c Call, last
 	upgrade.EnableDNS = c.Config.AllowDNSLookups
 	upgrade.PostRenderer = p.PostRenderer
 
-	mode, err := ssaMode(spec.ServerSideApply)
+	var err error
+	upgrade.ServerSideApply, upgrade.ForceConflicts, upgrade.ForceReplace, err = applyFlags(spec.ServerSideApply, spec.Force, lastApplyMethod)
 	if err != nil {
 		return nil, err
 	}
-	upgrade.ServerSideApply = mode
-	upgrade.ForceConflicts, upgrade.ForceReplace = forceFlags(resolveSSA(mode, lastApplyMethod), spec.Force)
 
 	prs, err := postRenderStrategy(obj, c.Config)
 	if err != nil {

@@ -2,6 +2,7 @@ package afterhooks
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -37,7 +38,7 @@ func runningHook(rel *releasev1.Release, pending common.Status) (HookProgress, b
 		if !ok {
 			continue
 		}
-		hooks := hooksFor(rel, event)
+		hooks := HooksInRunOrder(rel.Hooks, event)
 		for i, other := range hooks {
 			if other == h {
 				return HookProgress{Event: string(event), Index: i + 1, Total: len(hooks), Kind: h.Kind, Name: h.Name}, true
@@ -78,26 +79,21 @@ func actionEvent(h *releasev1.Hook, pending common.Status) (releasev1.HookEvent,
 	return "", false
 }
 
-// hooksFor lists the hooks of rel for event in Helm's run order: by weight,
-// then by name.
-func hooksFor(rel *releasev1.Release, event releasev1.HookEvent) []*releasev1.Hook {
-	var hooks []*releasev1.Hook
-	for _, h := range rel.Hooks {
-		if h == nil {
-			continue
-		}
-		for _, e := range h.Events {
-			if e == event {
-				hooks = append(hooks, h)
-				break
-			}
+// HooksInRunOrder lists the hooks among hooks that run for event, in the
+// order Helm runs them: by weight, then by name. The progress reported
+// here and the hooks a preview lists follow this one order.
+func HooksInRunOrder(hooks []*releasev1.Hook, event releasev1.HookEvent) []*releasev1.Hook {
+	var run []*releasev1.Hook
+	for _, h := range hooks {
+		if h != nil && slices.Contains(h.Events, event) {
+			run = append(run, h)
 		}
 	}
-	sort.SliceStable(hooks, func(i, j int) bool {
-		if hooks[i].Weight != hooks[j].Weight {
-			return hooks[i].Weight < hooks[j].Weight
+	sort.SliceStable(run, func(i, j int) bool {
+		if run[i].Weight != run[j].Weight {
+			return run[i].Weight < run[j].Weight
 		}
-		return hooks[i].Name < hooks[j].Name
+		return run[i].Name < run[j].Name
 	})
-	return hooks
+	return run
 }

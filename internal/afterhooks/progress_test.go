@@ -1,6 +1,7 @@
 package afterhooks
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,38 @@ func TestRunningHook(t *testing.T) {
 			}
 			if ok && p.String() != tc.want {
 				t.Fatalf("%q, want %q", p.String(), tc.want)
+			}
+		})
+	}
+}
+
+// Helm runs the hooks of an event by weight, then by name; hooks of other
+// events and nil entries are not among them.
+func TestHooksInRunOrder(t *testing.T) {
+	hook := func(name string, weight int, events ...releasev1.HookEvent) *releasev1.Hook {
+		return &releasev1.Hook{Name: name, Weight: weight, Events: events}
+	}
+	cases := []struct {
+		name  string
+		hooks []*releasev1.Hook
+		want  []string
+	}{
+		{name: "none"},
+		{name: "lower weight first", want: []string{"b", "a"},
+			hooks: []*releasev1.Hook{hook("a", 5, releasev1.HookPostInstall), hook("b", -5, releasev1.HookPostInstall)}},
+		{name: "same weight by name", want: []string{"a", "b", "c"},
+			hooks: []*releasev1.Hook{hook("c", 1, releasev1.HookPostInstall), hook("a", 1, releasev1.HookPostInstall), hook("b", 1, releasev1.HookPostInstall)}},
+		{name: "other events and nil left out", want: []string{"both"},
+			hooks: []*releasev1.Hook{nil, hook("pre", 0, releasev1.HookPreInstall), hook("both", 0, releasev1.HookPreInstall, releasev1.HookPostInstall)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, h := range HooksInRunOrder(tc.hooks, releasev1.HookPostInstall) {
+				got = append(got, h.Name)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("order %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/afterhooks/helm-controller/internal/helmclient"
-	"github.com/afterhooks/helm-controller/internal/plan"
+	"github.com/afterhooks/helm-controller/internal/helmverb"
 )
 
 // Readiness is the wait Helm would run for the release's resources if it
@@ -35,7 +35,7 @@ type Readiness struct {
 type Action struct {
 	// Verb is install, upgrade or rollback; it names the action in
 	// messages, events and metrics.
-	Verb plan.Verb
+	Verb helmverb.Verb
 	// Release is the Helm release name.
 	Release string
 	// Readiness is the wait that runs after the post hooks.
@@ -60,14 +60,14 @@ type Action struct {
 // goroutines; no method is called after Run or Resume returned.
 type Observer interface {
 	// Started: Helm starts the pre hooks, apply and post hooks.
-	Started(verb plan.Verb)
+	Started(verb helmverb.Verb)
 	// HookStarted: Helm started a hook of the target revision.
 	HookStarted(HookProgress)
 	// Waiting: the readiness wait of rel starts, for up to timeout;
 	// resumed when an earlier run of the controller ran the hooks.
-	Waiting(verb plan.Verb, rel *releasev1.Release, timeout time.Duration, resumed bool)
+	Waiting(verb helmverb.Verb, rel *releasev1.Release, timeout time.Duration, resumed bool)
 	// PhaseDone: a phase ("helm" or "readiness") ended after took.
-	PhaseDone(verb plan.Verb, phase string, took time.Duration)
+	PhaseDone(verb helmverb.Verb, phase string, took time.Duration)
 }
 
 // Start prepares cfg for a's install, upgrade or rollback with
@@ -218,7 +218,7 @@ type gate struct {
 
 func newGate(o Observer) *gate { return &gate{o: o} }
 
-func (g *gate) started(verb plan.Verb) {
+func (g *gate) started(verb helmverb.Verb) {
 	if g.o != nil {
 		g.o.Started(verb)
 	}
@@ -238,13 +238,13 @@ func (g *gate) closeHooks() {
 	g.mu.Unlock()
 }
 
-func (g *gate) waiting(verb plan.Verb, rel *releasev1.Release, timeout time.Duration, resumed bool) {
+func (g *gate) waiting(verb helmverb.Verb, rel *releasev1.Release, timeout time.Duration, resumed bool) {
 	if g.o != nil {
 		g.o.Waiting(verb, rel, timeout, resumed)
 	}
 }
 
-func (g *gate) phaseDone(verb plan.Verb, phase string, took time.Duration) {
+func (g *gate) phaseDone(verb helmverb.Verb, phase string, took time.Duration) {
 	if g.o != nil {
 		g.o.PhaseDone(verb, phase, took)
 	}

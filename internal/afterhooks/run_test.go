@@ -14,7 +14,7 @@ import (
 	"helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
-	"github.com/afterhooks/helm-controller/internal/plan"
+	"github.com/afterhooks/helm-controller/internal/helmverb"
 )
 
 // recordingObserver keeps what an afterHooks action reported.
@@ -25,19 +25,19 @@ type recordingObserver struct {
 	waiting []time.Duration
 }
 
-func (o *recordingObserver) Started(verb plan.Verb) { o.add("started " + string(verb)) }
+func (o *recordingObserver) Started(verb helmverb.Verb) { o.add("started " + string(verb)) }
 func (o *recordingObserver) HookStarted(HookProgress) {
 	o.mu.Lock()
 	o.hooks++
 	o.mu.Unlock()
 }
-func (o *recordingObserver) Waiting(verb plan.Verb, rel *releasev1.Release, timeout time.Duration, resumed bool) {
+func (o *recordingObserver) Waiting(verb helmverb.Verb, rel *releasev1.Release, timeout time.Duration, resumed bool) {
 	o.mu.Lock()
 	o.waiting = append(o.waiting, timeout)
 	o.mu.Unlock()
 	o.add(fmt.Sprintf("waiting %s v%d resumed=%t", verb, rel.Version, resumed))
 }
-func (o *recordingObserver) PhaseDone(_ plan.Verb, phase string, _ time.Duration) {
+func (o *recordingObserver) PhaseDone(_ helmverb.Verb, phase string, _ time.Duration) {
 	o.add("done " + phase)
 }
 
@@ -53,7 +53,7 @@ func (o *recordingObserver) String() string {
 	return strings.Join(o.events, ", ")
 }
 
-func testAction(verb plan.Verb, o Observer) Action {
+func testAction(verb helmverb.Verb, o Observer) Action {
 	return Action{Verb: verb, Release: relName,
 		Readiness: Readiness{Strategy: kube.StatusWatcherStrategy, WaitForJobs: true, Timeout: time.Minute}, Observer: o}
 }

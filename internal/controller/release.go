@@ -27,7 +27,6 @@ import (
 	ctrlreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
-	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/chartsource"
 	"github.com/afterhooks/helm-controller/internal/connect"
 	"github.com/afterhooks/helm-controller/internal/drift"
@@ -227,7 +226,7 @@ func (r *HelmReleaseReconciler) waitForSource(ctx context.Context, obj *v2.HelmR
 func (r *HelmReleaseReconciler) newReleaseRequest(obj *v2.HelmRelease, chart *chartsource.Chart, artifact *meta.Artifact, values map[string]any) (*reconcile.Request, error) {
 	req := &reconcile.Request{
 		Object:                  obj,
-		ReleaseName:             action.ReleaseName(obj),
+		ReleaseName:             v2.ReleaseName(obj),
 		Chart:                   loadedChart{chart},
 		Values:                  values,
 		ConfigDigest:            chartutil.DigestValues(r.snapshotDigestAlgorithm(), values).String(),

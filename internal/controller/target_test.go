@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
-	"github.com/afterhooks/helm-controller/internal/action"
 )
 
 // TestPreviousTarget: the release uninstalled before a moved one is made is
@@ -45,7 +44,7 @@ func TestPreviousTarget(t *testing.T) {
 				t.Error("previousTarget changed the HelmRelease it was given")
 			}
 			up := prev.Upstream()
-			if got := action.ReleaseName(prev); got != "web" {
+			if got := v2.ReleaseName(prev); got != "web" {
 				t.Errorf("previous release name %q, want web", got)
 			}
 			if got := up.GetReleaseNamespace(); got != tc.wantNamespace {

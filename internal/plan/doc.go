@@ -14,6 +14,7 @@
 // readiness strategy and whether the action is ordered, and Helm's own
 // kube.WaitStrategy (Wait.Helm and Wait.Readiness).
 //
-// Verb is the one name of a Helm action in the runner, internal/action and
-// internal/afterhooks; EventAction maps it to the Flux event action.
+// Verb is the one name of a Helm action in the runner, internal/action,
+// internal/afterhooks and internal/reconcile; it is internal/helmverb's,
+// whose EventAction maps it to the Flux event action.
 package plan

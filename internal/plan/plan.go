@@ -6,44 +6,27 @@ import (
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling/engine"
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"helm.sh/helm/v4/pkg/kube"
 	"helm.sh/helm/v4/pkg/postrenderer"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/helmverb"
 	"github.com/afterhooks/helm-controller/internal/recreate"
 	"github.com/afterhooks/helm-controller/internal/sequencing"
 )
 
-// Verb names a Helm action: in errors, events, metrics, the afterHooks
-// messages and status.sequence.action.
-type Verb string
+// Verb names a Helm action; the names live in internal/helmverb, so that
+// packages below the plan (internal/afterhooks) share them, and are
+// repeated here for the plan's users.
+type Verb = helmverb.Verb
 
 const (
-	Install   Verb = "install"
-	Upgrade   Verb = "upgrade"
-	Rollback  Verb = "rollback"
-	Uninstall Verb = "uninstall"
-	Test      Verb = "test"
+	Install   = helmverb.Install
+	Upgrade   = helmverb.Upgrade
+	Rollback  = helmverb.Rollback
+	Uninstall = helmverb.Uninstall
+	Test      = helmverb.Test
 )
-
-// EventAction is the Flux 2.10 event action of v (the action field of the
-// events about a release); ActionReconcile for an unknown verb.
-func (v Verb) EventAction() helmv2.Action {
-	switch v {
-	case Install:
-		return helmv2.ActionHelmInstall
-	case Upgrade:
-		return helmv2.ActionHelmUpgrade
-	case Rollback:
-		return helmv2.ActionHelmRollback
-	case Uninstall:
-		return helmv2.ActionHelmUninstall
-	case Test:
-		return helmv2.ActionHelmTest
-	}
-	return helmv2.ActionReconcile
-}
 
 // Wait is how an action waits, decided once from the spec and the
 // controller's settings.

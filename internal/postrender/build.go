@@ -29,20 +29,15 @@ var (
 // naming the field at fault; see Check.
 func Build(spec *helmv2.HelmReleaseSpec, name, namespace string) (postrenderer.PostRenderer, error) {
 	var chain chain
-	var errs []error
-	for i, pr := range spec.PostRenderers {
-		if pr.Kustomize == nil {
-			continue
+	err := eachKustomize(spec, func(field string, k *helmv2.Kustomize) error {
+		r, err := newKustomizeRenderer(field, k)
+		if err == nil {
+			chain = append(chain, r)
 		}
-		k, err := newKustomizeRenderer(fmt.Sprintf("spec.postRenderers[%d].kustomize", i), pr.Kustomize)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		chain = append(chain, k)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("invalid post renderer: %w", err)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if md := spec.CommonMetadata; md != nil {
 		chain = append(chain, &metadataRenderer{labels: maps.Clone(md.Labels), annotations: maps.Clone(md.Annotations)})
@@ -61,21 +56,32 @@ func Build(spec *helmv2.HelmReleaseSpec, name, namespace string) (postrenderer.P
 // fail, or do nothing, only on some objects; Build accepts them and leaves
 // the verdict to kustomize, as upstream does.
 func Check(spec *helmv2.HelmReleaseSpec) (refused error, warnings []string) {
+	refused = eachKustomize(spec, func(field string, k *helmv2.Kustomize) error {
+		entryRefused, entryWarnings := checkKustomize(field, k)
+		warnings = append(warnings, entryWarnings...)
+		return entryRefused
+	})
+	return refused, warnings
+}
+
+// eachKustomize calls visit with the field path and the kustomize section of
+// every post renderer that has one (entries without one do nothing, as
+// upstream), and reports all the entries visit refuses in one error, so a
+// user fixes them in one go rather than one per reconcile.
+func eachKustomize(spec *helmv2.HelmReleaseSpec, visit func(field string, k *helmv2.Kustomize) error) error {
 	var errs []error
 	for i, pr := range spec.PostRenderers {
 		if pr.Kustomize == nil {
 			continue
 		}
-		entryRefused, entryWarnings := checkKustomize(fmt.Sprintf("spec.postRenderers[%d].kustomize", i), pr.Kustomize)
-		if entryRefused != nil {
-			errs = append(errs, entryRefused)
+		if err := visit(fmt.Sprintf("spec.postRenderers[%d].kustomize", i), pr.Kustomize); err != nil {
+			errs = append(errs, err)
 		}
-		warnings = append(warnings, entryWarnings...)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("invalid post renderer: %w", err), warnings
+		return fmt.Errorf("invalid post renderer: %w", err)
 	}
-	return nil, warnings
+	return nil
 }
 
 // chain runs post renderers one after the other, each on the output of the

@@ -111,7 +111,7 @@ func (e *env) reconcileMayFail(obj *v2.HelmRelease, chrt func() *chartv2.Chart, 
 	// The controller records where the release is stored before the
 	// state machine runs.
 	obj.Status.StorageNamespace = obj.GetStorageNamespace()
-	req := &reconcile.Request{Object: obj, ReleaseName: action.ReleaseName(obj), Chart: chart{chrt},
+	req := &reconcile.Request{Object: obj, ReleaseName: v2.ReleaseName(obj), Chart: chart{chrt},
 		Values: values, ConfigDigest: chartutil.DigestValues(digest.Canonical, values).String()}
 	if err := m.Run(context.Background(), req); err != nil {
 		return err.Error()

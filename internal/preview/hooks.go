@@ -1,9 +1,9 @@
 package preview
 
 import (
-	"sort"
-
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+
+	"github.com/afterhooks/helm-controller/internal/afterhooks"
 )
 
 // Hook is one hook an action runs.
@@ -19,26 +19,9 @@ type Hook struct {
 }
 
 // hooksOf returns the hooks of hooks that run for event, in the order
-// Helm runs them: by weight, then by name.
+// Helm runs them (see afterhooks.HooksInRunOrder).
 func hooksOf(hooks []*releasev1.Hook, event releasev1.HookEvent) []Hook {
-	var run []*releasev1.Hook
-	for _, h := range hooks {
-		if h == nil {
-			continue
-		}
-		for _, e := range h.Events {
-			if e == event {
-				run = append(run, h)
-				break
-			}
-		}
-	}
-	sort.SliceStable(run, func(i, j int) bool {
-		if run[i].Weight == run[j].Weight {
-			return run[i].Name < run[j].Name
-		}
-		return run[i].Weight < run[j].Weight
-	})
+	run := afterhooks.HooksInRunOrder(hooks, event)
 	out := make([]Hook, 0, len(run))
 	for _, h := range run {
 		hook := Hook{Phase: string(event), Kind: h.Kind, Name: h.Name, Weight: h.Weight}

@@ -92,7 +92,7 @@ func Compute(ctx context.Context, in Input) (*Preview, error) {
 	}
 	next := predict(in, cur)
 	p := &Preview{
-		Release: in.Object.GetReleaseNamespace() + "/" + action.ReleaseName(in.Object),
+		Release: in.Object.GetReleaseNamespace() + "/" + v2.ReleaseName(in.Object),
 		State:   next.State, Step: next.Step, Reason: in.Secrets.String(joinReason(next)),
 		Chart:    ChartChange{To: chartID(in.Chart.Metadata)},
 		NotShown: slices.Clone(notShown),
@@ -143,7 +143,7 @@ func predict(in Input, cur *releasev1.Release) reconcile.Next {
 	}
 	req := &reconcile.Request{
 		Object:                  in.Object,
-		ReleaseName:             action.ReleaseName(in.Object),
+		ReleaseName:             v2.ReleaseName(in.Object),
 		Chart:                   chart{in.Chart},
 		Values:                  in.Values,
 		ConfigDigest:            chartutil.DigestValues(digest.Canonical, in.Values).String(),

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/afterhooks/helm-controller/internal/afterhooks"
+	"github.com/afterhooks/helm-controller/internal/helmverb"
 	"github.com/afterhooks/helm-controller/internal/sequencing"
 )
 
@@ -46,7 +47,7 @@ func (m *Machine) release(ctx context.Context, req *Request, action helmv2.Relea
 	if action == helmv2.ReleaseActionUpgrade {
 		timeout = obj.GetUpgrade().GetTimeout(obj.GetTimeout())
 	}
-	m.announce(req, string(action), timeout, true)
+	m.announce(req, releaseVerb(action), timeout, true)
 	started := m.now()
 	rel, err := run(ctx, chart)
 	req.Object.Status.LastAttemptedReleaseActionDuration = &metav1.Duration{Duration: m.now().Sub(started)}
@@ -55,13 +56,21 @@ func (m *Machine) release(ctx context.Context, req *Request, action helmv2.Relea
 	return m.recordRelease(ctx, req, action, rel, err)
 }
 
+// releaseVerb is the verb of an install or upgrade action.
+func releaseVerb(action helmv2.ReleaseAction) helmverb.Verb {
+	if action == helmv2.ReleaseActionUpgrade {
+		return helmverb.Upgrade
+	}
+	return helmverb.Install
+}
+
 // recordRelease records the outcome of an install or upgrade: a snapshot
 // of the revision (when Helm stored one), the Released condition and an
 // event. It returns the failure, if any, for remediation.
 func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2.ReleaseAction, rel *releasev1.Release, err error) error {
-	succeeded, failed, verb := helmv2.InstallSucceededReason, helmv2.InstallFailedReason, "install"
+	succeeded, failed, verb := helmv2.InstallSucceededReason, helmv2.InstallFailedReason, releaseVerb(action)
 	if action == helmv2.ReleaseActionUpgrade {
-		succeeded, failed, verb = helmv2.UpgradeSucceededReason, helmv2.UpgradeFailedReason, "upgrade"
+		succeeded, failed = helmv2.UpgradeSucceededReason, helmv2.UpgradeFailedReason
 	}
 	target := fmt.Sprintf("%s with chart %s@%s", req.releaseName(), req.Chart.Metadata().Name, req.Chart.Metadata().Version)
 	stored := rel != nil && m.stored(rel)

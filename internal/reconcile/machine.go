@@ -12,6 +12,8 @@ import (
 	"helm.sh/helm/v4/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/afterhooks/helm-controller/internal/helmverb"
 )
 
 // ErrRetriesExhausted means the last action failed more often than its
@@ -71,8 +73,8 @@ func (m *Machine) beforeChange() {
 // announce shows the action about to run, as upstream does: Reconciling
 // says "Running '<action>' action with timeout of <timeout>", and before an
 // install or upgrade Ready turns Unknown with the same message.
-func (m *Machine) announce(req *Request, action string, timeout metav1.Duration, release bool) {
-	msg := fmt.Sprintf("Running '%s' action with timeout of %s", action, timeout.Duration)
+func (m *Machine) announce(req *Request, verb helmverb.Verb, timeout metav1.Duration, release bool) {
+	msg := fmt.Sprintf("Running '%s' action with timeout of %s", verb, timeout.Duration)
 	conditions.MarkReconciling(req.Object, meta.ProgressingReason, "%s", msg)
 	if release {
 		conditions.MarkUnknown(req.Object, meta.ReadyCondition, meta.ProgressingReason, "%s", msg)

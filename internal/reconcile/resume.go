@@ -2,11 +2,9 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	"github.com/fluxcd/pkg/runtime/conditions"
 	"helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 )
@@ -45,22 +43,14 @@ func (m *Machine) resume(ctx context.Context, req *Request, cur *releasev1.Relea
 }
 
 // recordResumedRollback records a rollback whose wait finished after a
-// restart; rollbacks are remediations, so Remediated tells the outcome.
+// restart as the rollback would have, naming the revision it rolled back to:
+// the previous successful one, which the rollback chose by the same rule
+// (the rollback's own revision, recorded or not, is never that one).
 func (m *Machine) recordResumedRollback(ctx context.Context, req *Request, rel *releasev1.Release, err error) error {
+	target := describeRelease(req.Object.Status.History.Previous(ignoreTestFailures(req)))
 	var s *helmv2.Snapshot
 	if rel != nil && m.stored(rel) {
 		s = recordSnapshot(req, rel, helmv2.ReleaseActionRollback)
 	}
-	if err != nil {
-		msg := fmt.Sprintf("Helm rollback to %s failed: %s", describeRelease(s), trimError(err))
-		countFailure(ctx, req)
-		conditions.MarkFalse(req.Object, helmv2.RemediatedCondition, helmv2.RollbackFailedReason, "%s", msg)
-		m.warning(req, s, helmv2.RollbackFailedReason, msg)
-		return errors.New(msg)
-	}
-	markPreviousSuperseded(req, s)
-	msg := fmt.Sprintf("Helm rollback to %s succeeded", describeRelease(s))
-	conditions.MarkTrue(req.Object, helmv2.RemediatedCondition, helmv2.RollbackSucceededReason, "%s", msg)
-	m.normal(req, s, helmv2.RollbackSucceededReason, msg)
-	return nil
+	return m.reportRollback(ctx, req, s, target, err)
 }

@@ -8,6 +8,8 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+
+	"github.com/afterhooks/helm-controller/internal/helmverb"
 )
 
 // rollback returns the release to the last successful revision in the
@@ -22,7 +24,7 @@ func (m *Machine) rollback(ctx context.Context, req *Request) error {
 		return errors.New(msg)
 	}
 	target := describeRelease(prev)
-	m.announce(req, "rollback", req.Object.GetRollback().GetTimeout(req.Object.GetTimeout()), false)
+	m.announce(req, helmverb.Rollback, req.Object.GetRollback().GetTimeout(req.Object.GetTimeout()), false)
 	err := m.Helm.Rollback(ctx, prev.Version)
 	if rel := m.Helm.LastWritten(); rel != nil && rel.Version != req.Object.Status.History.Latest().Version {
 		recordSnapshot(req, rel, helmv2.ReleaseActionRollback)

@@ -6,7 +6,6 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
-	"github.com/afterhooks/helm-controller/internal/action"
 )
 
 // TargetChanged says why the spec now points at another Helm release than
@@ -26,8 +25,8 @@ func TargetChanged(obj *v2.HelmRelease, chartName string) string {
 		return fmt.Sprintf("storage namespace changed from '%s' to '%s'", obj.Status.StorageNamespace, obj.GetStorageNamespace())
 	case obj.GetReleaseNamespace() != cur.Namespace:
 		return fmt.Sprintf("release namespace changed from '%s' to '%s'", cur.Namespace, obj.GetReleaseNamespace())
-	case action.ReleaseName(obj) != cur.Name:
-		return fmt.Sprintf("release name changed from '%s' to '%s'", cur.Name, action.ReleaseName(obj))
+	case v2.ReleaseName(obj) != cur.Name:
+		return fmt.Sprintf("release name changed from '%s' to '%s'", cur.Name, v2.ReleaseName(obj))
 	case chartName != cur.ChartName && obj.GetUpgrade().GetChartNameChangeStrategy() == helmv2.ChartNameChangeStrategyReinstall:
 		return fmt.Sprintf("chart renamed from '%s' to '%s' (chartNameChangeStrategy Reinstall)", cur.ChartName, chartName)
 	}

@@ -6,11 +6,13 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/runtime/conditions"
+
+	"github.com/afterhooks/helm-controller/internal/helmverb"
 )
 
 // test runs the chart's Helm tests on the current release.
 func (m *Machine) test(ctx context.Context, req *Request) error {
-	m.announce(req, "test", req.Object.GetTest().GetTimeout(req.Object.GetTimeout()), false)
+	m.announce(req, helmverb.Test, req.Object.GetTest().GetTimeout(req.Object.GetTimeout()), false)
 	rel, err := m.Helm.Test(ctx)
 	latest := req.Object.Status.History.Latest()
 	if rel != nil {

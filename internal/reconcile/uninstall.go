@@ -10,6 +10,7 @@ import (
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/afterhooks/helm-controller/internal/helmverb"
 	"github.com/afterhooks/helm-controller/internal/hookcleanup"
 )
 
@@ -17,7 +18,7 @@ import (
 // starts clean.
 func (m *Machine) uninstallRemediation(ctx context.Context, req *Request) error {
 	latest := req.Object.Status.History.Latest()
-	m.announce(req, "uninstall", req.Object.GetUninstall().GetTimeout(req.Object.GetTimeout()), false)
+	m.announce(req, helmverb.Uninstall, req.Object.GetUninstall().GetTimeout(req.Object.GetTimeout()), false)
 	if err := m.uninstall(ctx, req); err != nil {
 		msg := fmt.Sprintf("Helm uninstall remediation for release %s failed: %s", describeRelease(latest), trimError(err))
 		countFailure(ctx, req)

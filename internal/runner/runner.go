@@ -319,7 +319,7 @@ func New(factory *action.ConfigFactory, target *connect.Target, obj *v2.HelmRele
 // decided once: the release name, the hook marks and the release's one
 // recreate policy.
 func newRunner(cfg *helmaction.Configuration, obj *v2.HelmRelease, s Settings) *Runner {
-	release := action.ReleaseName(obj)
+	release := v2.ReleaseName(obj)
 	return &Runner{cfg: cfg, obj: obj, config: s.Config, recorder: s.Recorder, progress: s.Progress,
 		overrideManagers: s.OverrideManagers, driftIgnore: s.DriftIgnore, newRevision: s.NewRevision,
 		settings: plan.Settings{Release: release, DefaultHookOrder: s.DefaultHookOrder, Helm3Defaults: s.Config.UseHelm3Defaults,
