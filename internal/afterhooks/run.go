@@ -188,7 +188,7 @@ func finish(ctx context.Context, kc kube.Interface, raw driver.Driver, held *Hel
 // afterPostHooks says that waitErr ended the readiness wait after the post
 // hooks of verb. A wait that named what is not ready keeps its message
 // first, upstream's words leading, and takes where it ran as a note.
-func afterPostHooks(verb plan.Verb, waitErr error) error {
+func afterPostHooks(verb helmverb.Verb, waitErr error) error {
 	if nre := (*NotReadyError)(nil); errors.As(waitErr, &nre) && len(nre.Resources) > 0 {
 		return nre.withNote(fmt.Sprintf("readiness wait after the post-%s hooks", verb))
 	}

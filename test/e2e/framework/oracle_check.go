@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
-	"github.com/afterhooks/helm-controller/internal/action"
 )
 
 // This file is the oracle's judgement, kept apart from the watches that
@@ -454,7 +453,7 @@ func (c *check) belongs(obj *unstructured.Unstructured) bool {
 		return name == hr.Name && labels[originNamespaceLabel] == hr.Namespace
 	}
 	if name, ok := annotations[releaseNameAnnotation]; ok {
-		return name == action.ReleaseName(hr) && annotations[releaseNSAnnotation] == hr.GetReleaseNamespace()
+		return name == v2.ReleaseName(hr) && annotations[releaseNSAnnotation] == hr.GetReleaseNamespace()
 	}
 	_, hook := annotations[hookAnnotation]
 	return hook
@@ -602,7 +601,7 @@ func (c *check) checkStoredHooks(seen map[string]bool) {
 	if c.hooks == nil || c.revision() == 0 || hr.GetReleaseNamespace() != hr.Namespace {
 		return
 	}
-	stored, err := c.hooks(hr.GetStorageNamespace(), action.ReleaseName(hr), c.revision())
+	stored, err := c.hooks(hr.GetStorageNamespace(), v2.ReleaseName(hr), c.revision())
 	if err != nil {
 		c.lie("", "the oracle could not read the revision's hooks: %v", err)
 		return
