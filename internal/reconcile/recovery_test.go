@@ -138,6 +138,18 @@ func TestOnlyOwnRevisionsAreRecorded(t *testing.T) {
 			ready:        metav1.ConditionTrue, readyReason: helmv2.UpgradeSucceededReason,
 		},
 		{
+			name: "an upgrade of the controller taking over a release made by hand, which died before recording it",
+			setup: func(t *testing.T, h *harness) {
+				h.mustRun(t) // v1
+				last := h.helm.last()
+				h.helm.upgradeByHand(last.Chart, map[string]any{"replicas": 3}) // v2
+				runAndLoseTheStatus(t, h)                                       // v3, the history cleared
+			},
+			want: StepRecord, history: []int{3},
+			latestAction: helmv2.ReleaseActionUpgrade,
+			ready:        metav1.ConditionTrue, readyReason: helmv2.UpgradeSucceededReason,
+		},
+		{
 			name: "an install of the controller, which died before recording it",
 			setup: func(t *testing.T, h *harness) {
 				runAndLoseTheStatus(t, h) // v1
