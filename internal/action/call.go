@@ -4,6 +4,7 @@ import (
 	"helm.sh/helm/v4/pkg/postrenderer"
 
 	"github.com/afterhooks/helm-controller/internal/afterhooks"
+	"github.com/afterhooks/helm-controller/internal/ownrevision"
 	"github.com/afterhooks/helm-controller/internal/plan"
 	"github.com/afterhooks/helm-controller/internal/recreate"
 	"github.com/afterhooks/helm-controller/internal/sequencing"
@@ -37,6 +38,10 @@ type Call struct {
 	Plan   plan.Plan
 	// Observer may be nil.
 	Observer Observer
+	// Mark, when set, labels the revision an install, upgrade or
+	// rollback creates as the controller's own (see
+	// internal/ownrevision); nil for the other actions.
+	Mark *ownrevision.Mark
 }
 
 // Observer hears what an action does, for events, progress conditions and

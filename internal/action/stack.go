@@ -9,9 +9,11 @@ import (
 	"helm.sh/helm/v4/pkg/kube"
 	"helm.sh/helm/v4/pkg/postrenderer"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/helmclient"
+	"github.com/afterhooks/helm-controller/internal/ownrevision"
 	"github.com/afterhooks/helm-controller/internal/plan"
 	"github.com/afterhooks/helm-controller/internal/sequencing"
 )
@@ -21,7 +23,10 @@ import (
 // one before, in the order below (TestStackOrder fails when it changes):
 //
 //  1. cfg's own kube client (internal/helmclient) and storage driver
-//     (Secrets, with the caller's wrappers such as the write log);
+//     (Secrets, with the caller's wrappers such as the write log), the
+//     driver wrapped by the mark of c (internal/ownrevision) when it has
+//     one, so that every write of the revision the action creates, the
+//     afterHooks wrapper's included, carries the mark;
 //  2. recreate (internal/recreate), with the plan's policy: an update the
 //     API server refuses in place recreates the object, when allowed; it
 //     sits right on the client that applies, so every apply of the action
@@ -39,6 +44,7 @@ func stacked(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 	if obj == nil {
 		return nil, errNilObject
 	}
+	cfg = withMark(cfg, c)
 	cfg = withRecreate(ctx, cfg, c)
 	cfg, finish, err := withAfterHooks(ctx, cfg, c)
 	if err != nil {
@@ -81,6 +87,18 @@ func withOrder(ctx context.Context, cfg *helmaction.Configuration, c Call, chrt 
 		return cfg, chrt, p.PostRenderer, nil
 	}
 	return cfg, recorded, sequencing.CheckOrder(p.PostRenderer, charts), nil
+}
+
+// withMark returns a copy of cfg whose storage marks the revision the
+// action creates with c's mark, or cfg when c has none.
+func withMark(cfg *helmaction.Configuration, c Call) *helmaction.Configuration {
+	if c.Mark == nil || cfg.Releases == nil {
+		return cfg
+	}
+	store := storage.Init(ownrevision.Stamp(cfg.Releases.Driver, *c.Mark))
+	store.MaxHistory = cfg.Releases.MaxHistory
+	store.SetLogger(cfg.Logger().Handler())
+	return helmclient.Reconfigured(cfg, cfg.KubeClient, store)
 }
 
 // withKubeClient returns a copy of cfg that talks to the cluster through

@@ -14,8 +14,10 @@ import (
 	"helm.sh/helm/v4/pkg/kube"
 	"helm.sh/helm/v4/pkg/postrenderer"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/ownrevision"
 	"github.com/afterhooks/helm-controller/internal/plan"
 	"github.com/afterhooks/helm-controller/internal/recreate"
 )
@@ -53,6 +55,7 @@ func TestStackOrder(t *testing.T) {
 	tests := []struct {
 		name   string
 		plan   plan.Plan
+		mark   *ownrevision.Mark
 		want   []string
 		driver string
 	}{
@@ -77,6 +80,13 @@ func TestStackOrder(t *testing.T) {
 			driver: baseDriver,
 		},
 		{
+			name:   "marked: the mark wraps the configuration's own driver",
+			plan:   plan.Plan{Verb: plan.Upgrade, HookOrder: v2.BeforeHooks, Wait: plan.Wait{Timeout: time.Minute}},
+			mark:   &ownrevision.Mark{Owner: "uid"},
+			want:   []string{base},
+			driver: "*ownrevision.stamped",
+		},
+		{
 			name:   "nothing planned",
 			plan:   plan.Plan{Verb: plan.Install},
 			want:   []string{base},
@@ -87,9 +97,12 @@ func TestStackOrder(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var layers []string
 			var driver string
-			_, err := stacked(context.Background(), cfg, newHR(), Call{Plan: tt.plan}, nil, func(c *helmaction.Configuration, _ *chartv2.Chart, _ postrenderer.PostRenderer) (*releasev1.Release, error) {
+			_, err := stacked(context.Background(), cfg, newHR(), Call{Plan: tt.plan, Mark: tt.mark}, nil, func(c *helmaction.Configuration, _ *chartv2.Chart, _ postrenderer.PostRenderer) (*releasev1.Release, error) {
 				layers = kubeClientLayers(c.KubeClient)
 				driver = fmt.Sprintf("%T", c.Releases.Driver)
+				if tt.mark != nil && !wrapsStamp(c.Releases.Driver) {
+					t.Error("the storage of a marked action does not reach the mark")
+				}
 				return nil, stop
 			})
 			if !errors.Is(err, stop) {
@@ -103,4 +116,19 @@ func TestStackOrder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// wrapsStamp tells whether d is, or wraps, the mark's storage wrapper.
+func wrapsStamp(d driver.Driver) bool {
+	for d != nil {
+		if fmt.Sprintf("%T", d) == "*ownrevision.stamped" {
+			return true
+		}
+		w, ok := d.(interface{ Unwrap() driver.Driver })
+		if !ok {
+			return false
+		}
+		d = w.Unwrap()
+	}
+	return false
 }

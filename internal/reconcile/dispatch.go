@@ -104,22 +104,37 @@ func (m *Machine) stepAbsent(ctx context.Context, req *Request) (bool, error) {
 }
 
 // stepOutOfSync handles a release that is out of sync or unmanaged: an
-// unmanaged one may be a rollback, install or upgrade Helm finished before
-// a stop of the controller, which is recorded instead of repeated.
-// Otherwise the release is upgraded. (A chart renamed under
-// chartNameChangeStrategy Reinstall never gets here: the controller
-// uninstalls the release first, see TargetChanged.)
+// unmanaged one may be a rollback, install or upgrade of the controller's
+// own that Helm finished before a stop of the controller, which is
+// recorded instead of repeated (see ownRevision). Otherwise the release is
+// upgraded. (A chart renamed under chartNameChangeStrategy Reinstall never
+// gets here: the controller uninstalls the release first, see
+// TargetChanged.)
 func (m *Machine) stepOutOfSync(ctx context.Context, req *Request, cur *releasev1.Release, obs Observation) (bool, error) {
-	if target := unrecordedRollback(req, cur); obs.State == StateUnmanaged && target != nil {
-		return true, m.recordUnrecordedRollback(ctx, req, cur, target)
-	}
-	if obs.State == StateUnmanaged && unrecordedRelease(req, cur) {
-		m.recordUnrecordedRelease(req, cur)
-		return false, nil
+	if obs.State == StateUnmanaged {
+		return m.stepUnmanaged(ctx, req, cur)
 	}
 	if err := m.checkRetries(req, helmv2.ReleaseActionUpgrade); err != nil {
 		return true, err
 	}
+	return false, m.failed(ctx, req, m.upgrade(ctx, req))
+}
+
+// stepUnmanaged records what the controller itself made and did not
+// record; any other release it did not make (by hand with the helm CLI, by
+// another tool) is taken over as upstream does: the history, which no
+// longer describes the release, is cleared, and the release upgraded
+// whatever retries earlier upgrades used up, as those were of revisions
+// that are not the release any more.
+func (m *Machine) stepUnmanaged(ctx context.Context, req *Request, cur *releasev1.Release) (bool, error) {
+	if target := unrecordedRollback(req, cur); target != nil {
+		return true, m.recordUnrecordedRollback(ctx, req, cur, target)
+	}
+	if unrecordedRelease(req, cur) {
+		m.recordUnrecordedRelease(req, cur)
+		return false, nil
+	}
+	req.Object.Status.ClearHistory()
 	return false, m.failed(ctx, req, m.upgrade(ctx, req))
 }
 

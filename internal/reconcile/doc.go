@@ -16,8 +16,10 @@
 //
 // A stop of the controller (a rollout, a crash, lost leadership) can cut an
 // action short, and the next run finds what it left: recovery.go records
-// an install, upgrade or rollback Helm finished but status.history does
-// not, and completes an interrupted rollback or uninstall remediation; a
+// an install, upgrade or rollback of its own (the revision carries the
+// controller's mark, see internal/ownrevision) that Helm finished but
+// status.history does not, and completes an interrupted rollback or
+// uninstall remediation; a
 // revision held pending for its readiness wait is resumed (resume.go), or
 // released when the desired state changed since; a release left pending
 // by an action that never finished is unlocked (unlock.go). A readiness

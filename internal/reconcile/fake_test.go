@@ -3,6 +3,8 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"time"
 
 	"github.com/fluxcd/pkg/ssa"
@@ -12,6 +14,8 @@ import (
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/afterhooks/helm-controller/internal/ownrevision"
 )
 
 // fakeHelm keeps releases in memory and behaves like Helm storage does
@@ -94,8 +98,17 @@ func (f *fakeHelm) newRelease(chart *chartv2.Chart, values map[string]any, statu
 	return rel
 }
 
-func (f *fakeHelm) deploy(action string, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
+// deploy stores the revision of an install, upgrade or rollback the
+// machine runs, as Helm and the controller's storage do: with the labels
+// Helm carries over (labels; nil for an install) and the machine's mark.
+func (f *fakeHelm) deploy(action string, chart *chartv2.Chart, values map[string]any, labels map[string]string, mark ownrevision.Mark) (*releasev1.Release, error) {
 	f.calls = append(f.calls, action)
+	store := func(status common.Status) *releasev1.Release {
+		rel := f.newRelease(chart, values, status)
+		rel.Labels = maps.Clone(labels)
+		*rel = *mark.Labelled(rel)
+		return rel
+	}
 	if f.renderFails {
 		// Helm returns its in-memory release, which never reached storage.
 		err := f.renderErr
@@ -113,19 +126,19 @@ func (f *fakeHelm) deploy(action string, chart *chartv2.Chart, values map[string
 			}
 			// Helm returns its in-memory release, failed; storage has it
 			// pending.
-			stored := f.newRelease(chart, values, pending)
+			stored := store(pending)
 			failed := *stored
 			failed.Info = &releasev1.Info{Status: common.StatusFailed}
 			return &failed, err
 		}
-		return f.newRelease(chart, values, common.StatusFailed), err
+		return store(common.StatusFailed), err
 	}
 	if action == f.interrupt {
 		status := common.StatusPendingInstall
 		if action == "upgrade" {
 			status = common.StatusPendingUpgrade
 		}
-		f.newRelease(chart, values, status).Info.Description = awaitingMarker(f.now.Add(time.Hour))
+		store(status).Info.Description = awaitingMarker(f.now.Add(time.Hour))
 		f.shutdown()
 		return nil, context.Canceled
 	}
@@ -134,15 +147,21 @@ func (f *fakeHelm) deploy(action string, chart *chartv2.Chart, values map[string
 			r.Info.Status = common.StatusSuperseded
 		}
 	}
-	return f.newRelease(chart, values, common.StatusDeployed), nil
+	return store(common.StatusDeployed), nil
 }
 
-func (f *fakeHelm) Install(_ context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
-	return f.deploy("install", chart, values)
+func (f *fakeHelm) Install(_ context.Context, chart *chartv2.Chart, values map[string]any, mark ownrevision.Mark) (*releasev1.Release, error) {
+	return f.deploy("install", chart, values, nil, mark)
 }
 
-func (f *fakeHelm) Upgrade(_ context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
-	return f.deploy("upgrade", chart, values)
+// Upgrade carries the latest revision's labels over, as Helm merges them
+// into the new revision.
+func (f *fakeHelm) Upgrade(_ context.Context, chart *chartv2.Chart, values map[string]any, mark ownrevision.Mark) (*releasev1.Release, error) {
+	var labels map[string]string
+	if last := f.last(); last != nil {
+		labels = last.Labels
+	}
+	return f.deploy("upgrade", chart, values, labels, mark)
 }
 
 func (f *fakeHelm) Test(context.Context) (*releasev1.Release, error) {
@@ -161,7 +180,7 @@ func (f *fakeHelm) Test(context.Context) (*releasev1.Release, error) {
 	return rel, nil
 }
 
-func (f *fakeHelm) Rollback(_ context.Context, toVersion int) error {
+func (f *fakeHelm) Rollback(_ context.Context, toVersion int, mark ownrevision.Mark) error {
 	f.calls = append(f.calls, "rollback")
 	if f.onRollback != nil {
 		f.onRollback()
@@ -171,8 +190,14 @@ func (f *fakeHelm) Rollback(_ context.Context, toVersion int) error {
 	}
 	for _, r := range f.releases {
 		if r.Version == toVersion {
-			_, err := f.deploy("(rollback)", r.Chart, r.Config)
+			// As Helm's rollback: the target's labels, and its number in
+			// the description and the record.
+			rel, err := f.deploy("(rollback)", r.Chart, r.Config, r.Labels, mark)
 			f.calls = f.calls[:len(f.calls)-1]
+			if rel != nil {
+				rel.Info.Description = fmt.Sprintf("Rollback to %d", toVersion)
+				rel.Info.RollbackRevision = toVersion
+			}
 			return err
 		}
 	}
@@ -282,4 +307,45 @@ func (f *fakeHelm) CorrectDrift(_ context.Context, set jsondiff.DiffSet) (*ssa.C
 		return ssa.NewChangeSet(), f.correctErr
 	}
 	return changes, nil
+}
+
+// supersedeDeployed marks every deployed revision superseded, as Helm does
+// before it stores a new deployed one.
+func (f *fakeHelm) supersedeDeployed() {
+	for _, r := range f.releases {
+		if r.Info.Status == common.StatusDeployed {
+			r.Info.Status = common.StatusSuperseded
+		}
+	}
+}
+
+// upgradeByHand stores a revision the way `helm upgrade` run by hand does:
+// the chart and values given, the labels of the latest revision copied
+// into the new one (Helm merges them, pkg/action/upgrade.go), and nothing
+// of the controller's.
+func (f *fakeHelm) upgradeByHand(chart *chartv2.Chart, values map[string]any) *releasev1.Release {
+	labels := maps.Clone(f.last().Labels)
+	f.supersedeDeployed()
+	rel := f.newRelease(chart, values, common.StatusDeployed)
+	rel.Labels = labels
+	rel.Info.Description = "Upgrade complete"
+	return rel
+}
+
+// rollbackByHand stores a revision the way `helm rollback <release>
+// <version>` run by hand does: the chart, values and labels of the revision
+// rolled back to, described "Rollback to N".
+func (f *fakeHelm) rollbackByHand(version int) *releasev1.Release {
+	var target *releasev1.Release
+	for _, r := range f.releases {
+		if r.Version == version {
+			target = r
+		}
+	}
+	f.supersedeDeployed()
+	rel := f.newRelease(target.Chart, target.Config, common.StatusDeployed)
+	rel.Labels = maps.Clone(target.Labels)
+	rel.Info.Description = fmt.Sprintf("Rollback to %d", version)
+	rel.Info.RollbackRevision = version
+	return rel
 }

@@ -5,19 +5,21 @@ import (
 
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+
+	"github.com/afterhooks/helm-controller/internal/ownrevision"
 )
 
-type runFunc func(ctx context.Context, chart *chartv2.Chart) (*releasev1.Release, error)
+type runFunc func(ctx context.Context, chart *chartv2.Chart, mark ownrevision.Mark) (*releasev1.Release, error)
 
 func (req *Request) helmInstall(h Helm) runFunc {
-	return func(ctx context.Context, chart *chartv2.Chart) (*releasev1.Release, error) {
-		return h.Install(ctx, chart, req.Values)
+	return func(ctx context.Context, chart *chartv2.Chart, mark ownrevision.Mark) (*releasev1.Release, error) {
+		return h.Install(ctx, chart, req.Values, mark)
 	}
 }
 
 func (req *Request) helmUpgrade(h Helm) runFunc {
-	return func(ctx context.Context, chart *chartv2.Chart) (*releasev1.Release, error) {
-		return h.Upgrade(ctx, chart, req.Values)
+	return func(ctx context.Context, chart *chartv2.Chart, mark ownrevision.Mark) (*releasev1.Release, error) {
+		return h.Upgrade(ctx, chart, req.Values, mark)
 	}
 }
 

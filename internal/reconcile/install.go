@@ -49,7 +49,7 @@ func (m *Machine) release(ctx context.Context, req *Request, action helmv2.Relea
 	}
 	m.announce(req, releaseVerb(action), timeout, true)
 	started := m.now()
-	rel, err := run(ctx, chart)
+	rel, err := run(ctx, chart, ownMark(req))
 	req.Object.Status.LastAttemptedReleaseActionDuration = &metav1.Duration{Duration: m.now().Sub(started)}
 	// A forced release is forced once, not on every step of this reconcile.
 	req.Force = false

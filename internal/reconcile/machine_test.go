@@ -1475,12 +1475,7 @@ func TestRollbackByHandIsUpgradedOver(t *testing.T) {
 	h.mustRun(t) // v2 deployed
 	h.takeCalls()
 
-	// helm rollback app 1, by hand.
-	if err := h.helm.Rollback(context.Background(), 1); err != nil {
-		t.Fatal(err)
-	}
-	h.helm.last().Info.Description = "Rollback to 1"
-	h.takeCalls()
+	h.helm.rollbackByHand(1)
 
 	h.mustRun(t)
 	if got := h.takeCalls(); !slices.Equal(got, []string{"upgrade"}) {

@@ -87,10 +87,13 @@ func withAttemptTracked(req *Request) *Request {
 }
 
 func predictOutOfSync(req *Request, cur *releasev1.Release, obs Observation) (Step, string) {
-	if obs.State == StateUnmanaged && (unrecordedRollback(req, cur) != nil || unrecordedRelease(req, cur)) {
+	if obs.State != StateUnmanaged {
+		return guarded(req, helmv2.ReleaseActionUpgrade, StepUpgrade)
+	}
+	if unrecordedRollback(req, cur) != nil || unrecordedRelease(req, cur) {
 		return StepRecord, "Helm finished the action before the controller recorded it"
 	}
-	return guarded(req, helmv2.ReleaseActionUpgrade, StepUpgrade)
+	return StepUpgrade, "the release was not made by this HelmRelease (no mark of its own): it is taken over"
 }
 
 func predictFailed(req *Request) (Step, string) {

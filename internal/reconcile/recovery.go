@@ -4,14 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/afterhooks/helm-controller/internal/ownrevision"
 )
 
 // interruptedRollback tells whether the latest revision is a rollback that
@@ -38,34 +38,56 @@ func (m *Machine) finishRollback(ctx context.Context, req *Request) error {
 	return remediationEnded(req, errors.New("the rollback remediating a failed upgrade was interrupted and has been done again"))
 }
 
+// ownMark is the mark of the action the machine starts now (see
+// internal/ownrevision): it names the HelmRelease and the history's
+// latest snapshot, which the status written when the action is announced
+// holds. A revision it marks is recognised after a restart by the same
+// status read back.
+func ownMark(req *Request) ownrevision.Mark {
+	obj := req.Object
+	m := ownrevision.Mark{Owner: string(obj.UID)}
+	if m.Owner == "" {
+		// Only objects that never reached an API server (tests) have
+		// no UID.
+		m.Owner = obj.Namespace + "/" + obj.Name
+	}
+	if latest := obj.Status.History.Latest(); latest != nil {
+		m.After = latest.Digest
+	}
+	return m
+}
+
+// ownRevision tells whether cur was made by an action of this
+// HelmRelease started from the status as it is recorded: the mark on cur
+// names its version, this HelmRelease and the history's latest snapshot.
+// A revision made by hand with the helm CLI carries no mark, or the mark
+// of the revision its labels were copied from, which names another
+// version.
+func ownRevision(req *Request, cur *releasev1.Release) bool {
+	return ownMark(req).Marks(cur)
+}
+
 // unrecordedRollback returns the snapshot a release in storage rolled back
-// to, when that release is a rollback Helm finished whose controller
-// stopped before writing it to the history: the revision right after the
-// history's latest, which Helm describes as "Rollback to N" with N in the
-// history, and which followed a failure (this controller rolls back only
-// to remediate one). Otherwise it returns nil: a rollback made by hand
-// over a healthy release is unmanaged and upgraded over, as upstream does.
+// to, when that release is a rollback of this controller's that Helm
+// finished and whose controller stopped before writing it to the history:
+// the revision right after the history's latest, marked as the
+// controller's own (ownRevision), which followed a failure (this
+// controller rolls back only to remediate one). Otherwise it returns nil:
+// a rollback made by hand (of a healthy release or a failed one) is
+// unmanaged and upgraded over, as upstream does.
 func unrecordedRollback(req *Request, cur *releasev1.Release) *helmv2.Snapshot {
 	latest := req.Object.Status.History.Latest()
 	if latest == nil || cur == nil || cur.Info == nil || !latest.Targets(cur.Name, cur.Namespace, cur.Version-1) {
 		return nil
 	}
-	if !remediable(latest) {
+	if !remediable(latest) || cur.Info.RollbackRevision == 0 || !ownRevision(req, cur) {
 		return nil
 	}
 	if cur.Info.Status != common.StatusDeployed && cur.Info.Status != common.StatusFailed {
 		return nil
 	}
-	to, ok := strings.CutPrefix(cur.Info.Description, "Rollback to ")
-	if !ok {
-		return nil
-	}
-	version, err := strconv.Atoi(to)
-	if err != nil {
-		return nil
-	}
 	for _, s := range req.Object.Status.History {
-		if s.Version == version {
+		if s.Version == cur.Info.RollbackRevision {
 			return s
 		}
 	}
@@ -78,30 +100,33 @@ func remediable(s *helmv2.Snapshot) bool {
 	return s.Status == common.StatusFailed.String() || s.HasTestInPhase(releasev1.HookPhaseFailed.String())
 }
 
-// unrecordedRelease tells whether cur is an install or upgrade Helm
-// finished whose controller stopped before writing it to the history: the
-// deployed revision right after the history's latest, made from the
-// desired chart and values. Upgrading over it would only repeat it, hooks
-// included.
+// unrecordedRelease tells whether cur is an install or upgrade of this
+// controller's that Helm finished and whose controller stopped before
+// writing it to the history: the deployed revision right after the
+// history's latest, marked as the controller's own (ownRevision), made
+// from the desired chart and values. Upgrading over it would only repeat
+// it, hooks included. A revision made by hand with the helm CLI, even from
+// the same chart and values, is not the controller's to record and is
+// upgraded, as upstream does.
 //
 // For a first install the history is empty: the announce that preceded it
-// cleared it and recorded the install as attempted. A release nobody
-// attempted to install here (made with helm install, say) is not ours to
-// record and is upgraded, as upstream does.
+// cleared it and recorded the install as attempted. So it is for an
+// upgrade that took over an unmanaged release (stepOutOfSync).
 func unrecordedRelease(req *Request, cur *releasev1.Release) bool {
-	if cur == nil || cur.Info == nil || cur.Info.Status != common.StatusDeployed ||
-		strings.HasPrefix(cur.Info.Description, "Rollback to ") {
+	if cur == nil || cur.Info == nil || cur.Info.Status != common.StatusDeployed || cur.Info.RollbackRevision != 0 {
 		return false
 	}
 	status := req.Object.Status
 	latest := status.History.Latest()
 	switch {
-	case latest == nil && status.LastAttemptedReleaseAction == helmv2.ReleaseActionInstall:
+	case latest == nil && status.LastAttemptedReleaseAction != "":
+		// An install, or an upgrade taking over an unmanaged release,
+		// which starts from an empty history.
 	case latest != nil && latest.Targets(cur.Name, cur.Namespace, cur.Version-1):
 	default:
 		return false
 	}
-	return chartOrValuesChange(req, newSnapshot(req, cur, "")) == ""
+	return ownRevision(req, cur) && chartOrValuesChange(req, newSnapshot(req, cur, "")) == ""
 }
 
 // recordUnrecordedRelease writes to the status the install or upgrade cur

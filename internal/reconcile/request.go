@@ -14,6 +14,7 @@ import (
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/ownrevision"
 )
 
 // Helm runs Helm actions for one HelmRelease. internal/runner implements it
@@ -26,10 +27,13 @@ type Helm interface {
 	// last wrote to storage (and did not delete since), as it was written,
 	// or nil: what an action stored, known without reading storage back.
 	LastWritten() *releasev1.Release
-	Install(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error)
-	Upgrade(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error)
+	// Install, Upgrade and Rollback label the revision they create with
+	// mark (see internal/ownrevision), which tells crash recovery the
+	// revision is the controller's own.
+	Install(ctx context.Context, chart *chartv2.Chart, values map[string]any, mark ownrevision.Mark) (*releasev1.Release, error)
+	Upgrade(ctx context.Context, chart *chartv2.Chart, values map[string]any, mark ownrevision.Mark) (*releasev1.Release, error)
 	Test(ctx context.Context) (*releasev1.Release, error)
-	Rollback(ctx context.Context, toVersion int) error
+	Rollback(ctx context.Context, toVersion int, mark ownrevision.Mark) error
 	Uninstall(ctx context.Context) error
 	// Unlock marks a release stuck in a pending state as failed, so the
 	// next action can take it over.

@@ -25,7 +25,7 @@ func (m *Machine) rollback(ctx context.Context, req *Request) error {
 	}
 	target := describeRelease(prev)
 	m.announce(req, helmverb.Rollback, req.Object.GetRollback().GetTimeout(req.Object.GetTimeout()), false)
-	err := m.Helm.Rollback(ctx, prev.Version)
+	err := m.Helm.Rollback(ctx, prev.Version, ownMark(req))
 	if rel := m.Helm.LastWritten(); rel != nil && rel.Version != req.Object.Status.History.Latest().Version {
 		recordSnapshot(req, rel, helmv2.ReleaseActionRollback)
 	}

@@ -10,6 +10,7 @@ import (
 	"helm.sh/helm/v4/pkg/release/common"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/ownrevision"
 	"github.com/afterhooks/helm-controller/internal/plan"
 )
 
@@ -39,7 +40,7 @@ func TestInstallReplacesOnlyAnUninstalledRelease(t *testing.T) {
 	} {
 		t.Run(string(tt.last), func(t *testing.T) {
 			r := actionRunner(testRelease(), Settings{})
-			if _, err := r.Install(t.Context(), configMapChart("1.0.0"), nil); err != nil {
+			if _, err := r.Install(t.Context(), configMapChart("1.0.0"), nil, ownrevision.Mark{}); err != nil {
 				t.Fatal(err)
 			}
 			last, err := r.LastRelease(t.Context())
@@ -50,7 +51,7 @@ func TestInstallReplacesOnlyAnUninstalledRelease(t *testing.T) {
 			if err := r.cfg.Releases.Update(last); err != nil {
 				t.Fatal(err)
 			}
-			rel, err := r.Install(t.Context(), configMapChart("1.0.1"), nil)
+			rel, err := r.Install(t.Context(), configMapChart("1.0.1"), nil, ownrevision.Mark{})
 			if tt.wantErr {
 				if err == nil {
 					t.Fatalf("installed over a %s release", tt.last)
@@ -72,10 +73,10 @@ func TestInstallReplacesOnlyAnUninstalledRelease(t *testing.T) {
 func TestHelmPhaseMetricOfBeforeHooksActionsOnly(t *testing.T) {
 	before := phaseCount(t, "upgrade", string(v2.BeforeHooks), "helm")
 	r := actionRunner(testRelease(), Settings{})
-	if _, err := r.Install(t.Context(), configMapChart("1.0.0"), nil); err != nil {
+	if _, err := r.Install(t.Context(), configMapChart("1.0.0"), nil, ownrevision.Mark{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Upgrade(t.Context(), configMapChart("1.0.1"), nil); err != nil {
+	if _, err := r.Upgrade(t.Context(), configMapChart("1.0.1"), nil, ownrevision.Mark{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := phaseCount(t, "upgrade", string(v2.BeforeHooks), "helm"); got != before+1 {
@@ -83,10 +84,10 @@ func TestHelmPhaseMetricOfBeforeHooksActionsOnly(t *testing.T) {
 	}
 	afterBefore := phaseCount(t, "upgrade", string(v2.BeforeHooks), "helm")
 	after := actionRunner(testRelease(), Settings{DefaultHookOrder: v2.AfterHooks})
-	if _, err := after.Install(t.Context(), configMapChart("1.0.0"), nil); err != nil {
+	if _, err := after.Install(t.Context(), configMapChart("1.0.0"), nil, ownrevision.Mark{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := after.Upgrade(t.Context(), configMapChart("1.0.1"), nil); err != nil {
+	if _, err := after.Upgrade(t.Context(), configMapChart("1.0.1"), nil, ownrevision.Mark{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := phaseCount(t, "upgrade", string(v2.BeforeHooks), "helm"); got != afterBefore {
@@ -100,7 +101,7 @@ func TestHelmPhaseMetricOfBeforeHooksActionsOnly(t *testing.T) {
 // A resumed wait without a pending revision fails, naming the release.
 func TestResumeWaitWithoutPendingRevision(t *testing.T) {
 	r := actionRunner(testRelease(), Settings{DefaultHookOrder: v2.AfterHooks})
-	if _, err := r.Install(t.Context(), configMapChart("1.0.0"), nil); err != nil {
+	if _, err := r.Install(t.Context(), configMapChart("1.0.0"), nil, ownrevision.Mark{}); err != nil {
 		t.Fatal(err)
 	}
 	last, _ := r.LastRelease(t.Context())
@@ -135,7 +136,7 @@ func TestTestRunsWithTheTestPlan(t *testing.T) {
 	if _, err := r.Test(t.Context()); err == nil {
 		t.Error("tested a release that is not there")
 	}
-	if _, err := r.Install(t.Context(), configMapChart("1.0.0"), nil); err != nil {
+	if _, err := r.Install(t.Context(), configMapChart("1.0.0"), nil, ownrevision.Mark{}); err != nil {
 		t.Fatal(err)
 	}
 	rel, err := r.Test(t.Context())
@@ -152,7 +153,7 @@ func TestTestRunsWithTheTestPlan(t *testing.T) {
 // that is not there.
 func TestUninstallRemovesTheRelease(t *testing.T) {
 	r := actionRunner(testRelease(), Settings{})
-	if _, err := r.Install(t.Context(), configMapChart("1.0.0"), nil); err != nil {
+	if _, err := r.Install(t.Context(), configMapChart("1.0.0"), nil, ownrevision.Mark{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Uninstall(t.Context()); err != nil {

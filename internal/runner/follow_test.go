@@ -9,6 +9,7 @@ import (
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/ownrevision"
 	"github.com/afterhooks/helm-controller/internal/plan"
 	"github.com/afterhooks/helm-controller/internal/sequencing"
 )
@@ -118,7 +119,7 @@ func TestFollowBrokenRecordFails(t *testing.T) {
 	if _, err := r.uninstallPlan(); err == nil || !strings.HasPrefix(err.Error(), "uninstall: release web v2:") {
 		t.Errorf("uninstall plan error %v", err)
 	}
-	if err := r.Rollback(t.Context(), 1); err == nil || !strings.HasPrefix(err.Error(), "rollback:") {
+	if err := r.Rollback(t.Context(), 1, ownrevision.Mark{}); err == nil || !strings.HasPrefix(err.Error(), "rollback:") {
 		t.Errorf("Rollback ran with a broken record: %v", err)
 	}
 }

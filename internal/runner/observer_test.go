@@ -12,6 +12,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
+	"github.com/afterhooks/helm-controller/internal/ownrevision"
 	"github.com/afterhooks/helm-controller/internal/plan"
 	"github.com/afterhooks/helm-controller/internal/recreate"
 	"github.com/afterhooks/helm-controller/internal/sequencing"
@@ -102,10 +103,10 @@ func TestActionFailuresBeforeHelm(t *testing.T) {
 	})
 	r := newRunner(memoryConfig(), obj, Settings{})
 	r.writes = &action.WriteLog{}
-	if _, err := r.Install(t.Context(), nil, nil); err == nil || !strings.HasPrefix(err.Error(), "invalid post renderer") {
+	if _, err := r.Install(t.Context(), nil, nil, ownrevision.Mark{}); err == nil || !strings.HasPrefix(err.Error(), "invalid post renderer") {
 		t.Errorf("install with an invalid post renderer: %v", err)
 	}
-	if _, err := r.Upgrade(t.Context(), nil, nil); err == nil || !strings.HasPrefix(err.Error(), "invalid post renderer") {
+	if _, err := r.Upgrade(t.Context(), nil, nil, ownrevision.Mark{}); err == nil || !strings.HasPrefix(err.Error(), "invalid post renderer") {
 		t.Errorf("upgrade with an invalid post renderer: %v", err)
 	}
 	if all, _ := r.cfg.Releases.ListReleases(); len(all) != 0 {

@@ -24,6 +24,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/connect"
 	"github.com/afterhooks/helm-controller/internal/drift"
 	"github.com/afterhooks/helm-controller/internal/healthcheck"
+	"github.com/afterhooks/helm-controller/internal/ownrevision"
 	"github.com/afterhooks/helm-controller/internal/plan"
 	"github.com/afterhooks/helm-controller/internal/postrender"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
@@ -122,15 +123,17 @@ func (r *Runner) LastRelease(context.Context) (*releasev1.Release, error) {
 
 func (r *Runner) LastWritten() *releasev1.Release { return r.writes.Last() }
 
-func (r *Runner) Install(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
+func (r *Runner) Install(ctx context.Context, chart *chartv2.Chart, values map[string]any, mark ownrevision.Mark) (*releasev1.Release, error) {
 	obj := r.installObject(ctx)
 	return r.render(r.planFor(plan.Install), func(c action.Call) (*releasev1.Release, error) {
+		c.Mark = &mark
 		return action.Install(ctx, r.cfg, obj, chart, values, c)
 	})
 }
 
-func (r *Runner) Upgrade(ctx context.Context, chart *chartv2.Chart, values map[string]any) (*releasev1.Release, error) {
+func (r *Runner) Upgrade(ctx context.Context, chart *chartv2.Chart, values map[string]any, mark ownrevision.Mark) (*releasev1.Release, error) {
 	return r.render(r.planFor(plan.Upgrade), func(c action.Call) (*releasev1.Release, error) {
+		c.Mark = &mark
 		return action.Upgrade(ctx, r.cfg, r.obj, chart, values, c)
 	})
 }
@@ -192,13 +195,15 @@ func (r *Runner) Test(ctx context.Context) (*releasev1.Release, error) {
 	return action.Test(ctx, r.cfg, r.obj, r.call(r.planFor(plan.Test)))
 }
 
-func (r *Runner) Rollback(ctx context.Context, toVersion int) error {
+func (r *Runner) Rollback(ctx context.Context, toVersion int, mark ownrevision.Mark) error {
 	p, err := r.rollbackPlan(toVersion)
 	if err != nil {
 		return err
 	}
 	defer r.observeHelm(p, time.Now())
-	return r.canceled(action.Rollback(ctx, r.cfg, r.obj, toVersion, r.call(p)))
+	c := r.call(p)
+	c.Mark = &mark
+	return r.canceled(action.Rollback(ctx, r.cfg, r.obj, toVersion, c))
 }
 
 // ResumeWait finishes the afterHooks readiness wait of rel, which an
