@@ -210,7 +210,7 @@ func Judge(rec *Recording, hr *ObjectHistory, idx int, hooks HookSource) Verdict
 	if err != nil {
 		return Verdict{Lies: []Lie{{Release: hr.describe(), Problem: err.Error()}}}
 	}
-	c := &check{rec: rec, states: states, idx: idx, hooks: hooks}
+	c := &check{rec: rec, hist: hr, states: states, idx: idx, hooks: hooks}
 	c.settle()
 	c.checkGeneration()
 	if c.action != nil {
@@ -229,7 +229,9 @@ func Judge(rec *Recording, hr *ObjectHistory, idx int, hooks HookSource) Verdict
 
 // check is the judgement of one transition.
 type check struct {
-	rec    *Recording
+	rec *Recording
+	// hist is the HelmRelease's own history, its deletion included.
+	hist   *ObjectHistory
 	states []releaseState
 	idx    int
 	hooks  HookSource
@@ -486,11 +488,51 @@ func postHook(events []string, verb string) bool {
 // created in the action window.
 func (c *check) inAction(h *ObjectHistory) ([]Observation, bool) {
 	created := h.Created()
-	if c.action == nil || created == 0 || created <= c.action.from || created > c.action.to {
+	if c.action == nil || created == 0 || created <= c.action.from || created > c.action.to || c.replaced(h) {
 		return nil, false
 	}
 	states, _ := h.asOf(c.action.to)
 	return states, len(states) > 0 && c.belongs(states[0].Object)
+}
+
+// replaced tells whether a later object of the same kind, namespace and
+// name was created within the action window: the action's result is the
+// last one. Helm deletes a hook before creating it again
+// (before-hook-creation), and a retried action after a restart of the
+// controller runs the hooks of the interrupted one again; the earlier
+// object was cut short by Helm, not a result of the revision.
+func (c *check) replaced(h *ObjectHistory) bool {
+	if len(h.States) == 0 {
+		return false
+	}
+	first := h.States[0].Object
+	for _, other := range c.rec.Objects {
+		if other == h || other.Kind != h.Kind || len(other.States) == 0 {
+			continue
+		}
+		o := other.States[0].Object
+		created := other.Created()
+		if o.GetName() == first.GetName() && o.GetNamespace() == first.GetNamespace() &&
+			created > h.Created() && created <= c.action.to {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseDeletedLater tells whether the HelmRelease was deleted (or marked
+// for deletion) after the transition being judged: its uninstall may have
+// removed the revision from Helm storage before the judgement read it.
+func (c *check) releaseDeletedLater() bool {
+	for _, s := range c.states[c.idx:] {
+		if s.hr.DeletionTimestamp != nil {
+			return true
+		}
+	}
+	if c.hist != nil && len(c.hist.States) > 0 {
+		return c.hist.States[len(c.hist.States)-1].Deleted
+	}
+	return false
 }
 
 // checkJobs: every Job the action created, hook or not, never failed and,
@@ -603,6 +645,9 @@ func (c *check) checkStoredHooks(seen map[string]bool) {
 	}
 	stored, err := c.hooks(hr.GetStorageNamespace(), v2.ReleaseName(hr), c.revision())
 	if err != nil {
+		if c.releaseDeletedLater() {
+			return // uninstalled before the judgement: nothing left to read
+		}
 		c.lie("", "the oracle could not read the revision's hooks: %v", err)
 		return
 	}

@@ -243,6 +243,21 @@ func TestOracleTruthfulHistoryPasses(t *testing.T) {
 				},
 			}
 		}, 1},
+		{"a hook cut short by a restart and run again under the same name: the last one is the revision's", func(t *testing.T) *Recording {
+			states := append(installing(),
+				hrAt{order: 33, generation: 1, ready: metav1.ConditionUnknown, reason: meta.ProgressingReason, message: installAnnounce, readyGeneration: 1, reconciling: "Fulfilling prerequisites"},
+				hrAt{order: 34, generation: 1, ready: metav1.ConditionUnknown, reason: meta.ProgressingReason, message: installAnnounce, readyGeneration: 1, reconciling: installAnnounce},
+			)
+			return &Recording{
+				Releases: []*ObjectHistory{releaseHistory(t, append(states, installedReady()...)...)},
+				Objects: []*ObjectHistory{
+					deploymentHistory(t, 21, 45),
+					// Helm deleted the running hook before it created it again.
+					jobHistory(t, "ttl-hook", "post-install,post-upgrade", jobStep{order: 25}, jobStep{order: 36, deleted: true}),
+					jobHistory(t, "ttl-hook", "post-install,post-upgrade", jobStep{order: 40}, jobStep{order: 50, outcome: "Complete"}),
+				},
+			}
+		}, 1},
 		{"the spec changed while Ready was written: Ready names the generation it reconciled", func(t *testing.T) *Recording {
 			states := installing()
 			states = append(states,
