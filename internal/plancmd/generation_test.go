@@ -23,6 +23,11 @@ func TestPlanCommandFileWithANewSpecRetriesAnExhaustedUpgrade(t *testing.T) {
 	obj := c.createHR(t, "web", nil)
 	chart := chartDir(t, "1.0.0")
 	installWeb(t, c, obj, chart)
+	// The controller records the install in the status, history included:
+	// the revision is the HelmRelease's own, not one to take over.
+	if err := c.c.Status().Update(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
 
 	// The spec asks for a=2; its upgrade failed once, and the upgrade
 	// remediation's default allows no retry.
