@@ -103,7 +103,7 @@ func TestHealthCheckExprs(t *testing.T) {
 			t.Errorf("install failed after %s, want well before its timeout", d)
 		}
 		ready := conditions.Get(hr, meta.ReadyCondition)
-		for _, want := range []string{"Gadget/" + ns + "/app", "status: Failed", "failed expression is true: has(status.phase) && status.phase == 'Broken'"} {
+		for _, want := range []string{"Gadget/" + ns + "/app", "status: 'Failed'", "failed expression is true: has(status.phase) && status.phase == 'Broken'"} {
 			if !strings.Contains(ready.Message, want) {
 				t.Errorf("Ready message %q, want it to contain %q", ready.Message, want)
 			}
