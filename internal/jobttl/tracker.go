@@ -144,8 +144,8 @@ func (t *Tracker) Saw(obj runtime.Object) {
 	if t == nil || err != nil {
 		return
 	}
-	probe := &record{}
-	if probe.see(obj) == Running {
+	u, outcome, ok := jobState(obj)
+	if !ok || outcome == Running {
 		return
 	}
 	key := jobKey{namespace: m.GetNamespace(), name: m.GetName()}
@@ -153,10 +153,10 @@ func (t *Tracker) Saw(obj runtime.Object) {
 	r := t.records[key]
 	t.mu.Unlock()
 	if r == nil {
-		t.follow(key, obj, nil)
+		t.follow(key, u, nil)
 		return
 	}
-	r.see(obj)
+	r.see(u)
 	r.cancel() // the watch ends and closes ended
 }
 
@@ -248,16 +248,10 @@ func (r *record) handle(ev watch.Event) bool {
 
 // see records obj as the Job's latest state and returns its outcome.
 func (r *record) see(obj runtime.Object) Outcome {
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
+	u, outcome, ok := jobState(obj)
+	if !ok {
 		return Running
 	}
-	u := &unstructured.Unstructured{Object: content}
-	if u.GetKind() == "" {
-		u.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("Job"))
-	}
-	u.SetManagedFields(nil)
-	outcome := outcomeOf(u)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.last = u
@@ -265,6 +259,21 @@ func (r *record) see(obj runtime.Object) Outcome {
 		r.outcome = outcome
 	}
 	return outcome
+}
+
+// jobState returns obj as the unstructured Job a record keeps, with its
+// outcome; false when obj cannot be read as one.
+func jobState(obj runtime.Object) (*unstructured.Unstructured, Outcome, bool) {
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, Running, false
+	}
+	u := &unstructured.Unstructured{Object: content}
+	if u.GetKind() == "" {
+		u.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("Job"))
+	}
+	u.SetManagedFields(nil)
+	return u, outcomeOf(u), true
 }
 
 func (r *record) end() {
