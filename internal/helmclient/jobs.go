@@ -16,6 +16,7 @@ import (
 
 	"github.com/afterhooks/helm-controller/internal/jobttl"
 	"github.com/afterhooks/helm-controller/internal/kubewait"
+	"github.com/afterhooks/helm-controller/internal/runstate"
 )
 
 // Jobs whose manifest sets spec.ttlSecondsAfterFinished are deleted by
@@ -159,7 +160,7 @@ func (j *selfDeletingJobs) explain(err error) error {
 }
 
 func finished(job *unstructured.Unstructured) bool {
-	return jobttl.HasCondition(job, batchv1.JobFailed) || jobttl.HasCondition(job, batchv1.JobComplete)
+	return job != nil && runstate.JobFinished(job.Object)
 }
 
 // goneJob decides what a self-deleting Job that is gone counts as: its

@@ -47,15 +47,15 @@ func unfinishedJob(obj map[string]any) string {
 	switch {
 	case active > 0:
 		return fmt.Sprintf("a Job that is still running (%d active pods)", active)
-	case !jobFinished(obj):
+	case !JobFinished(obj):
 		return "a Job that has not finished (neither Complete nor Failed)"
 	}
 	return ""
 }
 
-// jobFinished tells whether the Job controller marked obj Complete or
-// Failed.
-func jobFinished(obj map[string]any) bool {
+// JobFinished tells whether the Job controller marked obj Complete or
+// Failed (its pods may still be stopping: see Unfinished).
+func JobFinished(obj map[string]any) bool {
 	conditions, _, _ := unstructured.NestedSlice(obj, "status", "conditions")
 	for _, c := range conditions {
 		cond, ok := c.(map[string]any)
