@@ -62,6 +62,8 @@ type Oracle struct {
 	lastTx    time.Time
 	checks    int
 	watchErrs []error
+	// mayKill are Kind/name of runs the test deletes while they run.
+	mayKill []string
 }
 
 // oracles are the running oracles, by API server and namespace: Env is
@@ -134,6 +136,7 @@ func startOracle(t testing.TB, cfg *rest.Config, ns string, hooks HookSource) (*
 		}
 		consumers.Wait()
 		o.judge(true)
+		o.reportKills()
 		o.report()
 	})
 	return o, nil
@@ -261,6 +264,23 @@ func (o *Oracle) judge(final bool) {
 			o.t.Logf("oracle: %s Ready=True at revision %d (action %q) held to %s: %d lies",
 				hr.describe(), v.Revision, v.Action, strings.Join(v.Judged, ", "), len(v.Lies))
 		}
+	}
+}
+
+// MayKill tells the oracle that the test itself deletes the running Job or
+// Pod kind/name, so that its deletion is no kill.
+func (o *Oracle) MayKill(kind, name string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.mayKill = append(o.mayKill, kind+"/"+name)
+}
+
+// reportKills fails the test for every run deleted while it ran.
+func (o *Oracle) reportKills() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, k := range KilledRuns(&o.rec, o.mayKill) {
+		o.t.Error(k.String())
 	}
 }
 

@@ -413,3 +413,96 @@ func anyLieSays(lies []Lie, want []string) bool {
 	}
 	return false
 }
+
+// withPolicy sets the hook-delete-policy on every state of a Job history.
+func withPolicy(h *ObjectHistory, policy string) *ObjectHistory {
+	for _, s := range h.States {
+		a := s.Object.GetAnnotations()
+		a[hookDeletePolicyAnnotation] = policy
+		s.Object.SetAnnotations(a)
+	}
+	return h
+}
+
+// hookPodHistory is a bare hook Pod, running from order from, deleted at
+// order deleted while still in phase.
+func hookPodHistory(t *testing.T, from, deleted uint64, phase corev1.PodPhase, owned bool) *ObjectHistory {
+	p := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}}
+	p.Name, p.UID = "ttl-hook-pod", types.UID(fmt.Sprintf("pod-%d", from))
+	origin(p, "post-delete")
+	if owned {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "ttl-hook", UID: "job"}}
+	}
+	p.Status.Phase = corev1.PodRunning
+	h := &ObjectHistory{Kind: "Pod", States: []Observation{{Order: from, Object: toUnstructured(t, p.DeepCopy())}}}
+	p.Status.Phase = phase
+	h.States = append(h.States, Observation{Order: deleted, Object: toUnstructured(t, p.DeepCopy()), Deleted: true})
+	return h
+}
+
+func TestOracleFindsKilledRuns(t *testing.T) {
+	hook := "post-install,post-upgrade"
+	for _, tc := range []struct {
+		name    string
+		objects func(t *testing.T) []*ObjectHistory
+		allowed []string
+		// want are the killed objects, in order.
+		want []string
+	}{
+		{"a finished hook Job deleted: no kill", func(t *testing.T) []*ObjectHistory {
+			return []*ObjectHistory{jobHistory(t, "ttl-hook", hook, jobStep{order: 40}, jobStep{order: 50, outcome: "Complete"}, jobStep{order: 51, outcome: "Complete", deleted: true})}
+		}, nil, nil},
+		{"a failed hook Job deleted: no kill", func(t *testing.T) []*ObjectHistory {
+			return []*ObjectHistory{jobHistory(t, "ttl-hook", hook, jobStep{order: 40}, jobStep{order: 50, outcome: "Failed"}, jobStep{order: 51, outcome: "Failed", deleted: true})}
+		}, nil, nil},
+		{"a running hook Job deleted (hook cleanup at uninstall): a kill", func(t *testing.T) []*ObjectHistory {
+			return []*ObjectHistory{jobHistory(t, "ttl-hook", hook, jobStep{order: 40}, jobStep{order: 50, deleted: true})}
+		}, nil, []string{"Job/ns/ttl-hook"}},
+		{"a running hook Job that the test deletes: allowed", func(t *testing.T) []*ObjectHistory {
+			return []*ObjectHistory{jobHistory(t, "ttl-hook", hook, jobStep{order: 40}, jobStep{order: 50, deleted: true})}
+		}, []string{"Job/ttl-hook"}, nil},
+		{"a running hook Job replaced by Helm before the next run (default policy): no kill", func(t *testing.T) []*ObjectHistory {
+			return []*ObjectHistory{
+				jobHistory(t, "ttl-hook", hook, jobStep{order: 40}, jobStep{order: 50, deleted: true}),
+				jobHistory(t, "ttl-hook", hook, jobStep{order: 52}, jobStep{order: 60, outcome: "Complete"}),
+			}
+		}, nil, nil},
+		{"a running hook Job whose policy is hook-succeeded, deleted and created again: a kill", func(t *testing.T) []*ObjectHistory {
+			return []*ObjectHistory{
+				withPolicy(jobHistory(t, "ttl-hook", hook, jobStep{order: 40}, jobStep{order: 50, deleted: true}), "hook-succeeded"),
+				withPolicy(jobHistory(t, "ttl-hook", hook, jobStep{order: 52}, jobStep{order: 60, outcome: "Complete"}), "hook-succeeded"),
+			}
+		}, nil, []string{"Job/ns/ttl-hook"}},
+		{"a running Job of the release recreated under its name: a kill", func(t *testing.T) []*ObjectHistory {
+			return []*ObjectHistory{
+				jobHistory(t, "ttl-setup", "", jobStep{order: 40}, jobStep{order: 50, deleted: true}),
+				jobHistory(t, "ttl-setup", "", jobStep{order: 52}),
+			}
+		}, nil, []string{"Job/ns/ttl-setup"}},
+		{"a running Job of the release deleted for good (an uninstall, as upstream): no kill", func(t *testing.T) []*ObjectHistory {
+			return []*ObjectHistory{jobHistory(t, "ttl-setup", "", jobStep{order: 40}, jobStep{order: 50, deleted: true})}
+		}, nil, nil},
+		{"a running bare hook Pod deleted: a kill", func(t *testing.T) []*ObjectHistory {
+			return []*ObjectHistory{hookPodHistory(t, 40, 50, corev1.PodRunning, false)}
+		}, nil, []string{"Pod/ns/ttl-hook-pod"}},
+		{"a succeeded bare hook Pod deleted: no kill", func(t *testing.T) []*ObjectHistory {
+			return []*ObjectHistory{hookPodHistory(t, 40, 50, corev1.PodSucceeded, false)}
+		}, nil, nil},
+		{"a running Pod of a hook Job deleted (its Job's business): no kill", func(t *testing.T) []*ObjectHistory {
+			return []*ObjectHistory{hookPodHistory(t, 40, 50, corev1.PodRunning, true)}
+		}, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, k := range KilledRuns(&Recording{Objects: tc.objects(t)}, tc.allowed) {
+				got = append(got, k.Object)
+				if !strings.Contains(k.String(), "while it still ran") {
+					t.Errorf("kill says %q", k)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("kills %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
