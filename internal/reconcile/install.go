@@ -99,41 +99,7 @@ func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2
 		return err
 	}
 	if err != nil {
-		msg := fmt.Sprintf("Helm %s failed for release %s: %s", verb, target, trimError(err))
-		conditions.MarkFalse(req.Object, helmv2.ReleasedCondition, failed, "%s", msg)
-		subject := latest
-		if !stored {
-			// The history's head is an earlier revision, or nothing:
-			// alerts and commit statuses must name what was attempted.
-			subject = attempted(req)
-		}
-		m.warning(req, subject, failed, msg)
-		if !stored && errors.Is(err, sequencing.ErrInvalidOrder) {
-			countFailure(ctx, req)
-			return fmt.Errorf("%w: %s", ErrChartCannotApply, msg)
-		}
-		if !stored || ctx.Err() != nil {
-			// Nothing stored, or the controller stopped in the middle of
-			// the action (Helm then fails the revision with "context
-			// canceled"): nothing is known about the release itself, so
-			// the attempt is not counted towards remediation and the next
-			// run tries again instead of stalling on used-up retries.
-			countFailure(ctx, req)
-			return &notRecordedError{err: errors.New(msg)}
-		}
-		if last := m.Helm.LastWritten(); last != nil && last.Info != nil && last.Info.Status.IsPending() {
-			// Helm could not record the failure (the cluster holding its
-			// storage could not be reached when the wait timed out):
-			// storage still has the revision pending. Remediating over it
-			// would leave it pending for good behind the rollback; the
-			// next reconcile unlocks it as failed and tries again, as
-			// after an interrupted action.
-			countFailure(ctx, req)
-			return &notRecordedError{err: fmt.Errorf("%s; the failure could not be recorded in Helm storage, where %s is still %s",
-				msg, releaseID(last), last.Info.Status)}
-		}
-		incrementFailures(req, action)
-		return fmt.Errorf("%s", msg)
+		return m.recordFailure(ctx, req, action, failedAttempt{reason: failed, verb: verb, target: target, stored: stored}, err)
 	}
 	msg := fmt.Sprintf("Helm %s succeeded for release %s", verb, target)
 	conditions.MarkTrue(req.Object, helmv2.ReleasedCondition, succeeded, "%s", msg)
@@ -148,6 +114,57 @@ func (m *Machine) recordRelease(ctx context.Context, req *Request, action helmv2
 	awaitTests(req, latest)
 	m.normal(req, latest, succeeded, msg)
 	return nil
+}
+
+// failedAttempt is what recordFailure says about a failed install or
+// upgrade: the failure reason, the verb, the release it names and whether
+// Helm stored a revision for it.
+type failedAttempt struct {
+	reason, target string
+	verb           helmverb.Verb
+	stored         bool
+}
+
+// recordFailure records a failed install or upgrade: the Released
+// condition, a warning event, and whether the attempt counts towards
+// remediation.
+func (m *Machine) recordFailure(ctx context.Context, req *Request, action helmv2.ReleaseAction, f failedAttempt, err error) error {
+	latest := req.Object.Status.History.Latest()
+	msg := fmt.Sprintf("Helm %s failed for release %s: %s", f.verb, f.target, trimError(err))
+	conditions.MarkFalse(req.Object, helmv2.ReleasedCondition, f.reason, "%s", msg)
+	subject := latest
+	if !f.stored {
+		// The history's head is an earlier revision, or nothing:
+		// alerts and commit statuses must name what was attempted.
+		subject = attempted(req)
+	}
+	m.warning(req, subject, f.reason, msg)
+	if !f.stored && errors.Is(err, sequencing.ErrInvalidOrder) {
+		countFailure(ctx, req)
+		return fmt.Errorf("%w: %s", ErrChartCannotApply, msg)
+	}
+	if !f.stored || ctx.Err() != nil {
+		// Nothing stored, or the controller stopped in the middle of
+		// the action (Helm then fails the revision with "context
+		// canceled"): nothing is known about the release itself, so
+		// the attempt is not counted towards remediation and the next
+		// run tries again instead of stalling on used-up retries.
+		countFailure(ctx, req)
+		return &notRecordedError{err: errors.New(msg)}
+	}
+	if last := m.Helm.LastWritten(); last != nil && last.Info != nil && last.Info.Status.IsPending() {
+		// Helm could not record the failure (the cluster holding its
+		// storage could not be reached when the wait timed out):
+		// storage still has the revision pending. Remediating over it
+		// would leave it pending for good behind the rollback; the
+		// next reconcile unlocks it as failed and tries again, as
+		// after an interrupted action.
+		countFailure(ctx, req)
+		return &notRecordedError{err: fmt.Errorf("%s; the failure could not be recorded in Helm storage, where %s is still %s",
+			msg, releaseID(last), last.Info.Status)}
+	}
+	incrementFailures(req, action)
+	return fmt.Errorf("%s", msg)
 }
 
 // awaitTests marks a new release untested, as upstream: with tests enabled,
