@@ -1,11 +1,13 @@
 package chartgen
 
 import (
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/afterhooks/helm-controller/test/realcharts"
 )
@@ -102,5 +104,60 @@ func TestWithoutDropsOneFeature(t *testing.T) {
 		if strings.HasPrefix(path, "crds/") {
 			t.Errorf("the dropped CRD is still written: %s", path)
 		}
+	}
+}
+
+// TestFaultsAndStepsByHand: over many seeds, every step done by hand, the
+// controller kill at every moment and every timed Job turn up; a
+// rollback by hand comes only after a step that made a revision to go
+// back from.
+func TestFaultsAndStepsByHand(t *testing.T) {
+	steps := map[Step]bool{}
+	kills := map[time.Duration]bool{}
+	jobs := map[string]bool{}
+	drift := false
+	for seed := range uint64(300) {
+		s := Generate(seed)
+		made := false
+		for _, st := range s.Steps {
+			steps[st] = true
+			if st == StepHelmRollback && !made {
+				t.Errorf("%s: a rollback by hand before any upgrade", s)
+			}
+			made = made || st == StepUpgrade || st == StepImmutableUpgrade || st == StepHelmUpgrade || st == StepHelmUpgradeWait
+		}
+		if slices.Contains(s.Steps, StepUpgradeKilled) {
+			kills[s.KillAfter] = true
+		}
+		if s.Steps[0] != StepInstall || s.Steps[len(s.Steps)-1] != StepUninstall {
+			t.Errorf("%s: want install first and uninstall last", s)
+		}
+		for _, f := range s.Features {
+			if j, ok := f.(TimedJob); ok {
+				jobs[fmt.Sprintf("%s/%s", j.Key(), j.Delay)] = true
+			}
+		}
+		drift = drift || s.Drift
+	}
+	for _, st := range []Step{StepHelmUpgrade, StepHelmUpgradeWait, StepHelmRollback, StepHelmUninstall, StepKubectlDelete,
+		StepKubectlEdit, StepDeleteReleaseSecret, StepUpgradeKilled} {
+		if !steps[st] {
+			t.Errorf("no scenario has the step %q", st)
+		}
+	}
+	for _, at := range killMoments {
+		if !kills[at] {
+			t.Errorf("no scenario kills the controller %s into an upgrade", at)
+		}
+	}
+	for _, key := range []string{"timed-job", "timed-job/fails", "timed-job/fails-ttl"} {
+		for _, d := range timedJobDelays {
+			if !jobs[fmt.Sprintf("%s/%s", key, d)] {
+				t.Errorf("no scenario has a %s after %s", key, d)
+			}
+		}
+	}
+	if !drift {
+		t.Error("no scenario turns drift detection on")
 	}
 }

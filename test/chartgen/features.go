@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"time"
 )
 
 // Feature is one element of a generated chart.
@@ -132,6 +133,63 @@ func (h Hook) files(_ Scenario, i int) map[string]string {
 func runToCompletion(container string) string {
 	return fmt.Sprintf("    spec:\n      restartPolicy: Never\n      containers:\n        - name: %s\n          image: example.com/%s:1\n",
 		container, container)
+}
+
+// TimedJob is an ordinary Job (no hook) that succeeds or fails Delay
+// after the apply: before, while or after the hooks run (each hook runs
+// for 1 s).
+type TimedJob struct {
+	Delay time.Duration
+	Fails bool
+	// TTL is the Job's ttlSecondsAfterFinished, -1 for none.
+	TTL int
+}
+
+var timedJobDelays = []time.Duration{0, 2 * time.Second, 6 * time.Second}
+
+func drawTimedJob(r *rand.Rand) TimedJob {
+	return TimedJob{
+		Delay: timedJobDelays[r.IntN(len(timedJobDelays))],
+		Fails: r.IntN(2) == 0,
+		TTL:   []int{-1, 0}[r.IntN(2)],
+	}
+}
+
+// Key tells a failing Job that deletes itself at once apart, as Hook.Key
+// does.
+func (j TimedJob) Key() string {
+	switch {
+	case j.Fails && j.TTL == 0:
+		return "timed-job/fails-ttl"
+	case j.Fails:
+		return "timed-job/fails"
+	}
+	return "timed-job"
+}
+
+func (j TimedJob) String() string {
+	ttl := "none"
+	if j.TTL >= 0 {
+		ttl = fmt.Sprintf("%ds", j.TTL)
+	}
+	return fmt.Sprintf("%s after %s ttl %s", j.Key(), j.Delay, ttl)
+}
+
+func (j TimedJob) files(_ Scenario, i int) map[string]string {
+	var b strings.Builder
+	// The revision in the name: a Job's template is immutable, so each
+	// upgrade makes a new one, as charts with per-release Jobs do.
+	fmt.Fprintf(&b, "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: timed-job-%d-r{{ .Values.revision }}\n", i)
+	b.WriteString("spec:\n  backoffLimit: 0\n")
+	if j.TTL >= 0 {
+		fmt.Fprintf(&b, "  ttlSecondsAfterFinished: %d\n", j.TTL)
+	}
+	fmt.Fprintf(&b, "  template:\n    metadata:\n      annotations:\n        sim.afterhooks.io/delay: %s\n", j.Delay)
+	if j.Fails {
+		b.WriteString("        sim.afterhooks.io/fail: exit\n")
+	}
+	b.WriteString(runToCompletion("job"))
+	return map[string]string{fmt.Sprintf("templates/timed-job-%d.yaml", i): b.String()}
 }
 
 // Workload is a Deployment whose pods behave as Behaviour says.
