@@ -121,6 +121,7 @@ func (c *Controller) StartReplica() (int, error) {
 		return 0, err
 	}
 	c.procs = append(c.procs, p)
+	recordStart(c.opts.Shard, c.opts.Binary)
 	return len(c.procs) - 1, nil
 }
 

@@ -258,7 +258,13 @@ func (o *Oracle) judge(final bool) {
 			o.judged[tx] = true
 			o.checks++
 			v := Judge(&o.rec, hr, idx, o.hooks)
+			state := hr.States[idx]
+			upstream := upstreamRan(state.Object.GetLabels()[ShardLabel], state.Seen)
 			for _, lie := range v.Lies {
+				if upstream {
+					o.t.Logf("%s (written by upstream helm-controller: logged, not failed)", lie)
+					continue
+				}
 				o.t.Error(lie.String())
 			}
 			o.t.Logf("oracle: %s Ready=True at revision %d (action %q) held to %s: %d lies",
