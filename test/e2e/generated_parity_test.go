@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +37,9 @@ const (
 	// generatedReportEnv: a file to write the run's report to
 	// (docs/parity.md under make parity).
 	generatedReportEnv = "HELM_CONTROLLER_PARITY_REPORT"
+	// generatedSeedListEnv: a comma-separated list of seeds to run, each
+	// as a scenario of its own; it overrides the count and the base seed.
+	generatedSeedListEnv = "HELM_CONTROLLER_PARITY_SEEDS"
 	// generatedShrinkEnv: "0" turns off shrinking a failing case.
 	generatedShrinkEnv = "HELM_CONTROLLER_PARITY_SHRINK"
 )
@@ -57,6 +61,10 @@ const (
 // says how many scenarios (make parity).
 func TestGeneratedParity(t *testing.T) {
 	n, base := generatedSettings(t)
+	seeds := generatedSeeds(base, n)
+	if list := os.Getenv(generatedSeedListEnv); list != "" {
+		seeds = parseSeedList(t, list)
+	}
 	concurrency := generatedConcurrency
 	if v, err := strconv.Atoi(os.Getenv(generatedConcurrencyEnv)); err == nil && v > 0 {
 		concurrency = v
@@ -66,7 +74,7 @@ func TestGeneratedParity(t *testing.T) {
 	report := newGeneratedReport(base, concurrency)
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, concurrency)
-	for _, seed := range generatedSeeds(base, n) {
+	for _, seed := range seeds {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -100,6 +108,20 @@ func generatedSettings(t *testing.T) (int, uint64) {
 		t.Fatalf("%s=%q: want an unsigned number", generatedSeedEnv, seed)
 	}
 	return n, base
+}
+
+// parseSeedList reads generatedSeedListEnv.
+func parseSeedList(t *testing.T, list string) []uint64 {
+	t.Helper()
+	var seeds []uint64
+	for _, field := range strings.Split(list, ",") {
+		seed, err := strconv.ParseUint(strings.TrimSpace(field), 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %q is no unsigned number", generatedSeedListEnv, list, field)
+		}
+		seeds = append(seeds, seed)
+	}
+	return seeds
 }
 
 // generatedSeeds: the base seed, then n-1 seeds drawn from it.
@@ -195,6 +217,9 @@ func expectNames(s chartgen.Scenario) []string {
 			names = append(names, name)
 		}
 	}
+	if slices.Contains(s.Steps, chartgen.StepUpgradeKilled) {
+		names = append(names, generatedExpectPrefix+generatedKillKey)
+	}
 	return names
 }
 
@@ -207,17 +232,23 @@ func runGenerated(t *testing.T, s chartgen.Scenario, dir string, ref chartserver
 	side.plans = &report.plans
 	run := realRun{Run: parity.Run{Mode: string(mode)}}
 	for i, step := range s.Steps {
-		side.runStep(t, &run, generatedStep(s, i, step))
+		side.runStep(t, &run, generatedStep(s, i, step, ref))
 	}
 	run.install = side.install
 	return run
 }
 
 // generatedStep is step i of s as a real-chart step: the install and
-// the uninstall are theirs; any other step sets the step's values and
-// waits until the controller attempted them.
-func generatedStep(s chartgen.Scenario, i int, step chartgen.Step) realStep {
+// the uninstall are theirs; the steps done by hand and the killed upgrade
+// are in generated_byhand_test.go; any other step sets the step's values
+// and waits until the controller attempted them.
+func generatedStep(s chartgen.Scenario, i int, step chartgen.Step, ref chartserver.ChartRef) realStep {
+	if step.ByHand() {
+		return byHandStep(step, ref)
+	}
 	switch step {
+	case chartgen.StepUpgradeKilled:
+		return killedUpgradeStep(s, i)
 	case chartgen.StepInstall:
 		return realStep{name: string(step), do: (*realSide).doInstall, next: (*realSide).unchanged}
 	case chartgen.StepUninstall:
@@ -243,6 +274,7 @@ func generatedRelease(s chartgen.Scenario, ns, repo string, ref chartserver.Char
 	if s.TestsEnabled() {
 		hr.Spec.Test = &helmv2.Test{Enable: true}
 	}
+	generatedDrift(s, hr)
 	return hr
 }
 
@@ -281,7 +313,24 @@ func init() {
 	for _, hook := range chartgen.FailingTTLHooks() {
 		listGenerated(hook, ttl)
 	}
+	listGenerated(chartgen.TimedJob{Fails: true, TTL: 0}, ttl)
+	// A kill lands at a different point of each controller's action, as
+	// they run at different speeds: upstream may be interrupted where
+	// ours already finished (a PendingRelease event, one more revision,
+	// another failure count), and when the kill comes between Helm's
+	// storing the pending revision and the status write, upstream clears
+	// the history where ours keeps the revision it marked as its own.
+	kill := "a controller kill lands at a different point of each controller's action, and a revision cut short " +
+		"stays in status.history here where upstream may clear the history (docs/differences.md, \"A revision " +
+		"cut short by a restart stays in the history\", and \"Generated scenarios side by side\")"
+	for _, field := range []string{"history", "storage", "events", "failures"} {
+		realChartsExpected[parity.Key{Scenario: generatedExpectPrefix + generatedKillKey, Mode: string(realModeDefault), Field: field}] = kill
+	}
 }
+
+// generatedKillKey lists the differences of a scenario that kills the
+// controller during an upgrade (chartgen.StepUpgradeKilled).
+const generatedKillKey = "fault/controller-kill"
 
 // listGenerated lists in realChartsExpected a difference in every
 // outcome field, at any step, for the generated feature.
