@@ -62,9 +62,9 @@ func actionRequested(obj *v2.HelmRelease) bool {
 // answerPlanRequest computes the plan a pending plan request asks for,
 // writes its summary to status.lastPlan and the plan in full to an
 // event, and records the token. It returns true when the reconcile must
-// end there, without acting: nothing but the plan request asked for it.
-// A plan that fails is reported the same way (a failed summary, a
-// Warning event) and touches no condition.
+// end there, without acting (endsWithPlan). A plan that fails is
+// reported the same way (a failed summary, a Warning event) and touches
+// no condition.
 func (r *HelmReleaseReconciler) answerPlanRequest(ctx context.Context, obj *v2.HelmRelease, helm *runner.Runner,
 	chart *chartsource.Chart, values map[string]any) bool {
 	token, ok := pendingPlanRequest(obj)
@@ -85,7 +85,21 @@ func (r *HelmReleaseReconciler) answerPlanRequest(ctx context.Context, obj *v2.H
 		r.EventRecorder.Eventf(obj, nil, corev1.EventTypeNormal, PlannedReason, planEventAction, "%s", planEventText(text.String()))
 	}
 	obj.Status.LastPlan, obj.Status.LastHandledPlanAt = status, token
-	return !actionRequested(obj)
+	return endsWithPlan(obj, pv, err)
+}
+
+// endsWithPlan tells whether a reconcile that answered a plan request
+// ends there: only when nothing else asked for it (a generation not
+// reconciled yet, a requestedAt not handled yet) and the plan found
+// nothing to do, or could not be computed. A plan that predicts an
+// action (a new chart artifact, changed valuesFrom, a failed release to
+// retry) is the reconcile's own work, which the plan request must not
+// put off to the next interval: the reconcile goes on and does it.
+func endsWithPlan(obj *v2.HelmRelease, pv *preview.Preview, planErr error) bool {
+	if actionRequested(obj) {
+		return false
+	}
+	return planErr != nil || pv == nil || !pv.Changes()
 }
 
 // computePlan previews the next reconcile of obj over the runner the

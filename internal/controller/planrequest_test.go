@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -9,6 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/preview"
+	"github.com/afterhooks/helm-controller/internal/reconcile"
 )
 
 func TestPendingPlanRequestAndActionRequested(t *testing.T) {
@@ -42,6 +45,35 @@ func TestPendingPlanRequestAndActionRequested(t *testing.T) {
 			}
 			if act := actionRequested(tt.obj); act != tt.wantAct {
 				t.Errorf("action requested %t, want %t", act, tt.wantAct)
+			}
+		})
+	}
+}
+
+func TestEndsWithPlan(t *testing.T) {
+	inSync := &preview.Preview{Step: reconcile.StepNone}
+	upgrade := &preview.Preview{Step: reconcile.StepUpgrade}
+	settled := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Generation: 2}}
+	settled.Status.ObservedGeneration = 2
+	changed := settled.DeepCopy()
+	changed.Generation = 3
+	tests := []struct {
+		name string
+		obj  *v2.HelmRelease
+		pv   *preview.Preview
+		err  error
+		want bool
+	}{
+		{"only the plan request, in sync: ends", settled, inSync, nil, true},
+		{"only the plan request, a new artifact or values to upgrade to: goes on", settled, upgrade, nil, false},
+		{"only the plan request, the plan failed: ends", settled, nil, errors.New("render"), true},
+		{"a spec change too, in sync: goes on", changed, inSync, nil, false},
+		{"a spec change too, the plan failed: goes on", changed, nil, errors.New("render"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := endsWithPlan(tt.obj, tt.pv, tt.err); got != tt.want {
+				t.Errorf("endsWithPlan %t, want %t", got, tt.want)
 			}
 		})
 	}

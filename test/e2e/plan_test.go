@@ -26,9 +26,10 @@ import (
 // a ConfigMap in valuesFrom changed (nothing watches it, so nothing else
 // starts a reconcile): the plan of an afterHooks upgrade that recreates
 // the migration Job is in status.lastPlan and, in full, in an event; the
-// token is recorded; no revision is made and the Job is left as it is.
-// Then values the chart cannot render: a failed plan, with a Warning
-// event, and Ready untouched.
+// token is recorded; and the same reconcile then does what the plan said
+// (a plan request never puts off the work it finds, issue 45), with no
+// requestedAt and long before the interval. Then values the chart cannot
+// render: a failed plan, with a Warning event, and nothing acted on.
 func TestPlanRequestedAt(t *testing.T) {
 	t.Parallel()
 	ns, hr := immutableRelease(t, "", v2.AfterHooks)
@@ -44,6 +45,9 @@ func TestPlanRequestedAt(t *testing.T) {
 	wantMigrated(t, ns, "1")
 	job := uidOf(t, named(&batchv1.Job{}, ns, "imm-migrate"))
 
+	settings := named(&corev1.ConfigMap{}, ns, "imm-settings")
+	settingsVersion := resourceVersionOf(t, settings)
+	handledReconcile := hr.Status.LastHandledReconcileAt
 	values.Data["values.yaml"] = "migrateVersion: \"2\"\nforce:\n  migrate: enabled\n"
 	if err := env.Client.Update(context.Background(), values); err != nil {
 		t.Fatal(err)
@@ -60,13 +64,14 @@ func TestPlanRequestedAt(t *testing.T) {
 		}
 	}
 	t.Logf("the plan's event:\n%s", event.Message)
-	wantNotActed(t, hr, helmv2.InstallSucceededReason, 1, job)
 
-	// The controller acts: what it did is what the plan said.
-	settings := named(&corev1.ConfigMap{}, ns, "imm-settings")
-	settingsVersion := resourceVersionOf(t, settings)
-	env.RequestReconcile(t, hr)
+	// The reconcile that answered the plan request goes on and acts
+	// (no requestedAt; the interval is 10 minutes): what it did is what
+	// the plan said.
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2, Timeout: 3 * time.Minute})
+	if hr.Status.LastHandledReconcileAt != handledReconcile {
+		t.Errorf("lastHandledReconcileAt %q, was %q: something else requested the reconcile", hr.Status.LastHandledReconcileAt, handledReconcile)
+	}
 	if hr.Status.LastAttemptedReleaseAction != helmv2.ReleaseAction(plan.Action) {
 		t.Errorf("the controller ran %s, the plan said %s", hr.Status.LastAttemptedReleaseAction, plan.Action)
 	}
