@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
@@ -504,5 +505,34 @@ func TestOracleFindsKilledRuns(t *testing.T) {
 				t.Errorf("kills %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestUpstreamRanTellsTheBinaryOfTheShardAtATime(t *testing.T) {
+	shard := "oracle-test-" + t.Name()
+	recordStart(shard, "/cache/tools/bin/helm-controller")
+	ours := time.Now()
+	time.Sleep(2 * time.Millisecond)
+	recordStart(shard, "/cache/tools/helm-controller-upstream-6cafe4207ed00f27")
+	upstream := time.Now()
+	time.Sleep(2 * time.Millisecond)
+	recordStart(shard, "/cache/tools/bin/helm-controller")
+	back := time.Now()
+	for _, tc := range []struct {
+		name string
+		at   time.Time
+		want bool
+	}{
+		{"before any start", ours.Add(-time.Hour), false},
+		{"while ours ran", ours, false},
+		{"while upstream ran", upstream, true},
+		{"after ours came back", back, false},
+	} {
+		if got := upstreamRan(shard, tc.at); got != tc.want {
+			t.Errorf("%s: upstreamRan %t, want %t", tc.name, got, tc.want)
+		}
+	}
+	if upstreamRan("another shard", upstream) {
+		t.Error("a shard with no start counted as upstream's")
 	}
 }

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
@@ -13,8 +14,8 @@ import (
 // the binary it ran, so that a Ready=True written while upstream's binary
 // ran the HelmRelease's shard is logged, not failed.
 
-// upstreamBinaryName is the file name of upstream's binary in the tool
-// cache (UpstreamBinary).
+// upstreamBinaryName starts the file name of upstream's binary in the tool
+// cache (UpstreamBinary): the link, or the versioned file it resolves to.
 const upstreamBinaryName = "helm-controller-upstream"
 
 type binaryStart struct {
@@ -32,7 +33,7 @@ func recordStart(shard, binary string) {
 	shardStarts.Lock()
 	defer shardStarts.Unlock()
 	shardStarts.byShard[shard] = append(shardStarts.byShard[shard],
-		binaryStart{at: time.Now(), upstream: filepath.Base(binary) == upstreamBinaryName})
+		binaryStart{at: time.Now(), upstream: strings.HasPrefix(filepath.Base(binary), upstreamBinaryName)})
 }
 
 // upstreamRan tells whether the last process started for shard before at
