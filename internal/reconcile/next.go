@@ -5,6 +5,8 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+
+	"github.com/afterhooks/helm-controller/internal/helmverb"
 )
 
 // Step names the first thing a reconcile does about a release, as Next
@@ -15,12 +17,12 @@ const (
 	// StepNone: the release is in sync, or the retries are used up.
 	StepNone Step = "none"
 	// StepInstall, StepUpgrade, StepTest, StepRollback and StepUninstall
-	// run the Helm action of the same name.
-	StepInstall   Step = "install"
-	StepUpgrade   Step = "upgrade"
-	StepTest      Step = "test"
-	StepRollback  Step = "rollback"
-	StepUninstall Step = "uninstall"
+	// run the Helm action of the same name: their names are the verbs.
+	StepInstall   = Step(helmverb.Install)
+	StepUpgrade   = Step(helmverb.Upgrade)
+	StepTest      = Step(helmverb.Test)
+	StepRollback  = Step(helmverb.Rollback)
+	StepUninstall = Step(helmverb.Uninstall)
 	// StepReinstall is what the controller does before the state machine
 	// when the release's target changed (TargetChanged): it uninstalls
 	// the recorded release, and the next reconcile installs afresh.
@@ -35,6 +37,19 @@ const (
 	// the controller; no Helm action runs.
 	StepRecord Step = "record"
 )
+
+// Verbs are the Helm actions s runs, in order, as a preview of the step
+// shows them. StepUnlock, StepResume and StepRecord run none of them:
+// they mark, wait for or record a revision Helm already made.
+func (s Step) Verbs() []helmverb.Verb {
+	switch s {
+	case StepInstall, StepUpgrade, StepTest, StepRollback, StepUninstall:
+		return []helmverb.Verb{helmverb.Verb(s)}
+	case StepReinstall:
+		return []helmverb.Verb{helmverb.Uninstall, helmverb.Install}
+	}
+	return nil
+}
 
 // Next is what the next reconcile would start with, and why.
 type Next struct {

@@ -3,12 +3,14 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/helmverb"
 )
 
 // Predict names the first Helm call the machine then makes, for each
@@ -170,5 +172,31 @@ func TestDecideCarriesWhatTheStepNeeds(t *testing.T) {
 				t.Errorf("carries the cancelled wait's failure: %t (%v), want %t", got, n.canceledWait, tc.wantCanceled)
 			}
 		})
+	}
+}
+
+// A step's verbs are the Helm actions a preview shows for it: one for the
+// steps named after a verb, an uninstall then an install for a reinstall,
+// none for the steps that run no Helm action.
+func TestStepVerbs(t *testing.T) {
+	cases := []struct {
+		step Step
+		want []helmverb.Verb
+	}{
+		{StepNone, nil},
+		{StepInstall, []helmverb.Verb{helmverb.Install}},
+		{StepUpgrade, []helmverb.Verb{helmverb.Upgrade}},
+		{StepTest, []helmverb.Verb{helmverb.Test}},
+		{StepRollback, []helmverb.Verb{helmverb.Rollback}},
+		{StepUninstall, []helmverb.Verb{helmverb.Uninstall}},
+		{StepReinstall, []helmverb.Verb{helmverb.Uninstall, helmverb.Install}},
+		{StepUnlock, nil},
+		{StepResume, nil},
+		{StepRecord, nil},
+	}
+	for _, tc := range cases {
+		if got := tc.step.Verbs(); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: verbs %v, want %v", tc.step, got, tc.want)
+		}
 	}
 }
