@@ -61,9 +61,12 @@ type Next struct {
 
 	// What the machine needs to carry the step out, beyond the step and
 	// the observation: one Step stands for more than one way to do it.
+	// (The observed state tells the upgrade of a release taken over or
+	// of a failed one from a plain upgrade.)
 
 	// end is the error a StepNone ends the reconcile with (used-up
-	// retries, a failure no remediation can undo); nil when in sync.
+	// retries, a failure no remediation can undo, a state the machine
+	// does not know); nil when in sync.
 	end error
 	// canceledWait is the failure whose remediation a reconcile that
 	// cancelled its readiness wait left to this one. Step names that
