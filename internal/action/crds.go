@@ -17,6 +17,7 @@ import (
 	"k8s.io/cli-runtime/pkg/resource"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/helmverb"
 	"github.com/afterhooks/helm-controller/internal/kubewait"
 	"github.com/afterhooks/helm-controller/internal/postrender"
 )
@@ -28,7 +29,7 @@ const crdWaitTimeout = 60 * time.Second
 // installCRDPolicy returns the CRD policy of an install: crds, else Create.
 // The deprecated skipCRDs is not read, as upstream does not read it.
 func installCRDPolicy(in helmv2.Install) (helmv2.CRDsPolicy, error) {
-	return crdPolicyOrCreate("install", in.CRDs)
+	return crdPolicyOrCreate(helmverb.Install, in.CRDs)
 }
 
 // upgradeCRDPolicy returns the CRD policy of an upgrade: crds, else Create.
@@ -36,10 +37,10 @@ func installCRDPolicy(in helmv2.Install) (helmv2.CRDsPolicy, error) {
 // Create, and what users run is the code: a chart upgrade that brings a
 // new CRD gets it.
 func upgradeCRDPolicy(up helmv2.Upgrade) (helmv2.CRDsPolicy, error) {
-	return crdPolicyOrCreate("upgrade", up.CRDs)
+	return crdPolicyOrCreate(helmverb.Upgrade, up.CRDs)
 }
 
-func crdPolicyOrCreate(action string, policy helmv2.CRDsPolicy) (helmv2.CRDsPolicy, error) {
+func crdPolicyOrCreate(action helmverb.Verb, policy helmv2.CRDsPolicy) (helmv2.CRDsPolicy, error) {
 	switch policy {
 	case "":
 		return helmv2.Create, nil

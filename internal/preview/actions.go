@@ -65,23 +65,8 @@ type Leftovers struct {
 
 // actionsOf are the Helm actions of the step next.
 func actionsOf(ctx context.Context, in Input, next reconcile.Next, cur *releasev1.Release) ([]Action, error) {
-	var verbs []plan.Verb
-	switch next.Step {
-	case reconcile.StepInstall:
-		verbs = []plan.Verb{plan.Install}
-	case reconcile.StepUpgrade:
-		verbs = []plan.Verb{plan.Upgrade}
-	case reconcile.StepReinstall:
-		verbs = []plan.Verb{plan.Uninstall, plan.Install}
-	case reconcile.StepRollback:
-		verbs = []plan.Verb{plan.Rollback}
-	case reconcile.StepUninstall:
-		verbs = []plan.Verb{plan.Uninstall}
-	case reconcile.StepTest:
-		verbs = []plan.Verb{plan.Test}
-	}
 	var out []Action
-	for i, v := range verbs {
+	for i, v := range next.Step.Verbs() {
 		// An install after the uninstall of the same step finds the
 		// cluster without the release's objects: the live comparison
 		// would compare with what the uninstall deletes first.

@@ -2,7 +2,7 @@
 // do, without doing it: the `helm-controller plan` command prints it.
 //
 // Nothing here decides anything of its own. The step comes from
-// reconcile.Predict (the observation and predicates the state machine
+// reconcile.Predict (the observation and the decision the state machine
 // acts on), the action's decisions (hook order, waits, ordering, recreate
 // policy) from the runner's plan functions (runner.Plan), the manifest and
 // hooks from Helm's server-side dry run of the same action

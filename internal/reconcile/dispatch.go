@@ -69,89 +69,74 @@ func (m *Machine) Run(ctx context.Context, req *Request) (err error) {
 	return fmt.Errorf("release did not settle after %d actions; last state was not in sync", maxSteps)
 }
 
-// step runs the action the observed state calls for. It returns true when
-// the reconcile ends here, with the error it ends with; false to observe
-// the release again and go on, unless the error is not nil.
+// step carries out the step decide picks for the observation obs of cur.
+// It returns true when the reconcile ends here, with the error it ends
+// with; false to observe the release again and go on, unless the error is
+// not nil.
 func (m *Machine) step(ctx context.Context, req *Request, cur *releasev1.Release, obs Observation) (bool, error) {
-	switch obs.State {
-	case StateInSync:
-		return true, nil
-	case StateAbsent:
-		return m.stepAbsent(ctx, req)
-	case StateUnmanaged, StateOutOfSync:
-		return m.stepOutOfSync(ctx, req, cur, obs)
-	case StateLocked:
-		return false, m.unlock(ctx, req, cur)
-	case StateUninstalling:
-		return true, m.finishUninstall(ctx, req)
-	case StateAwaitingReadiness:
-		return m.stepAwaitingReadiness(ctx, req, cur)
-	case StateUntested:
+	n := decide(req, cur, obs)
+	if n.canceledWait != nil {
+		// Whatever remediation n.Step names, failed runs it (remediate
+		// makes the same choice), or ends the reconcile with the failure
+		// when there is none to run.
+		return true, m.failed(ctx, req, n.canceledWait)
+	}
+	switch n.Step {
+	case StepNone:
+		return true, n.end
+	case StepInstall:
+		return false, m.failed(ctx, req, m.install(ctx, req))
+	case StepUpgrade:
+		return false, m.failed(ctx, req, m.upgradeFrom(ctx, req, n.State))
+	case StepTest:
 		return false, m.failed(ctx, req, m.test(ctx, req))
+	case StepUnlock:
+		return false, m.unlockFor(ctx, req, cur, n.staleHeld)
+	case StepResume:
+		return m.resumeHeld(ctx, req, cur)
+	case StepRollback:
+		return true, m.finishRollback(ctx, req)
+	case StepUninstall:
+		return true, m.finishUninstall(ctx, req)
+	case StepRecord:
+		return m.recordUnrecorded(ctx, req, cur, n.rollbackTarget)
+	}
+	return true, fmt.Errorf("no way to carry out step %q (release state %q)", n.Step, n.State)
+}
+
+// upgradeFrom runs the upgrade decide picked for a release in the state
+// from. A release taken over (StateUnmanaged) starts from a cleared
+// history, which no longer describes it; a failed one retried under
+// RetryOnFailure from a history cut as upstream cuts it.
+func (m *Machine) upgradeFrom(ctx context.Context, req *Request, from State) error {
+	switch from {
+	case StateUnmanaged:
+		req.Object.Status.ClearHistory()
 	case StateFailed:
-		return m.stepFailed(ctx, req)
+		if req.Object.GetActiveRetry(req.DefaultToRetryOnFailure) != nil {
+			cutHistory(req)
+		}
 	}
-	return true, fmt.Errorf("unknown release state %q", obs.State)
+	return m.upgrade(ctx, req)
 }
 
-// stepAbsent installs the release, unless earlier installs used up their
-// retries.
-func (m *Machine) stepAbsent(ctx context.Context, req *Request) (bool, error) {
-	if err := m.checkRetries(req, helmv2.ReleaseActionInstall); err != nil {
-		return true, err
-	}
-	return false, m.failed(ctx, req, m.install(ctx, req))
-}
-
-// stepOutOfSync handles a release that is out of sync or unmanaged: an
-// unmanaged one may be a rollback, install or upgrade of the controller's
-// own that Helm finished before a stop of the controller, which is
-// recorded instead of repeated (see ownRevision). Otherwise the release is
-// upgraded. (A chart renamed under chartNameChangeStrategy Reinstall never
-// gets here: the controller uninstalls the release first, see
-// TargetChanged.)
-func (m *Machine) stepOutOfSync(ctx context.Context, req *Request, cur *releasev1.Release, obs Observation) (bool, error) {
-	if obs.State == StateUnmanaged {
-		return m.stepUnmanaged(ctx, req, cur)
-	}
-	if err := m.checkRetries(req, helmv2.ReleaseActionUpgrade); err != nil {
-		return true, err
-	}
-	return false, m.failed(ctx, req, m.upgrade(ctx, req))
-}
-
-// stepUnmanaged records what the controller itself made and did not
-// record; any other release it did not make (by hand with the helm CLI, by
-// another tool) is taken over as upstream does: the history, which no
-// longer describes the release, is cleared, and the release upgraded
-// whatever retries earlier upgrades used up, as those were of revisions
-// that are not the release any more.
-func (m *Machine) stepUnmanaged(ctx context.Context, req *Request, cur *releasev1.Release) (bool, error) {
-	if target := unrecordedRollback(req, cur); target != nil {
-		return true, m.recordUnrecordedRollback(ctx, req, cur, target)
-	}
-	if unrecordedRelease(req, cur) {
-		m.recordUnrecordedRelease(req, cur)
-		return false, nil
-	}
-	req.Object.Status.ClearHistory()
-	return false, m.failed(ctx, req, m.upgrade(ctx, req))
-}
-
-// stepAwaitingReadiness finishes the readiness wait of a revision an
-// earlier run held pending, or releases the revision when the desired
-// state changed since.
-func (m *Machine) stepAwaitingReadiness(ctx context.Context, req *Request, cur *releasev1.Release) (bool, error) {
-	pending := cur.Info.Status
-	if reason := staleHeldRevision(req, cur); reason != "" {
-		// Not the desired state any more: release it (marked failed,
-		// not charged to the new attempt) and move on to the new
-		// revision, which supersedes it.
+// unlockFor marks cur, a release left pending, as failed. A revision
+// held for its readiness wait is released so when it is not the desired
+// state any more (stale says how it changed): not charged to the new
+// attempt, with an event saying why, and superseded by the new revision.
+func (m *Machine) unlockFor(ctx context.Context, req *Request, cur *releasev1.Release, stale string) error {
+	if stale != "" {
 		m.normal(req, nil, pendingReleaseReason, fmt.Sprintf(
 			"Release %s was held for its readiness wait by an earlier run, but the desired state changed since (%s); the new revision supersedes it",
-			releaseID(cur), reason))
-		return false, m.unlock(ctx, req, cur)
+			releaseID(cur), stale))
 	}
+	return m.unlock(ctx, req, cur)
+}
+
+// resumeHeld finishes the readiness wait of a revision an earlier run
+// held pending.
+func (m *Machine) resumeHeld(ctx context.Context, req *Request, cur *releasev1.Release) (bool, error) {
+	pending := cur.Info.Status
 	err := m.resume(ctx, req, cur)
 	if pending == common.StatusPendingRollback {
 		// A rollback is itself the remediation: whatever its outcome,
@@ -161,34 +146,14 @@ func (m *Machine) stepAwaitingReadiness(ctx context.Context, req *Request, cur *
 	return false, m.failed(ctx, req, err)
 }
 
-// stepFailed handles a release whose last action failed: it finishes an
-// interrupted rollback, remediates a failure a cancelled readiness wait
-// left to this reconcile, or retries the action that failed.
-func (m *Machine) stepFailed(ctx context.Context, req *Request) (bool, error) {
-	if interruptedRollback(req) {
-		return true, m.finishRollback(ctx, req)
+// recordUnrecorded writes to the status what Helm finished before a stop
+// of the controller: a rollback (to rollbackTarget), which ends the
+// reconcile as that remediation would have, or an install or upgrade,
+// after which the reconcile goes on.
+func (m *Machine) recordUnrecorded(ctx context.Context, req *Request, cur *releasev1.Release, rollbackTarget *helmv2.Snapshot) (bool, error) {
+	if rollbackTarget != nil {
+		return true, m.recordUnrecordedRollback(ctx, req, cur, rollbackTarget)
 	}
-	if err := canceledWaitFailure(req); err != nil {
-		// The reconcile that failed the revision by cancelling its
-		// wait left its remediation to this one, and the desired state
-		// did not change since (that would have reset the counters).
-		return true, m.failed(ctx, req, err)
-	}
-	// A failure that is not remediated (RetryOnFailure, or counters
-	// reset by a new attempt) is retried, as upstream does, with an
-	// upgrade over the failed revision, a failed first install included:
-	// upgrade hooks, Upgrade* reasons, and upgrade remediation from then
-	// on. A release is installed afresh only when nothing of it is left
-	// (StateAbsent), e.g. after an uninstall remediation.
-	// The retries that count are those of the action that failed.
-	if err := m.checkRetries(req, req.Object.Status.LastAttemptedReleaseAction); err != nil {
-		return true, err
-	}
-	if err := unremediableFailure(req); err != nil {
-		return true, err
-	}
-	if req.Object.GetActiveRetry(req.DefaultToRetryOnFailure) != nil {
-		cutHistory(req)
-	}
-	return false, m.failed(ctx, req, m.release(ctx, req, helmv2.ReleaseActionUpgrade))
+	m.recordUnrecordedRelease(req, cur)
+	return false, nil
 }

@@ -8,12 +8,6 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 )
 
-// checkRetries stops before an install or upgrade when the previous
-// attempts of that action used up their retries.
-func (m *Machine) checkRetries(req *Request, action helmv2.ReleaseAction) error {
-	return retriesExhausted(req, action)
-}
-
 // attempted describes, for an event's metadata, the release an install or
 // upgrade tried to make when Helm stored nothing of it: the chart and
 // values it was given, as upstream's failure events name them.
@@ -31,8 +25,9 @@ func actionRetry(req *Request, action helmv2.ReleaseAction) helmv2.Retry {
 	return req.Object.GetInstall().GetRetry(req.DefaultToRetryOnFailure)
 }
 
-// retriesExhausted is checkRetries without the machine: a preview of the
-// next reconcile (Next) asks the same question without acting.
+// retriesExhausted stops before an install or upgrade (decide) when the
+// previous attempts of action used up their retries: the error ends the
+// reconcile, and says why the preview predicts no step.
 func retriesExhausted(req *Request, action helmv2.ReleaseAction) error {
 	st := req.Object.Status
 	if st.LastAttemptedReleaseAction != action {

@@ -1,12 +1,16 @@
 package reconcile
 
 import (
+	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/helmverb"
 )
 
 // Predict names the first Helm call the machine then makes, for each
@@ -93,5 +97,106 @@ func TestPredictMatchesTheFirstAction(t *testing.T) {
 				t.Errorf("the machine's first call was %q, the prediction %s wants %q", first, next.Step, tc.call)
 			}
 		})
+	}
+}
+
+// decide carries, besides the step, what the machine needs to carry it
+// out where one step stands for several executions: the error a StepNone
+// ends with, and the failure of a cancelled wait that failed must still
+// see whatever remediation (none included) the step names.
+func TestDecideCarriesWhatTheStepNeeds(t *testing.T) {
+	deployed := func(t *testing.T, h *harness) { h.mustRun(t) }
+	retryOnFailure := func(o *v2.HelmRelease) {
+		o.Spec.Upgrade = &v2.Upgrade{}
+		o.Spec.Upgrade.Strategy = &helmv2.UpgradeStrategy{Name: string(helmv2.ActionStrategyRetryOnFailure)}
+	}
+	rollbackOnFailure := func(o *v2.HelmRelease) {
+		o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{Remediation: &helmv2.UpgradeRemediation{Retries: 1}}}
+	}
+	canceledUpgrade := func(t *testing.T, h *harness) {
+		deployed(t, h)
+		h.chart = newFakeChart("podinfo", "6.1.0")
+		h.helm.fail["upgrade"] = &HealthCheckCanceledError{Trigger: "HelmChart/flux-system/default-app", Err: context.Canceled}
+		_ = h.run(t)
+		delete(h.helm.fail, "upgrade")
+	}
+	cases := []struct {
+		name         string
+		mutate       []func(*v2.HelmRelease)
+		setup        func(*testing.T, *harness)
+		state        State // overrides the observed state when set
+		want         Step
+		wantEnd      string // a part of the error a StepNone ends with; "" for none
+		wantCanceled bool
+	}{
+		{name: "in sync ends without an error", setup: deployed, want: StepNone},
+		{name: "a state the machine does not know ends with an error", setup: deployed, state: "Sideways",
+			want: StepNone, wantEnd: `unknown release state "Sideways"`},
+		{name: "used-up retries end with ErrRetriesExhausted",
+			mutate: []func(*v2.HelmRelease){func(o *v2.HelmRelease) {
+				o.Spec.Install = &v2.Install{Install: helmv2.Install{Remediation: &helmv2.InstallRemediation{Retries: 0}}}
+			}},
+			setup: func(t *testing.T, h *harness) {
+				h.helm.fail["install"] = errors.New("boom")
+				_ = h.run(t)
+				delete(h.helm.fail, "install")
+			}, want: StepNone, wantEnd: ErrRetriesExhausted.Error()},
+		{name: "a cancelled wait is remediated as configured", mutate: []func(*v2.HelmRelease){rollbackOnFailure},
+			setup: canceledUpgrade, want: StepRollback, wantCanceled: true},
+		{name: "a cancelled wait without a remediation still goes to failed", mutate: []func(*v2.HelmRelease){retryOnFailure},
+			setup: canceledUpgrade, want: StepNone, wantCanceled: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(tc.mutate...)
+			tc.setup(t, h)
+			req := withAttemptTracked(h.request())
+			cur := h.helm.last()
+			obs := Observe(req, cur)
+			if tc.state != "" {
+				obs.State = tc.state
+			}
+			n := decide(req, cur, obs)
+			if n.Step != tc.want {
+				t.Fatalf("step %s (%s; %s), want %s", n.Step, n.Reason, n.Why, tc.want)
+			}
+			switch {
+			case tc.wantEnd == "" && n.end != nil:
+				t.Errorf("ends with %v, want no error", n.end)
+			case tc.wantEnd != "" && (n.end == nil || !strings.Contains(n.end.Error(), tc.wantEnd)):
+				t.Errorf("ends with %v, want an error saying %q", n.end, tc.wantEnd)
+			case n.end != nil && n.Why != n.end.Error():
+				t.Errorf("why %q, want the error it ends with, %q", n.Why, n.end)
+			}
+			if got := n.canceledWait != nil; got != tc.wantCanceled {
+				t.Errorf("carries the cancelled wait's failure: %t (%v), want %t", got, n.canceledWait, tc.wantCanceled)
+			}
+		})
+	}
+}
+
+// A step's verbs are the Helm actions a preview shows for it: one for the
+// steps named after a verb, an uninstall then an install for a reinstall,
+// none for the steps that run no Helm action.
+func TestStepVerbs(t *testing.T) {
+	cases := []struct {
+		step Step
+		want []helmverb.Verb
+	}{
+		{StepNone, nil},
+		{StepInstall, []helmverb.Verb{helmverb.Install}},
+		{StepUpgrade, []helmverb.Verb{helmverb.Upgrade}},
+		{StepTest, []helmverb.Verb{helmverb.Test}},
+		{StepRollback, []helmverb.Verb{helmverb.Rollback}},
+		{StepUninstall, []helmverb.Verb{helmverb.Uninstall}},
+		{StepReinstall, []helmverb.Verb{helmverb.Uninstall, helmverb.Install}},
+		{StepUnlock, nil},
+		{StepResume, nil},
+		{StepRecord, nil},
+	}
+	for _, tc := range cases {
+		if got := tc.step.Verbs(); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: verbs %v, want %v", tc.step, got, tc.want)
+		}
 	}
 }

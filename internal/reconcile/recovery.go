@@ -111,7 +111,7 @@ func remediable(s *helmv2.Snapshot) bool {
 //
 // For a first install the history is empty: the announce that preceded it
 // cleared it and recorded the install as attempted. So it is for an
-// upgrade that took over an unmanaged release (stepOutOfSync).
+// upgrade that took over an unmanaged release (decideUnmanaged).
 func unrecordedRelease(req *Request, cur *releasev1.Release) bool {
 	if cur == nil || cur.Info == nil || cur.Info.Status != common.StatusDeployed || cur.Info.RollbackRevision != 0 {
 		return false
