@@ -108,19 +108,19 @@ func startOracle(t testing.TB, cfg *rest.Config, ns string, hooks HookSource) (*
 	}
 	o := &Oracle{t: t, hooks: hooks, byUID: map[types.UID]*ObjectHistory{}, judged: map[Transition]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
-	var watchers []*watchtools.RetryWatcher
-	var consumers sync.WaitGroup
+	var followers sync.WaitGroup
 	for _, k := range oracleKinds {
-		w, err := o.record(ctx, dyn.Resource(k.gvr).Namespace(ns), k.kind)
+		client := dyn.Resource(k.gvr).Namespace(ns)
+		from, err := o.list(ctx, client, k.kind, true)
 		if err != nil {
 			cancel()
+			followers.Wait()
 			return nil, err
 		}
-		watchers = append(watchers, w)
-		consumers.Add(1)
+		followers.Add(1)
 		go func() {
-			defer consumers.Done()
-			o.consume(k.kind, w)
+			defer followers.Done()
+			o.follow(ctx, client, k.kind, from)
 		}()
 	}
 	stop, stopped := make(chan struct{}), make(chan struct{})
@@ -130,11 +130,7 @@ func startOracle(t testing.TB, cfg *rest.Config, ns string, hooks HookSource) (*
 		<-stopped
 		o.waitSettled()
 		cancel()
-		for _, w := range watchers {
-			w.Stop()
-			<-w.Done()
-		}
-		consumers.Wait()
+		followers.Wait()
 		o.judge(true)
 		o.reportKills()
 		o.report()
@@ -142,28 +138,58 @@ func startOracle(t testing.TB, cfg *rest.Config, ns string, hooks HookSource) (*
 	return o, nil
 }
 
-// record lists the kind in the namespace and watches it from there.
-func (o *Oracle) record(ctx context.Context, client dynamic.ResourceInterface, kind string) (*watchtools.RetryWatcher, error) {
+// list records every object of the kind in the namespace and returns the
+// resourceVersion to watch from. The first list records what existed
+// before the oracle started; a list again after the watch fell too far
+// behind (410 Gone, after an API server outage) records objects it never
+// saw as existing before, since when they were created is not known.
+func (o *Oracle) list(ctx context.Context, client dynamic.ResourceInterface, kind string, first bool) (string, error) {
 	list, err := client.List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("listing %ss: %w", kind, err)
+		return "", fmt.Errorf("listing %ss: %w", kind, err)
 	}
 	for i := range list.Items {
-		o.observe(kind, &list.Items[i], watch.Added, true)
+		o.observe(kind, &list.Items[i], watch.Modified, true)
 	}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.AllowWatchBookmarks = true
-			return client.Watch(ctx, opts)
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("watching %ss: %w", kind, err)
+	if !first {
+		o.t.Logf("oracle: the watch of %ss fell behind and was listed again at resourceVersion %s; "+
+			"changes in between are known only by their result", kind, list.GetResourceVersion())
 	}
-	return w, nil
+	return list.GetResourceVersion(), nil
 }
 
-func (o *Oracle) consume(kind string, w *watchtools.RetryWatcher) {
+// follow watches the kind from resourceVersion from until ctx ends,
+// listing again whenever the watch expired.
+func (o *Oracle) follow(ctx context.Context, client dynamic.ResourceInterface, kind, from string) {
+	for ctx.Err() == nil {
+		w, err := watchtools.NewRetryWatcherWithContext(ctx, from, &cache.ListWatch{
+			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+				opts.AllowWatchBookmarks = true
+				return client.Watch(ctx, opts)
+			},
+		})
+		if err != nil {
+			o.fail(fmt.Errorf("watching %ss: %w", kind, err))
+			return
+		}
+		expired := o.consume(kind, w)
+		w.Stop()
+		<-w.Done()
+		if !expired || ctx.Err() != nil {
+			return
+		}
+		for ctx.Err() == nil {
+			if from, err = o.list(ctx, client, kind, false); err == nil {
+				break
+			}
+			time.Sleep(time.Second) // the API server may still be down
+		}
+	}
+}
+
+// consume records the watch's events until it ends; it returns true when
+// it ended because the resourceVersion expired.
+func (o *Oracle) consume(kind string, w *watchtools.RetryWatcher) bool {
 	for ev := range w.ResultChan() {
 		switch ev.Type {
 		case watch.Added, watch.Modified, watch.Deleted:
@@ -171,9 +197,14 @@ func (o *Oracle) consume(kind string, w *watchtools.RetryWatcher) {
 				o.observe(kind, obj, ev.Type, false)
 			}
 		case watch.Error:
-			o.fail(fmt.Errorf("watching %ss: %v", kind, apierrors.FromObject(ev.Object)))
+			err := apierrors.FromObject(ev.Object)
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				return true
+			}
+			o.fail(fmt.Errorf("watching %ss: %v", kind, err))
 		}
 	}
+	return false
 }
 
 func (o *Oracle) fail(err error) {
@@ -203,6 +234,9 @@ func (o *Oracle) observe(kind string, obj *unstructured.Unstructured, event watc
 		} else {
 			o.rec.Objects = append(o.rec.Objects, h)
 		}
+	}
+	if n := len(h.States); n > 0 && h.States[n-1].Order == order && event != watch.Deleted {
+		return // listed again, unchanged
 	}
 	h.States = append(h.States, Observation{Order: order, Seen: time.Now(), Object: obj, Deleted: event == watch.Deleted})
 }

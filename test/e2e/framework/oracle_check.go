@@ -250,6 +250,11 @@ type check struct {
 type window struct {
 	from, to uint64
 	verb     string
+	// since is the order of the previous Ready=True, 0 without one: a hook
+	// of the revision may have run before the window opened, when a
+	// restart or a transient error of the controller wrote a Ready=False
+	// in the middle of the action.
+	since uint64
 }
 
 func (c *check) at() releaseState { return c.states[c.idx] }
@@ -299,7 +304,10 @@ func (c *check) settle() {
 func (c *check) checkGeneration() {
 	start := c.at()
 	named := readyCondition(start.hr).ObservedGeneration
-	if observed := c.settled.hr.Status.ObservedGeneration; observed != named {
+	// The controller writes the conditions and the rest of the status in
+	// two requests; a release deleted after the first (a stop of the
+	// controller in between, then the uninstall) never gets the second.
+	if observed := c.settled.hr.Status.ObservedGeneration; observed != named && !c.releaseDeletedLater() {
 		c.lie("", "the Ready condition is for generation %d while status.observedGeneration is %d", named, observed)
 	}
 	generation := start.hr.Generation
@@ -353,6 +361,9 @@ func (c *check) actionWindow() *window {
 		return nil
 	}
 	w := &window{to: c.at().Order, verb: c.actionVerb()}
+	if prev >= 0 {
+		w.since = c.states[prev].Order
+	}
 	opened := prev
 	for k := c.idx - 1; k > prev; k-- {
 		if ready := readyCondition(c.states[k].hr); ready != nil && ready.Status == metav1.ConditionFalse {
@@ -638,14 +649,15 @@ func (c *check) checkHooks() {
 
 func (c *check) checkStoredHooks(seen map[string]bool) {
 	hr := c.at().hr
-	// The oracle watches the HelmRelease's namespace: hooks Helm applies
-	// into a target namespace elsewhere are out of its sight.
-	if c.hooks == nil || c.revision() == 0 || hr.GetReleaseNamespace() != hr.Namespace {
+	// The oracle watches the HelmRelease's namespace on its cluster: hooks
+	// Helm applies into a target namespace elsewhere, or into a remote
+	// cluster (kubeConfig), are out of its sight.
+	if c.hooks == nil || c.revision() == 0 || hr.GetReleaseNamespace() != hr.Namespace || hr.Spec.KubeConfig != nil {
 		return
 	}
 	stored, err := c.hooks(hr.GetStorageNamespace(), v2.ReleaseName(hr), c.revision())
 	if err != nil {
-		if c.releaseDeletedLater() {
+		if c.releaseDeletedLater() || c.targetMovedLater() {
 			return // uninstalled before the judgement: nothing left to read
 		}
 		c.lie("", "the oracle could not read the revision's hooks: %v", err)
@@ -655,11 +667,49 @@ func (c *check) checkStoredHooks(seen map[string]bool) {
 		if (hook.Kind != "Job" && hook.Kind != "Pod") || !postHook(hook.Events, c.action.verb) {
 			continue
 		}
-		if !seen[hook.Kind+"/"+hook.Name] {
+		if !seen[hook.Kind+"/"+hook.Name] && !c.ranBeforeWindow(hook) {
 			c.lie(fmt.Sprintf("%s/%s/%s", hook.Kind, hr.GetReleaseNamespace(), hook.Name),
 				"the %s hook of the revision never ran (no such object was created during the %s)", strings.Join(hook.Events, ","), c.action.verb)
 		}
 	}
+}
+
+// ranBeforeWindow judges the last run of hook created after the previous
+// Ready=True but before the action window opened, and tells whether there
+// was one.
+func (c *check) ranBeforeWindow(hook HookRef) bool {
+	var last *ObjectHistory
+	for _, h := range c.rec.Objects {
+		created := h.Created()
+		if h.Kind != hook.Kind || len(h.States) == 0 || h.States[0].Object.GetName() != hook.Name ||
+			created == 0 || created <= c.action.since || created > c.action.from {
+			continue
+		}
+		if last == nil || created > last.Created() {
+			last = h
+		}
+	}
+	if last == nil {
+		return false
+	}
+	if states, _ := last.asOf(c.action.to); len(states) > 0 && c.belongs(states[0].Object) {
+		c.judgeRun(last, states, "hook "+hook.Kind)
+		return true
+	}
+	return false
+}
+
+// targetMovedLater tells whether a later state of the HelmRelease names
+// another Helm release (releaseName, targetNamespace, storageNamespace):
+// the controller uninstalled the old one, whose records are gone.
+func (c *check) targetMovedLater() bool {
+	hr := c.at().hr
+	for _, s := range c.states[c.idx:] {
+		if v2.ReleaseName(s.hr) != v2.ReleaseName(hr) || s.hr.GetStorageNamespace() != hr.GetStorageNamespace() {
+			return true
+		}
+	}
+	return false
 }
 
 // checkWorkloads: every Deployment, StatefulSet and DaemonSet of the

@@ -112,6 +112,16 @@ func installing() []hrAt {
 	}
 }
 
+// interruptedInstall is installing with a transient error of the
+// controller at order 30 (a Ready=False that is no failed attempt), and
+// the install announced again at order 32.
+func interruptedInstall() []hrAt {
+	return append(installing(),
+		hrAt{order: 30, generation: 1, ready: metav1.ConditionFalse, reason: "ReconciliationFailed", readyGeneration: 1, reconciling: installAnnounce},
+		hrAt{order: 32, generation: 1, ready: metav1.ConditionUnknown, reason: meta.ProgressingReason, message: installAnnounce, readyGeneration: 1, reconciling: installAnnounce},
+	)
+}
+
 // installedReady is the Ready=True of v1 at order 60: the conditions
 // request, then the rest of the status.
 func installedReady() []hrAt {
@@ -227,6 +237,29 @@ func TestOracleTruthfulHistoryPasses(t *testing.T) {
 				Objects: []*ObjectHistory{
 					deploymentHistory(t, 21, 45),
 					jobHistory(t, "ttl-hook-first", "post-install", jobStep{order: 25}, jobStep{order: 30, outcome: "Failed"}),
+					jobHistory(t, "ttl-hook", "post-install,post-upgrade", jobStep{order: 40}, jobStep{order: 50, outcome: "Complete"}),
+				},
+			}
+		}, 1},
+		{"a transient error during the install wrote Ready=False after the hook ran: the hook is still the revision's", func(t *testing.T) *Recording {
+			return &Recording{
+				Releases: []*ObjectHistory{releaseHistory(t, append(interruptedInstall(), installedReady()...)...)},
+				Objects: []*ObjectHistory{
+					deploymentHistory(t, 21, 45),
+					jobHistory(t, "ttl-hook", "post-install,post-upgrade", jobStep{order: 24}, jobStep{order: 28, outcome: "Complete"}),
+				},
+			}
+		}, 1},
+		{"the release deleted after the conditions request: status.observedGeneration never written", func(t *testing.T) *Recording {
+			states := append(installing(),
+				hrAt{order: 60, generation: 1, ready: metav1.ConditionTrue, reason: helmv2.InstallSucceededReason, message: installSucceeded, readyGeneration: 1, revisions: 1})
+			hr := releaseHistory(t, states...)
+			last := hr.States[len(hr.States)-1]
+			hr.States = append(hr.States, Observation{Order: 70, Object: last.Object, Deleted: true})
+			return &Recording{
+				Releases: []*ObjectHistory{hr},
+				Objects: []*ObjectHistory{
+					deploymentHistory(t, 21, 45),
 					jobHistory(t, "ttl-hook", "post-install,post-upgrade", jobStep{order: 40}, jobStep{order: 50, outcome: "Complete"}),
 				},
 			}
@@ -354,6 +387,15 @@ func TestOracleFindsPlantedLies(t *testing.T) {
 				},
 			}
 		}, []string{"Job/ns/ttl-hook", "had not completed: still running"}},
+		{"a hook that failed before a transient error wrote Ready=False", func(t *testing.T) *Recording {
+			return &Recording{
+				Releases: []*ObjectHistory{releaseHistory(t, append(interruptedInstall(), installedReady()...)...)},
+				Objects: []*ObjectHistory{
+					deploymentHistory(t, 21, 45),
+					jobHistory(t, "ttl-hook", "post-install,post-upgrade", jobStep{order: 24}, jobStep{order: 28, outcome: "Failed"}),
+				},
+			}
+		}, []string{"Job/ns/ttl-hook", "failed at resourceVersion 28"}},
 		{"a Deployment not available", func(t *testing.T) *Recording {
 			return &Recording{
 				Releases: []*ObjectHistory{releaseHistory(t, append(installing(), installedReady()...)...)},
