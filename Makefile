@@ -131,13 +131,19 @@ test: tools vet test-unit test-e2e ## Run every test: unit, envtest and end-to-e
 test-unit: tools ## Unit and envtest tests (no full cluster), with the race detector.
 	go test -race $(GO_TEST_FLAGS) $(UNIT_PKGS)
 
+# The ground-truth oracle (test/e2e/framework, oracle.go) watches every
+# namespace the end-to-end, parity and reliability tests make and fails a
+# test whose controller wrote a Ready=True the cluster contradicts, or
+# killed running work. E2E_ORACLE= (empty) turns it off.
+E2E_ORACLE ?= all
+
 .PHONY: test-e2e
-test-e2e: tools ## End-to-end tests on throwaway local clusters.
-	go test $(GO_TEST_FLAGS) -timeout 60m $(E2E_PKGS)
+test-e2e: tools ## End-to-end, parity and reliability tests on throwaway local clusters, with the oracle watching (E2E_ORACLE).
+	HELM_CONTROLLER_E2E_ORACLE=$(E2E_ORACLE) go test $(GO_TEST_FLAGS) -timeout 60m $(E2E_PKGS)
 
 .PHONY: reliability
 reliability: tools ## Run the full reliability suite (faults at every phase, load, bad input) and write its table into docs/reliability.md.
-	RELIABILITY=full RELIABILITY_REPORT=$(CURDIR)/docs/reliability.md \
+	RELIABILITY=full RELIABILITY_REPORT=$(CURDIR)/docs/reliability.md HELM_CONTROLLER_E2E_ORACLE=$(E2E_ORACLE) \
 		go test $(GO_TEST_FLAGS) -timeout 6h -v ./test/reliability/
 
 .PHONY: parity
@@ -145,7 +151,7 @@ parity: tools ## Run every real chart through every step of the differential har
 	start=$$(date +%s); \
 	HELM_CONTROLLER_PARITY=full HELM_CONTROLLER_PARITY_GENERATED=$(PARITY_GENERATED) \
 	HELM_CONTROLLER_PARITY_CONCURRENCY=$(PARITY_CONCURRENCY) $(if $(PARITY_SEED),HELM_CONTROLLER_PARITY_SEED=$(PARITY_SEED)) \
-	HELM_CONTROLLER_PARITY_REPORT=$(CURDIR)/docs/parity.md \
+	HELM_CONTROLLER_PARITY_REPORT=$(CURDIR)/docs/parity.md HELM_CONTROLLER_E2E_ORACLE=$(E2E_ORACLE) \
 		go test $(GO_TEST_FLAGS) -timeout 8h -run 'TestRealChartsParity|TestGeneratedParity' ./test/e2e/; \
 	printf '\nThe whole `make parity` (build, real charts and generated scenarios) took %d minutes on %d CPUs.\n' \
 		$$(( ($$(date +%s) - start) / 60 )) $$(nproc) >> docs/parity.md
@@ -153,7 +159,7 @@ parity: tools ## Run every real chart through every step of the differential har
 .PHONY: parity-seed
 parity-seed: tools ## Run the generated parity scenario of SEED alone, as a failing TestGeneratedParity prints it.
 	@test -n "$(SEED)" || { echo "usage: make parity-seed SEED=<seed>" >&2; exit 2; }
-	HELM_CONTROLLER_PARITY_GENERATED=1 HELM_CONTROLLER_PARITY_SEED=$(SEED) \
+	HELM_CONTROLLER_PARITY_GENERATED=1 HELM_CONTROLLER_PARITY_SEED=$(SEED) HELM_CONTROLLER_E2E_ORACLE=$(E2E_ORACLE) \
 		go test $(GO_TEST_FLAGS) -timeout 30m -v -run 'TestGeneratedParity' ./test/e2e/
 
 .PHONY: fuzz
