@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -39,9 +38,9 @@ func (s *realSide) doByHand(t *testing.T, step chartgen.Step, ref chartserver.Ch
 	t.Helper()
 	switch step {
 	case chartgen.StepHelmUpgrade:
-		s.helmByHand(t, "upgrade", s.hr.Name, s.pulledChart(t, ref), "--reuse-values", "--wait=false", "--force-conflicts")
+		s.helmByHand(t, "upgrade", s.hr.Name, pullChart(t, env.Charts.HelmRepositoryURL(), ref.Name, ref.Version), "--reuse-values", "--wait=false", "--force-conflicts")
 	case chartgen.StepHelmUpgradeWait:
-		s.helmByHand(t, "upgrade", s.hr.Name, s.pulledChart(t, ref), "--reuse-values", "--wait=watcher",
+		s.helmByHand(t, "upgrade", s.hr.Name, pullChart(t, env.Charts.HelmRepositoryURL(), ref.Name, ref.Version), "--reuse-values", "--wait=watcher",
 			"--timeout", generatedTimeout.String(), "--force-conflicts")
 	case chartgen.StepHelmRollback:
 		s.helmByHand(t, "rollback", s.hr.Name, "--force-conflicts")
@@ -64,24 +63,9 @@ func (s *realSide) doByHand(t *testing.T, step chartgen.Step, ref chartserver.Ch
 // step goes on to the reconcile.
 func (s *realSide) helmByHand(t *testing.T, args ...string) {
 	t.Helper()
-	cmd := exec.Command(framework.ToolPath(t, "helm"), append(args, "--kubeconfig", env.Cluster.Kubeconfig(), "--namespace", s.ns)...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
+	if out, err := runHelm(t, s.ns, args...); err != nil {
 		t.Logf("%s: helm %s by hand failed (part of the scenario): %v\n%s", s.mode, strings.Join(args, " "), err, out)
 	}
-}
-
-// pulledChart downloads the chart the HelmRelease uses, as a user would
-// to upgrade by hand.
-func (s *realSide) pulledChart(t *testing.T, ref chartserver.ChartRef) string {
-	t.Helper()
-	dir := t.TempDir()
-	cmd := exec.Command(framework.ToolPath(t, "helm"), "pull", "--repo", env.Charts.HelmRepositoryURL(), ref.Name,
-		"--version", ref.Version, "--destination", dir)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s: helm pull %s %s: %v\n%s", s.mode, ref.Name, ref.Version, err, out)
-	}
-	return fmt.Sprintf("%s/%s-%s.tgz", dir, ref.Name, ref.Version)
 }
 
 // handTarget is the live object of the release a hand step changes (the

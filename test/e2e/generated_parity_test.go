@@ -335,9 +335,7 @@ func init() {
 	kill := "a controller kill lands at a different point of each controller's action, and a revision cut short " +
 		"stays in status.history here where upstream may clear the history (docs/differences.md, \"A revision " +
 		"cut short by a restart stays in the history\", and \"Generated scenarios side by side\")"
-	for _, field := range []string{"history", "storage", "events", "failures"} {
-		realChartsExpected[parity.Key{Scenario: generatedExpectPrefix + generatedKillKey, Mode: string(realModeDefault), Field: field}] = kill
-	}
+	listGeneratedFields(generatedKillKey, []string{"history", "storage", "events", "failures"}, kill)
 }
 
 // generatedKillKey lists the differences of a scenario that kills the
@@ -347,8 +345,14 @@ const generatedKillKey = "fault/controller-kill"
 // listGenerated lists in realChartsExpected a difference in every
 // outcome field, at any step, for the generated feature.
 func listGenerated(feature chartgen.Feature, reason string) {
-	for _, field := range generatedOutcomeFields {
-		key := parity.Key{Scenario: generatedExpectPrefix + feature.Key(), Mode: string(realModeDefault), Field: field}
+	listGeneratedFields(feature.Key(), generatedOutcomeFields, reason)
+}
+
+// listGeneratedFields lists in realChartsExpected a difference in each of
+// fields, at any step, under the generated key name.
+func listGeneratedFields(name string, fields []string, reason string) {
+	for _, field := range fields {
+		key := parity.Key{Scenario: generatedExpectPrefix + name, Mode: string(realModeDefault), Field: field}
 		realChartsExpected[key] = reason
 	}
 }

@@ -104,12 +104,30 @@ func helmCLI(t *testing.T, ns, repoURL string) (func(t *testing.T, args ...strin
 	t.Helper()
 	run := func(t *testing.T, args ...string) {
 		t.Helper()
-		cmd := exec.Command(framework.ToolPath(t, "helm"), append(args, "--kubeconfig", env.Cluster.Kubeconfig(), "--namespace", ns)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
+		if out, err := runHelm(t, ns, args...); err != nil {
 			t.Fatalf("helm %v: %v\n%s", args, err, out)
 		}
 	}
-	pulled := t.TempDir()
-	run(t, "pull", "--repo", repoURL, env.Podinfo.Name, "--version", env.Podinfo.Version, "--destination", pulled)
-	return run, fmt.Sprintf("%s/%s-%s.tgz", pulled, env.Podinfo.Name, env.Podinfo.Version)
+	return run, pullChart(t, repoURL, env.Podinfo.Name, env.Podinfo.Version)
+}
+
+// runHelm runs the helm CLI of the tool cache on the test cluster, in ns,
+// and returns what it printed.
+func runHelm(t *testing.T, ns string, args ...string) ([]byte, error) {
+	t.Helper()
+	cmd := exec.Command(framework.ToolPath(t, "helm"), append(args, "--kubeconfig", env.Cluster.Kubeconfig(), "--namespace", ns)...)
+	return cmd.CombinedOutput()
+}
+
+// pullChart downloads chart name at version from the repository at
+// repoURL, as a user would to upgrade by hand, and returns the archive's
+// path.
+func pullChart(t *testing.T, repoURL, name, version string) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command(framework.ToolPath(t, "helm"), "pull", "--repo", repoURL, name, "--version", version, "--destination", dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("helm pull %s %s from %s: %v\n%s", name, version, repoURL, err, out)
+	}
+	return fmt.Sprintf("%s/%s-%s.tgz", dir, name, version)
 }

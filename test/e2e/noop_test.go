@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -76,17 +75,8 @@ func TestReleaseChangedBehindTheControllersBack(t *testing.T) {
 	if err := env.Get(context.Background(), repo, ns, repo.Name); err != nil {
 		t.Fatal(err)
 	}
-	helm := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command(framework.ToolPath(t, "helm"), append(args, "--kubeconfig", env.Cluster.Kubeconfig(), "--namespace", ns)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("helm %v: %v\n%s", args, err, out)
-		}
-	}
-	pulled := t.TempDir()
-	helm("pull", "--repo", repo.Spec.URL, env.Podinfo.Name, "--version", env.Podinfo.Version, "--destination", pulled)
-	helm("upgrade", hr.Name, fmt.Sprintf("%s/%s-%s.tgz", pulled, env.Podinfo.Name, env.Podinfo.Version),
-		"--reuse-values", "--set", "replicaCount=2", "--force-conflicts")
+	helm, chart := helmCLI(t, ns, repo.Spec.URL)
+	helm(t, "upgrade", hr.Name, chart, "--reuse-values", "--set", "replicaCount=2", "--force-conflicts")
 	env.WantStorage(t, ns, hr.Name, "superseded", "deployed")
 
 	env.WaitReconcileHandled(t, hr, env.RequestReconcile(t, hr), 2*time.Minute)
@@ -99,7 +89,7 @@ func TestReleaseChangedBehindTheControllersBack(t *testing.T) {
 
 	// A rollback by hand of the healthy release is no remediation of the
 	// controller's: it is upgraded over as well, as upstream does.
-	helm("rollback", hr.Name, "1", "--force-conflicts")
+	helm(t, "rollback", hr.Name, "1", "--force-conflicts")
 	env.WantStorage(t, ns, hr.Name, "superseded", "superseded", "superseded", "deployed")
 	env.WaitReconcileHandled(t, hr, env.RequestReconcile(t, hr), 2*time.Minute)
 	env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 5})

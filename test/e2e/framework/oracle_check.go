@@ -513,22 +513,7 @@ func (c *check) inAction(h *ObjectHistory) ([]Observation, bool) {
 // controller runs the hooks of the interrupted one again; the earlier
 // object was cut short by Helm, not a result of the revision.
 func (c *check) replaced(h *ObjectHistory) bool {
-	if len(h.States) == 0 {
-		return false
-	}
-	first := h.States[0].Object
-	for _, other := range c.rec.Objects {
-		if other == h || other.Kind != h.Kind || len(other.States) == 0 {
-			continue
-		}
-		o := other.States[0].Object
-		created := other.Created()
-		if o.GetName() == first.GetName() && o.GetNamespace() == first.GetNamespace() &&
-			created > h.Created() && created <= c.action.to {
-			return true
-		}
-	}
-	return false
+	return createdAgain(c.rec, h, c.action.to)
 }
 
 // releaseDeletedLater tells whether the HelmRelease was deleted (or marked

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -58,7 +59,7 @@ func KilledRuns(rec *Recording, allowed []string) []KilledRun {
 		if complete || failed {
 			continue
 		}
-		if replacedByHelm(obj) && createdAgain(rec, h) {
+		if replacedByHelm(obj) && createdAgain(rec, h, math.MaxUint64) {
 			continue
 		}
 		kills = append(kills, KilledRun{Object: h.describe(), Order: at.Order, State: runningState(obj)})
@@ -80,7 +81,7 @@ func watchedRun(rec *Recording, h *ObjectHistory) bool {
 	case hook:
 		return true
 	default:
-		return createdAgain(rec, h)
+		return createdAgain(rec, h, math.MaxUint64)
 	}
 }
 
@@ -113,16 +114,20 @@ func replacedByHelm(obj *unstructured.Unstructured) bool {
 	return false
 }
 
-// createdAgain says whether an object of h's kind and name was created
-// after h.
-func createdAgain(rec *Recording, h *ObjectHistory) bool {
+// createdAgain says whether an object of h's kind, namespace and name was
+// created after h, no later than until.
+func createdAgain(rec *Recording, h *ObjectHistory, until uint64) bool {
+	if len(h.States) == 0 {
+		return false
+	}
 	first := h.States[0].Object
 	for _, other := range rec.Objects {
 		if other == h || other.Kind != h.Kind || len(other.States) == 0 {
 			continue
 		}
 		o := other.States[0].Object
-		if o.GetName() == first.GetName() && o.GetNamespace() == first.GetNamespace() && other.Created() > h.States[0].Order {
+		created := other.Created()
+		if o.GetName() == first.GetName() && o.GetNamespace() == first.GetNamespace() && created > h.Created() && created <= until {
 			return true
 		}
 	}
