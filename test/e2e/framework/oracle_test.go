@@ -292,6 +292,23 @@ func TestOracleTruthfulHistoryPasses(t *testing.T) {
 				},
 			}
 		}, 1},
+		{"a controller killed between its two status requests: the Ready=True written after the restart closes the same install", func(t *testing.T) *Recording {
+			states := append(installing(),
+				// The conditions landed; the history never did.
+				hrAt{order: 60, generation: 1, ready: metav1.ConditionTrue, reason: helmv2.InstallSucceededReason, message: installSucceeded, readyGeneration: 1},
+				// The restarted controller finds the revision deployed and writes Ready again.
+				hrAt{order: 70, generation: 1, ready: metav1.ConditionUnknown, reason: meta.ProgressingReason, message: "Fulfilling prerequisites", readyGeneration: 1, reconciling: "Fulfilling prerequisites"},
+				hrAt{order: 80, generation: 1, ready: metav1.ConditionTrue, reason: helmv2.InstallSucceededReason, message: installSucceeded, readyGeneration: 1, revisions: 1},
+				hrAt{order: 81, generation: 1, observedGeneration: 1, ready: metav1.ConditionTrue, reason: helmv2.InstallSucceededReason, message: installSucceeded, readyGeneration: 1, revisions: 1},
+			)
+			return &Recording{
+				Releases: []*ObjectHistory{releaseHistory(t, states...)},
+				Objects: []*ObjectHistory{
+					deploymentHistory(t, 21, 45),
+					jobHistory(t, "ttl-hook", "post-install,post-upgrade", jobStep{order: 40}, jobStep{order: 50, outcome: "Complete"}, jobStep{order: 51, outcome: "Complete", deleted: true}),
+				},
+			}
+		}, 2},
 		{"the spec changed while Ready was written: Ready names the generation it reconciled", func(t *testing.T) *Recording {
 			states := installing()
 			states = append(states,
