@@ -143,7 +143,7 @@ func attemptedAlready(obj *v2.HelmRelease, kind string, artifact *meta.Artifact)
 // attemptedDigest tells whether recorded, a lastAttemptedRevisionDigest,
 // is the digest of the artifact revision: the part after "@" that a tag
 // which is a version records, or the whole revision that any other tag
-// records (ociChartVersion).
+// records (chartsource.PinnedVersion).
 func attemptedDigest(recorded, revision string) bool {
 	if recorded == "" {
 		return false
