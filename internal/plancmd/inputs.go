@@ -112,14 +112,27 @@ func composeValues(ctx context.Context, c client.Client, obj *v2.HelmRelease, fi
 	return values, secrets, nil
 }
 
-// loadChart loads the local chart, else the source's artifact.
-func loadChart(ctx context.Context, c client.Client, obj *v2.HelmRelease, o *options) (*chartv2.Chart, error) {
+// loadChart loads the local chart, else the chart the spec's chart
+// template asks for when the live source object serves another, else the
+// source's artifact. It says where the chart came from.
+func loadChart(ctx context.Context, c client.Client, obj *v2.HelmRelease, o *options) (*chartv2.Chart, string, error) {
 	if path := o.chart; path != "" {
 		chrt, err := loader.Load(path)
 		if err != nil {
-			return nil, fmt.Errorf("loading chart %s: %w", path, err)
+			return nil, "", fmt.Errorf("loading chart %s: %w", path, err)
 		}
-		return chrt, nil
+		return chrt, "--chart " + path, nil
+	}
+	change, err := templateChange(ctx, c, obj)
+	if err != nil {
+		return nil, "", err
+	}
+	if change != "" {
+		r, err := resolveTemplate(ctx, c, obj, !o.disableChartDigestTracking)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: %w", change, err)
+		}
+		return r.chart, fmt.Sprintf("%s, fetched by the plan: %s", r.from, change), nil
 	}
 	return sourceChart(ctx, c, obj, o.sourceHost)
 }
@@ -128,13 +141,13 @@ func loadChart(ctx context.Context, c client.Client, obj *v2.HelmRelease, o *opt
 // (digest checked), once the source is ready. Its artifact URL must be
 // reachable from here: in the cluster, or through a port-forward of
 // source-controller given as host (--source-host).
-func sourceChart(ctx context.Context, c client.Client, obj *v2.HelmRelease, host string) (*chartv2.Chart, error) {
+func sourceChart(ctx context.Context, c client.Client, obj *v2.HelmRelease, host string) (*chartv2.Chart, string, error) {
 	src, kind, key := sourceOf(obj)
 	if src == nil {
-		return nil, fmt.Errorf("HelmRelease %s/%s has no source of kind HelmChart, OCIRepository or ExternalArtifact (spec.chart, spec.chartRef): plan it with --chart", obj.Namespace, obj.Name)
+		return nil, "", fmt.Errorf("HelmRelease %s/%s has no source of kind HelmChart, OCIRepository or ExternalArtifact (spec.chart, spec.chartRef): plan it with --chart", obj.Namespace, obj.Name)
 	}
 	if err := c.Get(ctx, key, src); err != nil {
-		return nil, fmt.Errorf("reading the source %s %s: %w", kind, key, err)
+		return nil, "", fmt.Errorf("reading the source %s %s: %w", kind, key, err)
 	}
 	getter, _ := src.(conditions.Getter)
 	if getter == nil || !conditions.IsReady(getter) || src.GetArtifact() == nil {
@@ -142,13 +155,15 @@ func sourceChart(ctx context.Context, c client.Client, obj *v2.HelmRelease, host
 		if getter != nil && conditions.GetMessage(getter, meta.ReadyCondition) != "" {
 			why = conditions.GetMessage(getter, meta.ReadyCondition)
 		}
-		return nil, fmt.Errorf("source %s %s is not ready: %s", kind, key, why)
+		return nil, "", fmt.Errorf("source %s %s is not ready: %s", kind, key, why)
 	}
-	chrt, err := chartsource.New(chartsource.Options{HostOverride: host}).Get(ctx, types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}, src.GetArtifact())
+	artifact := src.GetArtifact()
+	chrt, err := chartsource.New(chartsource.Options{HostOverride: host}).Get(ctx, types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}, artifact)
 	if err != nil {
-		return nil, fmt.Errorf("fetching the chart of source %s %s (or plan with --chart): %w", kind, key, err)
+		return nil, "", fmt.Errorf("fetching the chart of source %s %s (or plan with --chart): %w", kind, key, err)
 	}
-	return chrt.Load()
+	loaded, err := chrt.Load()
+	return loaded, fmt.Sprintf("the artifact of %s %s (revision %s)", kind, key, artifact.Revision), err
 }
 
 // artifactSource is a source object with an artifact.

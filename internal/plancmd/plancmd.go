@@ -46,6 +46,9 @@ type options struct {
 	color       string
 	sourceHost  string
 	name        string
+	// disableChartDigestTracking is the controller's gate: a chart the
+	// plan pulls from an OCIRepository keeps its version unpinned.
+	disableChartDigestTracking bool
 	// namespaceFlag: -n was given, and wins over the file's namespace.
 	namespaceFlag bool
 }
@@ -153,7 +156,7 @@ func plan(ctx context.Context, o *options) (*preview.Preview, error) {
 	if err != nil {
 		return nil, err
 	}
-	chrt, err := loadChart(ctx, c, obj, o)
+	chrt, chartFrom, err := loadChart(ctx, c, obj, o)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +168,12 @@ func plan(ctx context.Context, o *options) (*preview.Preview, error) {
 	if err != nil {
 		return nil, err
 	}
-	return preview.Compute(ctx, preview.Input{Object: obj, Chart: chrt, Values: values, Secrets: secrets, Helm: helm})
+	pv, err := preview.Compute(ctx, preview.Input{Object: obj, Chart: chrt, Values: values, Secrets: secrets, Helm: helm})
+	if err != nil {
+		return nil, err
+	}
+	pv.Chart.Source = chartFrom
+	return pv, nil
 }
 
 // restConfig is the kubeconfig's, and its namespace.

@@ -76,6 +76,8 @@ type Preview struct {
 type ChartChange struct {
 	From string `json:"from,omitempty"`
 	To   string `json:"to"`
+	// Source says where the planned chart came from.
+	Source string `json:"source,omitempty"`
 }
 
 // Changes tells whether the next reconcile would do anything.

@@ -46,6 +46,9 @@ func WriteText(w io.Writer, pv *Preview, color bool) error {
 	} else {
 		p.line("  chart: %s", pv.Chart.To)
 	}
+	if pv.Chart.Source != "" {
+		p.line("  chart from: %s", pv.Chart.Source)
+	}
 	if len(pv.ValuesChanged) > 0 {
 		p.line("  values changed: %s", strings.Join(pv.ValuesChanged, ", "))
 	}
