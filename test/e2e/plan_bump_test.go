@@ -1,0 +1,134 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/test/chartserver"
+	"github.com/afterhooks/helm-controller/test/e2e/framework"
+)
+
+// bumpPlan is the part of `plan -o json` this test reads.
+type bumpPlan struct {
+	Step  string `json:"step"`
+	Chart struct {
+		From   string `json:"from"`
+		To     string `json:"to"`
+		Source string `json:"source"`
+	} `json:"chart"`
+	plannedStep
+}
+
+// TestPlanOfAChartVersionBump is the pull-request case of issue 45: git
+// holds release app at chart 1.0.0 from a HelmRepository (HTTP, then OCI)
+// or from an OCIRepository chart template, on the real source-controller;
+// the plan of the release as it is says "none"; the change bumps it to 1.1.0, which adds
+// a ConfigMap and runs a new migration hook Job. Before the change is
+// applied, the live HelmChart still serves 1.0.0: the plan fetches 1.1.0
+// itself, names it, and shows the new object and the Job. Then the change
+// is applied and the controller does what was planned: the upgrade to
+// 1.1.0, the object created, the hook run.
+func TestPlanOfAChartVersionBump(t *testing.T) {
+	for _, kind := range []string{"http", "oci", "ocirepository"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			ns := env.Namespace(t)
+			from := env.PublishChart(t, "plan-bump", "1.0.0", ns)
+			to := env.PublishChart(t, "plan-bump", "1.1.0", ns, chartserver.WithValues(map[string]any{"migration": "v2", "cache": true}))
+			repo := env.HelmRepository(t, ns)
+			if kind == "oci" {
+				repo = &sourcev1.HelmRepository{
+					ObjectMeta: metav1.ObjectMeta{Name: "local-oci", Namespace: ns},
+					Spec: sourcev1.HelmRepositorySpec{URL: env.Charts.OCIRepositoryURL(), Type: sourcev1.HelmRepositoryTypeOCI,
+						Insecure: true, Interval: metav1.Duration{Duration: time.Minute}},
+				}
+				env.Create(t, repo)
+			}
+			hr := framework.Release(ns, "app", repo.Name, from.Name, from.Version, "")
+			bump := func(o *v2.HelmRelease) { o.Spec.Chart.Spec.Version = to.Version }
+			if kind == "ocirepository" {
+				hr.Spec.Chart = &helmv2.HelmChartTemplate{Kind: sourcev1.OCIRepositoryKind, Spec: helmv2.HelmChartTemplateSpec{
+					OCIRepositorySpec: sourcev1.OCIRepositorySpec{URL: env.Charts.OCIRepositoryURL() + "/" + from.Name,
+						Reference: &sourcev1.OCIRepositoryRef{Tag: from.Version}, Insecure: true, Interval: &metav1.Duration{Duration: time.Minute}}}}
+				bump = func(o *v2.HelmRelease) { o.Spec.Chart.Spec.Reference = &sourcev1.OCIRepositoryRef{Tag: to.Version} }
+			}
+			env.Create(t, hr)
+			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Version: 1, Timeout: 3 * time.Minute})
+			if text := runPlanCommand(t, hr, "", "text"); !strings.Contains(text, "next step: none") {
+				t.Errorf("the plan of the unchanged release:\n%s", text)
+			}
+
+			next := hr.DeepCopy()
+			bump(next)
+			text := runPlanCommand(t, next, "", "text")
+			t.Logf("the plan of the bump:\n%s", text)
+			var plan bumpPlan
+			if err := json.Unmarshal([]byte(runPlanCommand(t, next, "", "json")), &plan); err != nil {
+				t.Fatal(err)
+			}
+			source := "HelmRepository " + ns + "/" + repo.Name
+			if kind == "ocirepository" {
+				source = "OCI " + strings.TrimPrefix(env.Charts.OCIRepositoryURL(), "oci://") + "/" + to.Name + ":" + to.Version
+			}
+			checkBumpPlan(t, plan, from, to, source)
+
+			env.PatchSpec(t, hr, bump)
+			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2, Timeout: 3 * time.Minute})
+			if got := hr.Status.History.Latest().ChartVersion; got != strings.TrimPrefix(plan.Chart.To, to.Name+"@") {
+				t.Errorf("the controller upgraded to chart %s, the plan said %s", got, plan.Chart.To)
+			}
+			stored := env.Storage(t, ns, "app")
+			if got := hooksRun(&stored[len(stored)-1].Release, "upgrade"); !slices.Equal(got, plannedHooks(plan)) {
+				t.Errorf("the upgrade ran hooks %q, the plan said %q", got, plannedHooks(plan))
+			}
+			if err := env.Get(ctx, &corev1.ConfigMap{}, ns, "app-cache"); err != nil {
+				t.Errorf("the plan said ConfigMap app-cache is created: %v", err)
+			}
+		})
+	}
+}
+
+func checkBumpPlan(t *testing.T, plan bumpPlan, from, to chartserver.ChartRef, repo string) {
+	t.Helper()
+	if plan.Step != "upgrade" || len(plan.Actions) != 1 || plan.Actions[0].Verb != "upgrade" {
+		t.Fatalf("the plan's step %q with %d actions, want one upgrade", plan.Step, len(plan.Actions))
+	}
+	// From an OCIRepository the versions carry the manifest digest.
+	if !strings.HasPrefix(plan.Chart.To, to.Name+"@"+to.Version) || !strings.HasPrefix(plan.Chart.From, to.Name+"@"+from.Version) {
+		t.Errorf("the plan's chart %s -> %s, want %s -> %s", plan.Chart.From, plan.Chart.To, from.Version, to.Version)
+	}
+	if !strings.Contains(plan.Chart.Source, repo) || !strings.Contains(plan.Chart.Source, "fetched by the plan") {
+		t.Errorf("the plan says the chart came from %q, want %s, fetched by the plan", plan.Chart.Source, repo)
+	}
+	var created []string
+	for _, o := range plan.Actions[0].Objects.Create {
+		created = append(created, o.Kind+"/"+o.Name)
+	}
+	if !slices.Contains(created, "ConfigMap/app-cache") {
+		t.Errorf("the plan creates %q, want ConfigMap/app-cache among them", created)
+	}
+	if hooks := plannedHooks(plan); !slices.Equal(hooks, []string{hookRun("pre-upgrade", "Job", "app-migrate")}) {
+		t.Errorf("the plan's hooks %q, want the migration Job", hooks)
+	}
+}
+
+func plannedHooks(plan bumpPlan) []string {
+	var out []string
+	for _, a := range plan.Actions {
+		for _, h := range a.Hooks {
+			out = append(out, hookRun(h.Phase, h.Kind, h.Name))
+		}
+	}
+	return out
+}
