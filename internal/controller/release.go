@@ -311,7 +311,7 @@ func (r *HelmReleaseReconciler) uninstallRunner(ctx context.Context, obj *v2.Hel
 	}
 	// The release to remove is the one the status records, even when the
 	// spec has since been changed to name another.
-	helm, err := r.newHelmRunner(ctx, previousTarget(obj), runnerExtras{})
+	helm, err := r.newHelmRunner(ctx, reconcile.PreviousTarget(obj), runnerExtras{})
 	switch {
 	case apierrors.IsNotFound(err):
 		log.Error(err, "skipping the Helm uninstall: the kubeconfig of the release is gone; its objects are left in place")

@@ -11,31 +11,13 @@ import (
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 )
 
-// previousTarget is a copy of obj aimed at the release its status records:
-// the storage namespace of the status and, when the history has one, the
-// name of its head. Helm's default namespace stays the one the spec names
-// now, as upstream's uninstall has it: the old release's objects whose
-// templates leave metadata.namespace to Helm are then looked for there and,
-// after a targetNamespace change, left where they are (fluxcd/flux2#1005).
-// Deleting them would remove what upstream keeps.
-func previousTarget(obj *v2.HelmRelease) *v2.HelmRelease {
-	prev := obj.DeepCopy()
-	if obj.Status.StorageNamespace != "" {
-		prev.Spec.StorageNamespace = obj.Status.StorageNamespace
-	}
-	if cur := obj.Status.History.Latest(); cur != nil {
-		prev.Spec.ReleaseName = cur.Name
-	}
-	return prev
-}
-
 // uninstallPreviousTarget uninstalls the release the status records before
 // a release is made at the target the spec now names, as upstream does: the
 // old release would otherwise be left behind, and its objects would block
 // the new one. The status then starts afresh and the reconcile is requeued.
 func (r *HelmReleaseReconciler) uninstallPreviousTarget(ctx context.Context, obj *v2.HelmRelease, reason string) (ctrl.Result, error) {
 	ctrl.LoggerFrom(ctx).Info(fmt.Sprintf("release target configuration changed (%s): uninstalling the current release", reason))
-	runner, err := r.newHelmRunner(ctx, previousTarget(obj), runnerExtras{})
+	runner, err := r.newHelmRunner(ctx, reconcile.PreviousTarget(obj), runnerExtras{})
 	if err != nil {
 		return r.fail(obj, helmv2.ActionReconcile, RESTClientErrorReason, err)
 	}

@@ -32,3 +32,21 @@ func TargetChanged(obj *v2.HelmRelease, chartName string) string {
 	}
 	return ""
 }
+
+// PreviousTarget is a copy of obj aimed at the release its status records:
+// the storage namespace of the status and, when the history has one, the
+// name of its head. Helm's default namespace stays the one the spec names
+// now, as upstream's uninstall has it: the old release's objects whose
+// templates leave metadata.namespace to Helm are then looked for there and,
+// after a targetNamespace change, left where they are (fluxcd/flux2#1005).
+// Deleting them would remove what upstream keeps.
+func PreviousTarget(obj *v2.HelmRelease) *v2.HelmRelease {
+	prev := obj.DeepCopy()
+	if obj.Status.StorageNamespace != "" {
+		prev.Spec.StorageNamespace = obj.Status.StorageNamespace
+	}
+	if cur := obj.Status.History.Latest(); cur != nil {
+		prev.Spec.ReleaseName = cur.Name
+	}
+	return prev
+}
