@@ -16,6 +16,7 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/preview"
+	"github.com/afterhooks/helm-controller/internal/reconcile"
 	"github.com/afterhooks/helm-controller/internal/runner"
 	"github.com/afterhooks/helm-controller/internal/scheme"
 )
@@ -164,11 +165,19 @@ func plan(ctx context.Context, o *options) (*preview.Preview, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the cluster: %w", err)
 	}
-	helm, err := runner.New(factory, nil, obj.DeepCopy(), runner.Settings{DefaultHookOrder: v2.HookWaitStrategy(o.hookOrder)})
+	settings := runner.Settings{DefaultHookOrder: v2.HookWaitStrategy(o.hookOrder)}
+	helm, err := runner.New(factory, nil, obj.DeepCopy(), settings)
 	if err != nil {
 		return nil, err
 	}
-	pv, err := preview.Compute(ctx, preview.Input{Object: obj, Chart: chrt, Values: values, Secrets: secrets, Helm: helm})
+	in := preview.Input{Object: obj, Chart: chrt, Values: values, Secrets: secrets, Helm: helm}
+	if reconcile.TargetChanged(obj, chrt.Metadata.Name) != "" {
+		// The controller first uninstalls the release the status records.
+		if in.Previous, err = runner.New(factory, nil, reconcile.PreviousTarget(obj), settings); err != nil {
+			return nil, err
+		}
+	}
+	pv, err := preview.Compute(ctx, in)
 	if err != nil {
 		return nil, err
 	}

@@ -71,7 +71,15 @@ func actionsOf(ctx context.Context, in Input, next reconcile.Next, cur *releasev
 		// cluster without the release's objects: the live comparison
 		// would compare with what the uninstall deletes first.
 		live := i == 0
-		a, err := actionOf(ctx, in, v, cur, live)
+		side, over := in, cur
+		if v != plan.Uninstall && next.State == StateTargetChanged && in.Previous != nil {
+			// The install at the new target, where nothing was released.
+			over = nil
+		}
+		if v == plan.Uninstall && next.State == StateTargetChanged && in.Previous != nil {
+			side.Helm = in.Previous
+		}
+		a, err := actionOf(ctx, side, v, over, live)
 		if err != nil {
 			return nil, fmt.Errorf("previewing the %s: %w", v, err)
 		}

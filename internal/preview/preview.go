@@ -51,6 +51,11 @@ type Input struct {
 	// DefaultToRetryOnFailure is the controller's feature gate.
 	DefaultToRetryOnFailure bool
 	Helm                    Helm
+	// Previous reaches the release the status records when the spec has
+	// moved the release elsewhere (reconcile.TargetChanged): the
+	// controller uninstalls that one first. Nil: the release stays where
+	// Helm reaches.
+	Previous Helm
 }
 
 // Preview is what the next reconcile would do.
@@ -85,14 +90,22 @@ func (p *Preview) Changes() bool { return p.Step != reconcile.StepNone }
 
 // Compute previews the next reconcile of in.Object.
 func Compute(ctx context.Context, in Input) (*Preview, error) {
-	cur, err := in.Helm.LastRelease(ctx)
-	if errors.Is(err, driver.ErrReleaseNotFound) {
-		cur, err = nil, nil
-	}
+	cur, err := lastRelease(ctx, in.Helm)
 	if err != nil {
-		return nil, fmt.Errorf("reading Helm storage: %w", err)
+		return nil, err
 	}
-	next := predict(in, cur)
+	// The release a moved HelmRelease uninstalls is read where the status
+	// records it; the new target holds nothing of it.
+	prev := cur
+	if in.Previous != nil {
+		if prev, err = lastRelease(ctx, in.Previous); err != nil {
+			return nil, err
+		}
+	}
+	next := predict(in, cur, prev)
+	if next.State == StateTargetChanged {
+		cur = prev
+	}
 	p := &Preview{
 		Release: in.Object.GetReleaseNamespace() + "/" + v2.ReleaseName(in.Object),
 		State:   next.State, Step: next.Step, Reason: in.Secrets.String(joinReason(next)),
@@ -118,6 +131,18 @@ func Compute(ctx context.Context, in Input) (*Preview, error) {
 	return p, nil
 }
 
+// lastRelease is the newest revision helm reaches, nil when there is none.
+func lastRelease(ctx context.Context, helm Helm) (*releasev1.Release, error) {
+	cur, err := helm.LastRelease(ctx)
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading Helm storage: %w", err)
+	}
+	return cur, nil
+}
+
 // notShown is what no preview predicts yet.
 var notShown = []string{
 	"drift detection and correction (spec.driftDetection)",
@@ -128,7 +153,8 @@ var notShown = []string{
 // decides before the state machine runs: a deleted HelmRelease is
 // uninstalled, a suspended one left alone, and a release whose chart was
 // renamed (or whose target moved) uninstalled before it is installed.
-func predict(in Input, cur *releasev1.Release) reconcile.Next {
+// prev is the release the status records (cur unless the target moved).
+func predict(in Input, cur, prev *releasev1.Release) reconcile.Next {
 	deleted := !in.Object.DeletionTimestamp.IsZero()
 	switch {
 	case deleted && cur != nil && !in.Object.Spec.Suspend:
@@ -138,9 +164,7 @@ func predict(in Input, cur *releasev1.Release) reconcile.Next {
 	case in.Object.Spec.Suspend:
 		return controllerStep(StateSuspended, "the HelmRelease is suspended", reconcile.StepNone)
 	}
-	// A release moved to another name or namespace has nothing at its new
-	// target to uninstall (cur is read there): the install shows alone.
-	if reason := reconcile.TargetChanged(in.Object, in.Chart.Metadata.Name); reason != "" && cur != nil {
+	if reason := reconcile.TargetChanged(in.Object, in.Chart.Metadata.Name); reason != "" && prev != nil {
 		return controllerStep(StateTargetChanged, reason, reconcile.StepReinstall)
 	}
 	req := &reconcile.Request{
