@@ -15,6 +15,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
+	"github.com/afterhooks/helm-controller/internal/features"
 	"github.com/afterhooks/helm-controller/internal/preview"
 	"github.com/afterhooks/helm-controller/internal/runner"
 	"github.com/afterhooks/helm-controller/internal/scheme"
@@ -48,6 +49,9 @@ type options struct {
 	name        string
 	// namespaceFlag: -n was given, and wins over the file's namespace.
 	namespaceFlag bool
+	// settings choose the controller whose settings the plan predicts
+	// with, and override them.
+	settings settingsFlags
 }
 
 // Run runs `plan` with args (what follows "plan" on the command line) and
@@ -96,9 +100,10 @@ func parse(args []string) (*options, error) {
 	fs.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to the kubeconfig (default: KUBECONFIG, else ~/.kube/config)")
 	fs.StringVar(&o.kubecontext, "context", "", "the kubeconfig context to use")
-	fs.StringVar(&o.hookOrder, "default-wait-strategy", string(v2.BeforeHooks), "the hook order of actions that leave waitStrategy unset, as the controller runs with it: beforeHooks or afterHooks")
+	fs.StringVar(&o.hookOrder, "default-wait-strategy", string(v2.BeforeHooks), "the hook order of actions that leave waitStrategy unset: beforeHooks or afterHooks (default: as the DefaultToAfterHooks gate says)")
 	fs.StringVar(&o.sourceHost, "source-host", "", "HOST:PORT to download the source's artifact from instead of the host in its URL (a port-forward of source-controller)")
 	fs.StringVar(&o.color, "color", "auto", "colour the text: auto (on a terminal), always or never")
+	bindSettingsFlags(fs, &o.settings)
 	fs.Usage = func() {}
 	if err := fs.Parse(args); errors.Is(err, pflag.ErrHelp) {
 		return nil, &helpRequested{flags: fs.FlagUsages()}
@@ -115,13 +120,19 @@ func parse(args []string) (*options, error) {
 	case o.hookOrder != string(v2.BeforeHooks) && o.hookOrder != string(v2.AfterHooks):
 		return nil, usage(fmt.Errorf("--default-wait-strategy %q: beforeHooks or afterHooks", o.hookOrder))
 	}
+	// A gate the controller would refuse is refused here, before any
+	// request.
+	if _, err := features.Resolve(o.settings.featureGates); err != nil {
+		return nil, usage(fmt.Errorf("--feature-gates: %w", err))
+	}
 	o.name = fs.Arg(0)
 	o.namespaceFlag = fs.Changed("namespace")
+	o.settings.noteChanged(fs)
 	return o, nil
 }
 
 // usageLine is how the command is called.
-const usageLine = "usage: helm-controller plan -n NAMESPACE NAME [--file hr.yaml] [--chart DIR|TGZ] [-f values.yaml] [-o json] [--kubeconfig FILE]"
+const usageLine = "usage: helm-controller plan -n NAMESPACE NAME [--file hr.yaml] [--chart DIR|TGZ] [-f values.yaml] [-o json] [--kubeconfig FILE] [--controller-namespace NS] [--feature-gates GATE=BOOL,...]"
 
 // helpRequested is -h or --help: the flags are printed, nothing planned.
 type helpRequested struct{ flags string }
@@ -161,11 +172,21 @@ func plan(ctx context.Context, o *options) (*preview.Preview, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the cluster: %w", err)
 	}
-	helm, err := runner.New(factory, nil, obj.DeepCopy(), runner.Settings{DefaultHookOrder: v2.HookWaitStrategy(o.hookOrder)})
+	set, err := controllerSettings(ctx, c, o)
 	if err != nil {
 		return nil, err
 	}
-	return preview.Compute(ctx, preview.Input{Object: obj, Chart: chrt, Values: values, Secrets: secrets, Helm: helm})
+	helm, err := runner.New(factory, nil, obj.DeepCopy(), set.runner())
+	if err != nil {
+		return nil, err
+	}
+	pv, err := preview.Compute(ctx, preview.Input{Object: obj, Chart: chrt, Values: values, Secrets: secrets,
+		DefaultToRetryOnFailure: set.enabled(features.DefaultToRetryOnFailure), Helm: helm})
+	if err != nil {
+		return nil, err
+	}
+	pv.Settings = set.show()
+	return pv, nil
 }
 
 // restConfig is the kubeconfig's, and its namespace.
