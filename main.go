@@ -564,13 +564,8 @@ func newReconciler(opts *options) *controller.HelmReleaseReconciler {
 		SnapshotDigestAlgorithm: digest.Algorithm(opts.snapshotDigestAlgo),
 		// newManager has already rejected a bad selector.
 		ConfigWatch: controller.MustConfigWatchOptions(opts.watch.ConfigsLabelSelector, features.Enabled(helper.FeatureGateDisableConfigWatchers)),
-		ActionConfig: action.Config{
-			UseHelm3Defaults: features.Enabled(features.UseHelm3Defaults),
-			AllowDNSLookups:  features.Enabled(features.AllowDNSLookups),
-			// The gate lets the built-in kinds it covers be recreated on
-			// immutable-field refusals (see internal/recreate).
-			RecreateImmutable: features.Enabled(features.RecreateImmutableResources),
-		},
+		// The plan builds its Config the same way from the gates it reads.
+		ActionConfig:     action.ConfigOf(features.Enabled),
 		Recreations:      recreate.NewMemory(),
 		OverrideManagers: opts.overrideManagers,
 	}

@@ -4,8 +4,12 @@
 package features
 
 import (
+	"fmt"
+
 	"github.com/fluxcd/pkg/runtime/controller"
 	feathelper "github.com/fluxcd/pkg/runtime/features"
+	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
 )
 
 const (
@@ -100,4 +104,28 @@ func Load(cli *feathelper.FeatureGates) error {
 func Enabled(gate string) bool {
 	on, err := feathelper.Enabled(gate)
 	return err == nil && on
+}
+
+// Resolve is the state of every supported gate once the settings of a
+// `--feature-gates` value (parsed as the flag parses it) are laid over the
+// defaults, refusing an unknown gate as Load does. Unlike Load it leaves
+// the process's gates alone: `helm-controller plan` predicts with the
+// gates of another process, the controller it previews.
+func Resolve(cli map[string]bool) (map[string]bool, error) {
+	gates := defaults()
+	for gate, on := range cli {
+		if _, known := gates[gate]; !known {
+			return nil, fmt.Errorf("feature-gate '%s' not supported", gate)
+		}
+		gates[gate] = on
+	}
+	return gates, nil
+}
+
+// GatesValue is a `--feature-gates` flag value that collects the settings
+// into m, with the parser the controller's flag uses (fluxcd/pkg/runtime
+// binds the same one): comma separated Gate=bool pairs, and a repeated
+// flag adds to the earlier ones.
+func GatesValue(m *map[string]bool) pflag.Value {
+	return cliflag.NewMapStringBool(m)
 }

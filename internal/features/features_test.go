@@ -121,3 +121,43 @@ func TestLoad(t *testing.T) {
 		t.Error("an unknown gate reports enabled")
 	}
 }
+
+// Resolve, which the plan predicts with, must read a --feature-gates
+// value exactly as the controller does (fluxcd's BindFlags, then Load).
+func TestResolveAgreesWithLoad(t *testing.T) {
+	args := [][]string{
+		nil,
+		{"--feature-gates=DefaultToRetryOnFailure=true"},
+		{"--feature-gates=RecreateImmutableResources=true,UseHelm3Defaults=true"},
+		{"--feature-gates=AllowDNSLookups=true", "--feature-gates=AllowDNSLookups=false,DefaultToAfterHooks=true"},
+		{"--feature-gates=ExternalArtifact=true,DisableChartDigestTracking=true"},
+		{"--feature-gates=Teleport=true"},
+	}
+	for _, arg := range args {
+		t.Run(strings.Join(arg, " "), func(t *testing.T) {
+			var flux feathelper.FeatureGates
+			fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
+			flux.BindFlags(fs)
+			if err := fs.Parse(arg); err != nil {
+				t.Fatal(err)
+			}
+			loadErr := Load(&flux)
+
+			var cli map[string]bool
+			ours := pflag.NewFlagSet("plan", pflag.ContinueOnError)
+			ours.Var(GatesValue(&cli), "feature-gates", "")
+			if err := ours.Parse(arg); err != nil {
+				t.Fatal(err)
+			}
+			got, err := Resolve(cli)
+			if (err == nil) != (loadErr == nil) || (err != nil && err.Error() != loadErr.Error()) {
+				t.Fatalf("Resolve error %v, Load error %v", err, loadErr)
+			}
+			for gate, on := range got {
+				if Enabled(gate) != on {
+					t.Errorf("gate %s: Resolve %v, the controller %v", gate, on, Enabled(gate))
+				}
+			}
+		})
+	}
+}

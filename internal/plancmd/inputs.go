@@ -114,8 +114,9 @@ func composeValues(ctx context.Context, c client.Client, obj *v2.HelmRelease, fi
 
 // loadChart loads the local chart, else the chart the spec's chart
 // template asks for when the live source object serves another, else the
-// source's artifact. It says where the chart came from.
-func loadChart(ctx context.Context, c client.Client, obj *v2.HelmRelease, o *options) (*chartv2.Chart, string, error) {
+// source's artifact. It says where the chart came from. digestPinned is
+// the controller's digest tracking (DisableChartDigestTracking off).
+func loadChart(ctx context.Context, c client.Client, obj *v2.HelmRelease, o *options, digestPinned bool) (*chartv2.Chart, string, error) {
 	if path := o.chart; path != "" {
 		chrt, err := loader.Load(path)
 		if err != nil {
@@ -128,7 +129,7 @@ func loadChart(ctx context.Context, c client.Client, obj *v2.HelmRelease, o *opt
 		return nil, "", err
 	}
 	if change != "" {
-		r, err := resolveTemplate(ctx, c, obj, !o.disableChartDigestTracking)
+		r, err := resolveTemplate(ctx, c, obj, digestPinned)
 		if err != nil {
 			return nil, "", fmt.Errorf("%s: %w", change, err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
+	"github.com/afterhooks/helm-controller/internal/features"
 	"github.com/afterhooks/helm-controller/internal/preview"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
 	"github.com/afterhooks/helm-controller/internal/runner"
@@ -47,11 +48,11 @@ type options struct {
 	color       string
 	sourceHost  string
 	name        string
-	// disableChartDigestTracking is the controller's gate: a chart the
-	// plan pulls from an OCIRepository keeps its version unpinned.
-	disableChartDigestTracking bool
 	// namespaceFlag: -n was given, and wins over the file's namespace.
 	namespaceFlag bool
+	// settings choose the controller whose settings the plan predicts
+	// with, and override them.
+	settings settingsFlags
 }
 
 // Run runs `plan` with args (what follows "plan" on the command line) and
@@ -100,9 +101,10 @@ func parse(args []string) (*options, error) {
 	fs.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to the kubeconfig (default: KUBECONFIG, else ~/.kube/config)")
 	fs.StringVar(&o.kubecontext, "context", "", "the kubeconfig context to use")
-	fs.StringVar(&o.hookOrder, "default-wait-strategy", string(v2.BeforeHooks), "the hook order of actions that leave waitStrategy unset, as the controller runs with it: beforeHooks or afterHooks")
+	fs.StringVar(&o.hookOrder, "default-wait-strategy", string(v2.BeforeHooks), "the hook order of actions that leave waitStrategy unset: beforeHooks or afterHooks (default: as the DefaultToAfterHooks gate says)")
 	fs.StringVar(&o.sourceHost, "source-host", "", "HOST:PORT to download the source's artifact from instead of the host in its URL (a port-forward of source-controller)")
 	fs.StringVar(&o.color, "color", "auto", "colour the text: auto (on a terminal), always or never")
+	bindSettingsFlags(fs, &o.settings)
 	fs.Usage = func() {}
 	if err := fs.Parse(args); errors.Is(err, pflag.ErrHelp) {
 		return nil, &helpRequested{flags: fs.FlagUsages()}
@@ -119,13 +121,19 @@ func parse(args []string) (*options, error) {
 	case o.hookOrder != string(v2.BeforeHooks) && o.hookOrder != string(v2.AfterHooks):
 		return nil, usage(fmt.Errorf("--default-wait-strategy %q: beforeHooks or afterHooks", o.hookOrder))
 	}
+	// A gate the controller would refuse is refused here, before any
+	// request.
+	if _, err := features.Resolve(o.settings.featureGates); err != nil {
+		return nil, usage(fmt.Errorf("--feature-gates: %w", err))
+	}
 	o.name = fs.Arg(0)
 	o.namespaceFlag = fs.Changed("namespace")
+	o.settings.noteChanged(fs)
 	return o, nil
 }
 
 // usageLine is how the command is called.
-const usageLine = "usage: helm-controller plan -n NAMESPACE NAME [--file hr.yaml] [--chart DIR|TGZ] [-f values.yaml] [-o json] [--kubeconfig FILE]"
+const usageLine = "usage: helm-controller plan -n NAMESPACE NAME [--file hr.yaml] [--chart DIR|TGZ] [-f values.yaml] [-o json] [--kubeconfig FILE] [--controller-namespace NS] [--feature-gates GATE=BOOL,...]"
 
 // helpRequested is -h or --help: the flags are printed, nothing planned.
 type helpRequested struct{ flags string }
@@ -157,7 +165,11 @@ func plan(ctx context.Context, o *options) (*preview.Preview, error) {
 	if err != nil {
 		return nil, err
 	}
-	chrt, chartFrom, err := loadChart(ctx, c, obj, o)
+	set, err := controllerSettings(ctx, c, o)
+	if err != nil {
+		return nil, err
+	}
+	chrt, chartFrom, err := loadChart(ctx, c, obj, o, !set.enabled(features.DisableChartDigestTracking))
 	if err != nil {
 		return nil, err
 	}
@@ -165,15 +177,15 @@ func plan(ctx context.Context, o *options) (*preview.Preview, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the cluster: %w", err)
 	}
-	settings := runner.Settings{DefaultHookOrder: v2.HookWaitStrategy(o.hookOrder)}
-	helm, err := runner.New(factory, nil, obj.DeepCopy(), settings)
+	helm, err := runner.New(factory, nil, obj.DeepCopy(), set.runner())
 	if err != nil {
 		return nil, err
 	}
-	in := preview.Input{Object: obj, Chart: chrt, Values: values, Secrets: secrets, Helm: helm}
+	in := preview.Input{Object: obj, Chart: chrt, Values: values, Secrets: secrets,
+		DefaultToRetryOnFailure: set.enabled(features.DefaultToRetryOnFailure), Helm: helm}
 	if reconcile.TargetChanged(obj, chrt.Metadata.Name) != "" {
 		// The controller first uninstalls the release the status records.
-		if in.Previous, err = runner.New(factory, nil, reconcile.PreviousTarget(obj), settings); err != nil {
+		if in.Previous, err = runner.New(factory, nil, reconcile.PreviousTarget(obj), set.runner()); err != nil {
 			return nil, err
 		}
 	}
@@ -182,6 +194,7 @@ func plan(ctx context.Context, o *options) (*preview.Preview, error) {
 		return nil, err
 	}
 	pv.Chart.Source = chartFrom
+	pv.Settings = set.show()
 	return pv, nil
 }
 

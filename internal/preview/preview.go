@@ -75,6 +75,34 @@ type Preview struct {
 	Actions []Action `json:"actions,omitempty"`
 	// NotShown is what the preview does not predict.
 	NotShown []string `json:"notShown"`
+	// Settings are the controller settings the prediction was made with;
+	// nil when the controller plans itself (its own settings, nothing to
+	// say).
+	Settings *Settings `json:"settings,omitempty"`
+}
+
+// Settings are the controller's settings a plan predicted with and where
+// each was found. `helm-controller plan` reads and decides them; the
+// preview only shows them.
+type Settings struct {
+	// Controller is the Deployment whose arguments were read,
+	// "namespace/name".
+	Controller string `json:"controller"`
+	// Used are the settings that change a prediction, each with its
+	// value and origin.
+	Used []Setting `json:"used"`
+	// FeatureGates is the state of every gate the controller accepts.
+	FeatureGates map[string]bool `json:"featureGates"`
+	// Notes say what could not be read, and what was used instead.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Setting is one setting: a gate or a flag, its value, and where it came
+// from (the Deployment, a flag of the plan, or the default).
+type Setting struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+	From  string `json:"from"`
 }
 
 // ChartChange is the chart before (the stored release's) and after.

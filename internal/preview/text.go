@@ -55,6 +55,7 @@ func WriteText(w io.Writer, pv *Preview, color bool) error {
 	for _, a := range pv.Actions {
 		p.action(a)
 	}
+	p.settings(pv.Settings)
 	p.line("not shown yet:")
 	for _, s := range pv.NotShown {
 		p.line("  - %s", s)
@@ -175,5 +176,21 @@ func (p *printer) recreates(verdicts []recreate.Verdict) {
 			continue
 		}
 		p.line("  %s %s refused in place (%s); the action fails: %s", p.paint(red, "!"), v.Object, v.Fields, v.Refusal)
+	}
+}
+
+// settings lists the controller settings the plan predicted with, so a
+// reader can tell a prediction made with the wrong ones.
+func (p *printer) settings(s *Settings) {
+	if s == nil {
+		return
+	}
+	p.line("")
+	p.line("%s", p.paint(bold, "controller settings (Deployment "+s.Controller+"):"))
+	for _, u := range s.Used {
+		p.line("  %s: %s (%s)", u.Name, u.Value, u.From)
+	}
+	for _, n := range s.Notes {
+		p.line("  %s", p.paint(yellow, "note: "+n))
 	}
 }
