@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 )
 
 // ociDigestLength is how many hex characters of the OCI manifest digest go
@@ -43,4 +44,18 @@ func PinnedVersion(chartVersion, revision string) (string, string, error) {
 		return "", "", fmt.Errorf("adding the digest to chart version %s: %w", chartVersion, err)
 	}
 	return withMeta.String(), digest, nil
+}
+
+// PinnedToArtifactDigest tells whether a chart from a source of kind, at
+// the artifact revision, has its version pinned to the artifact's digest
+// (applyOCIRevision), as upstream: an OCIRepository's always, an
+// ExternalArtifact's when its revision carries a digest.
+func PinnedToArtifactDigest(kind, revision string) bool {
+	switch kind {
+	case sourcev1.OCIRepositoryKind:
+		return true
+	case sourcev1.ExternalArtifactKind:
+		return strings.Contains(revision, ":")
+	}
+	return false
 }

@@ -1,6 +1,10 @@
 package chartsource
 
-import "testing"
+import (
+	"testing"
+
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+)
 
 func TestPinnedVersion(t *testing.T) {
 	const hex = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -38,5 +42,26 @@ func TestPinnedVersion(t *testing.T) {
 				t.Fatalf("got %q %q, want %q %q", version, digest, tc.wantVersion, tc.wantDigest)
 			}
 		})
+	}
+}
+
+// TestPinnedToArtifactDigest: which sources pin the chart version to their
+// artifact's digest, as upstream: an OCIRepository always, an
+// ExternalArtifact when its revision carries a digest, a HelmChart never.
+func TestPinnedToArtifactDigest(t *testing.T) {
+	cases := []struct {
+		kind, revision string
+		want           bool
+	}{
+		{sourcev1.OCIRepositoryKind, "6.7.1@sha256:abc", true},
+		{sourcev1.ExternalArtifactKind, "6.7.1@sha256:abc", true},
+		{sourcev1.ExternalArtifactKind, "sha256:abc", true},
+		{sourcev1.ExternalArtifactKind, "6.7.1", false},
+		{sourcev1.HelmChartKind, "6.7.1", false},
+	}
+	for _, tc := range cases {
+		if got := PinnedToArtifactDigest(tc.kind, tc.revision); got != tc.want {
+			t.Errorf("PinnedToArtifactDigest(%s, %s) = %v, want %v", tc.kind, tc.revision, got, tc.want)
+		}
 	}
 }

@@ -1,9 +1,6 @@
 package controller
 
 import (
-	"strings"
-
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 
 	"github.com/afterhooks/helm-controller/internal/chartsource"
@@ -14,20 +11,6 @@ import (
 // pinned to its artifact (upstream's reason): the tag names another version
 // than the chart's, or the revision has no usable digest.
 const ChartMutateErrorReason = "ChartMutateError"
-
-// pinnedToArtifactDigest tells whether a chart from a source of kind, at
-// the artifact revision, has its version pinned to the artifact's digest
-// (applyOCIRevision), as upstream: an OCIRepository's always, an
-// ExternalArtifact's when its revision carries a digest.
-func pinnedToArtifactDigest(kind, revision string) bool {
-	switch kind {
-	case sourcev1.OCIRepositoryKind:
-		return true
-	case sourcev1.ExternalArtifactKind:
-		return strings.Contains(revision, ":")
-	}
-	return false
-}
 
 // applyOCIRevision records the digest of the artifact (OCIRepository, or
 // ExternalArtifact with a digest) the chart came from in req, and unless

@@ -3,7 +3,6 @@ package controller
 import (
 	"testing"
 
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 
 	"github.com/afterhooks/helm-controller/internal/chartsource"
@@ -46,26 +45,5 @@ func TestApplyOCIRevision(t *testing.T) {
 				t.Error("a tag that does not match the chart version was accepted")
 			}
 		})
-	}
-}
-
-// TestPinnedToArtifactDigest: which sources pin the chart version to their
-// artifact's digest, as upstream: an OCIRepository always, an
-// ExternalArtifact when its revision carries a digest, a HelmChart never.
-func TestPinnedToArtifactDigest(t *testing.T) {
-	cases := []struct {
-		kind, revision string
-		want           bool
-	}{
-		{sourcev1.OCIRepositoryKind, "6.7.1@sha256:abc", true},
-		{sourcev1.ExternalArtifactKind, "6.7.1@sha256:abc", true},
-		{sourcev1.ExternalArtifactKind, "sha256:abc", true},
-		{sourcev1.ExternalArtifactKind, "6.7.1", false},
-		{sourcev1.HelmChartKind, "6.7.1", false},
-	}
-	for _, tc := range cases {
-		if got := pinnedToArtifactDigest(tc.kind, tc.revision); got != tc.want {
-			t.Errorf("pinnedToArtifactDigest(%s, %s) = %v, want %v", tc.kind, tc.revision, got, tc.want)
-		}
 	}
 }

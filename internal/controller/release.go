@@ -233,7 +233,7 @@ func (r *HelmReleaseReconciler) newReleaseRequest(obj *v2.HelmRelease, chart *ch
 		DigestAlgorithm:         r.snapshotDigestAlgorithm(),
 		DefaultToRetryOnFailure: r.DefaultToRetryOnFailure,
 	}
-	if pinnedToArtifactDigest(sourceKind(obj), artifact.Revision) {
+	if chartsource.PinnedToArtifactDigest(sourceKind(obj), artifact.Revision) {
 		if err := r.applyOCIRevision(req, chart, artifact.Revision); err != nil {
 			return nil, err
 		}

@@ -135,14 +135,16 @@ func loadChart(ctx context.Context, c client.Client, obj *v2.HelmRelease, o *opt
 		}
 		return r.chart, fmt.Sprintf("%s, fetched by the plan: %s", r.from, change), nil
 	}
-	return sourceChart(ctx, c, obj, o.sourceHost)
+	return sourceChart(ctx, c, obj, o.sourceHost, digestPinned)
 }
 
 // sourceChart downloads the chart of obj's source as the controller does
 // (digest checked), once the source is ready. Its artifact URL must be
 // reachable from here: in the cluster, or through a port-forward of
-// source-controller given as host (--source-host).
-func sourceChart(ctx context.Context, c client.Client, obj *v2.HelmRelease, host string) (*chartv2.Chart, string, error) {
+// source-controller given as host (--source-host). The version of a chart
+// from an OCI artifact is pinned to its digest as the controller pins it
+// (digestPinned).
+func sourceChart(ctx context.Context, c client.Client, obj *v2.HelmRelease, host string, digestPinned bool) (*chartv2.Chart, string, error) {
 	src, kind, key := sourceOf(obj)
 	if src == nil {
 		return nil, "", fmt.Errorf("HelmRelease %s/%s has no source of kind HelmChart, OCIRepository or ExternalArtifact (spec.chart, spec.chartRef): plan it with --chart", obj.Namespace, obj.Name)
@@ -164,7 +166,15 @@ func sourceChart(ctx context.Context, c client.Client, obj *v2.HelmRelease, host
 		return nil, "", fmt.Errorf("fetching the chart of source %s %s (or plan with --chart): %w", kind, key, err)
 	}
 	loaded, err := chrt.Load()
-	return loaded, fmt.Sprintf("the artifact of %s %s (revision %s)", kind, key, artifact.Revision), err
+	if err != nil {
+		return nil, "", err
+	}
+	if digestPinned && chartsource.PinnedToArtifactDigest(kind, artifact.Revision) {
+		if loaded.Metadata.Version, _, err = chartsource.PinnedVersion(loaded.Metadata.Version, artifact.Revision); err != nil {
+			return nil, "", fmt.Errorf("pinning the chart of source %s %s to its digest: %w", kind, key, err)
+		}
+	}
+	return loaded, fmt.Sprintf("the artifact of %s %s (revision %s)", kind, key, artifact.Revision), nil
 }
 
 // artifactSource is a source object with an artifact.

@@ -50,7 +50,7 @@ func TestPlanCommandFromTheSourceArtifact(t *testing.T) {
 	src.Status.ObservedGeneration = src.Generation
 	// The advertised host is not reachable; --source-host is.
 	src.Status.Artifact = &meta.Artifact{URL: "http://source-controller.flux-system.svc/web.tgz", Path: "web.tgz",
-		Revision: "2.0.0@sha256:abc", Digest: fmt.Sprintf("sha256:%x", sha256.Sum256(data)), LastUpdateTime: metav1.Now()}
+		Revision: "2.0.0@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", Digest: fmt.Sprintf("sha256:%x", sha256.Sum256(data)), LastUpdateTime: metav1.Now()}
 	conditions.MarkTrue(src, meta.ReadyCondition, meta.SucceededReason, "stored artifact")
 	if err := c.c.Status().Update(ctx, src); err != nil {
 		t.Fatal(err)
@@ -58,7 +58,9 @@ func TestPlanCommandFromTheSourceArtifact(t *testing.T) {
 
 	host := strings.TrimPrefix(server.URL, "http://")
 	code, out, errOut := run(t, "-n", c.ns, "web", "--kubeconfig", c.kubeconfig, "--source-host", host)
-	if code != ExitChanges || !strings.Contains(out, "chart: web@2.0.0") || !strings.Contains(out, "next step: install") {
+	// The version pinned to the artifact's digest, as the controller pins
+	// a chart from an OCIRepository.
+	if code != ExitChanges || !strings.Contains(out, "chart: web@2.0.0+0123456789ab\n") || !strings.Contains(out, "next step: install") {
 		t.Fatalf("exit %d, stderr %q:\n%s", code, errOut, out)
 	}
 }
