@@ -50,5 +50,23 @@ func (r *Runner) hookCleanupFailed(err error) error {
 		return err
 	}
 	r.event(helmv2.ActionHelmUninstall, corev1.EventTypeWarning, HookCleanupFailedReason, cleanup.Error())
-	return nil
+	return withoutHookCleanup(err)
+}
+
+// withoutHookCleanup is what else err holds besides the hook cleanup's
+// failure: the uninstall's records that could not be ended are a failure
+// of the uninstall itself, which a retry finishes.
+func withoutHookCleanup(err error) error {
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return nil
+	}
+	var rest []error
+	for _, e := range joined.Unwrap() {
+		var cleanup *action.HookCleanupError
+		if !errors.As(e, &cleanup) {
+			rest = append(rest, e)
+		}
+	}
+	return errors.Join(rest...)
 }

@@ -15,6 +15,7 @@ import (
 // release is gone. Any other error stays the uninstall's.
 func TestHookCleanupFailed(t *testing.T) {
 	helmErr := errors.New("failed to delete release: web")
+	recordsErr := errors.New("uninstall: deleting the records of release web: connection refused")
 	cleanupErr := &action.HookCleanupError{Release: "web", Err: errors.New("deleting Job/apps/web-migrate: forbidden")}
 	cases := []struct {
 		name      string
@@ -25,6 +26,13 @@ func TestHookCleanupFailed(t *testing.T) {
 		{name: "success", err: nil},
 		{name: "helm failure", err: helmErr, wantErr: helmErr},
 		{name: "cleanup failure", err: fmt.Errorf("wrapped: %w", cleanupErr), wantEvent: &capturedEvent{
+			corev1.EventTypeWarning, HookCleanupFailedReason,
+			"release web uninstalled, but deleting the objects its hooks left failed: deleting Job/apps/web-migrate: forbidden",
+			helmv2.ActionHelmUninstall.String(),
+		}},
+		// The records could not be ended either: the uninstall is not
+		// done, and that failure is not the cleanup's to hide.
+		{name: "records and cleanup failure", err: errors.Join(recordsErr, cleanupErr), wantErr: recordsErr, wantEvent: &capturedEvent{
 			corev1.EventTypeWarning, HookCleanupFailedReason,
 			"release web uninstalled, but deleting the objects its hooks left failed: deleting Job/apps/web-migrate: forbidden",
 			helmv2.ActionHelmUninstall.String(),
