@@ -18,7 +18,6 @@ import (
 	"github.com/afterhooks/helm-controller/internal/features"
 	"github.com/afterhooks/helm-controller/internal/preview"
 	"github.com/afterhooks/helm-controller/internal/reconcile"
-	"github.com/afterhooks/helm-controller/internal/runner"
 	"github.com/afterhooks/helm-controller/internal/scheme"
 )
 
@@ -177,7 +176,7 @@ func plan(ctx context.Context, o *options) (*preview.Preview, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the cluster: %w", err)
 	}
-	helm, err := runner.New(factory, nil, obj.DeepCopy(), set.runner())
+	helm, err := releaseRunner(ctx, restCfg, c, factory, obj.DeepCopy(), set)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +184,7 @@ func plan(ctx context.Context, o *options) (*preview.Preview, error) {
 		DefaultToRetryOnFailure: set.enabled(features.DefaultToRetryOnFailure), Helm: helm}
 	if reconcile.TargetChanged(obj, chrt.Metadata.Name) != "" {
 		// The controller first uninstalls the release the status records.
-		if in.Previous, err = runner.New(factory, nil, reconcile.PreviousTarget(obj), set.runner()); err != nil {
+		if in.Previous, err = releaseRunner(ctx, restCfg, c, factory, reconcile.PreviousTarget(obj), set); err != nil {
 			return nil, err
 		}
 	}

@@ -47,8 +47,9 @@ type settingsFlags struct {
 	controllerName      string
 	featureGates        map[string]bool
 	overrideManagers    []string
+	defaultSA           string
 	// The flags given; a flag left out does not override.
-	gatesSet, overrideSet, hookOrderSet bool
+	gatesSet, overrideSet, hookOrderSet, defaultSASet bool
 }
 
 // bindSettingsFlags registers the flags of s on fs.
@@ -60,6 +61,8 @@ func bindSettingsFlags(fs *pflag.FlagSet, s *settingsFlags) {
 		"feature gates as the controller's flag takes them (Gate=true,...); they win over the Deployment's")
 	fs.StringArrayVar(&s.overrideManagers, "override-manager", nil,
 		"the controller's --override-manager (repeatable); wins over the Deployment's")
+	fs.StringVar(&s.defaultSA, "default-service-account", "",
+		"the controller's --default-service-account: the account a release without spec.serviceAccountName is planned as; wins over the Deployment's")
 }
 
 // noteChanged records which of the settings flags were given.
@@ -67,6 +70,7 @@ func (s *settingsFlags) noteChanged(fs *pflag.FlagSet) {
 	s.gatesSet = fs.Changed("feature-gates")
 	s.overrideSet = fs.Changed("override-manager")
 	s.hookOrderSet = fs.Changed("default-wait-strategy")
+	s.defaultSASet = fs.Changed("default-service-account")
 }
 
 // controllerKey is the Deployment to read the settings of.
@@ -86,6 +90,7 @@ type controllerArgs struct {
 	gates            map[string]bool
 	overrideManagers []string
 	overrideSet      bool
+	defaultSA        string
 }
 
 // parseControllerArgs reads args as the controller's flag set would,
@@ -98,6 +103,7 @@ func parseControllerArgs(args []string) (controllerArgs, error) {
 	fs.Usage = func() {}
 	fs.Var(features.GatesValue(&a.gates), "feature-gates", "")
 	fs.StringArrayVar(&a.overrideManagers, "override-manager", nil, "")
+	fs.StringVar(&a.defaultSA, "default-service-account", "", "")
 	if err := fs.Parse(args); err != nil {
 		return controllerArgs{}, err
 	}
@@ -153,6 +159,8 @@ type settings struct {
 	hookOrderFrom    string
 	overrideManagers []string
 	overrideFrom     string
+	defaultSA        string
+	defaultSAFrom    string
 	notes            []string
 }
 
@@ -219,7 +227,20 @@ func resolveSettings(key types.NamespacedName, found controllerArgs, note string
 	case found.overrideSet:
 		s.overrideManagers, s.overrideFrom = found.overrideManagers, deployment
 	}
+	s.defaultSA, s.defaultSAFrom = resolveDefaultSA(flags, found, deployment)
 	return s, nil
+}
+
+// resolveDefaultSA is the controller's --default-service-account, which
+// decides as whom a release without spec.serviceAccountName is planned.
+func resolveDefaultSA(flags *settingsFlags, found controllerArgs, deployment string) (string, string) {
+	switch {
+	case flags.defaultSASet:
+		return flags.defaultSA, fromFlag + " --default-service-account"
+	case found.defaultSA != "":
+		return found.defaultSA, deployment
+	}
+	return "", fromDefault
 }
 
 // enabled reports a gate's state, as features.Enabled does in the
@@ -258,5 +279,10 @@ func (s *settings) show() *preview.Settings {
 		managers = strings.Join(s.overrideManagers, ",")
 	}
 	out.Used = append(out.Used, preview.Setting{Name: "override managers", Value: managers, From: s.overrideFrom})
+	account := "none"
+	if s.defaultSA != "" {
+		account = s.defaultSA
+	}
+	out.Used = append(out.Used, preview.Setting{Name: "default service account", Value: account, From: s.defaultSAFrom})
 	return out
 }
