@@ -29,7 +29,7 @@ func TestMain(m *testing.M) { apiServer.Main(m) }
 
 // env is one test's namespace on the shared API server.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	ns      string
 	rest    *rest.Config
 	cs      kubernetes.Interface
@@ -41,7 +41,7 @@ type env struct {
 
 var nsCount int
 
-func newEnv(t *testing.T, wrap func(rest.Config) *rest.Config) *env {
+func newEnv(t testing.TB, wrap func(rest.Config) *rest.Config) *env {
 	t.Helper()
 	cfg := apiServer.Config(t)
 	cs := kubernetes.NewForConfigOrDie(cfg)

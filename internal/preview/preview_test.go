@@ -265,7 +265,7 @@ func replaceNS(s, ns string) string {
 	return s
 }
 
-func eq(t *testing.T, what string, got, want []string) {
+func eq(t testing.TB, what string, got, want []string) {
 	t.Helper()
 	if len(got) == 0 && len(want) == 0 {
 		return
