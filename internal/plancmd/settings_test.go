@@ -38,6 +38,17 @@ func used(s *preview.Settings, name string) string {
 	return "not shown"
 }
 
+// wantUsed checks the settings shown against want, "value from origin"
+// by name.
+func wantUsed(t *testing.T, shown *preview.Settings, want map[string]string) {
+	t.Helper()
+	for name, w := range want {
+		if got := used(shown, name); got != w {
+			t.Errorf("%s: %s, want %s", name, got, w)
+		}
+	}
+}
+
 func TestSettingsReadFromTheDeployment(t *testing.T) {
 	t.Setenv(runtimeNamespaceEnv, "")
 	const deployment = "Deployment flux-system/helm-controller"
@@ -110,11 +121,7 @@ func TestSettingsReadFromTheDeployment(t *testing.T) {
 				t.Fatal(err)
 			}
 			shown := s.show()
-			for name, want := range tt.want {
-				if got := used(shown, name); got != want {
-					t.Errorf("%s: %s, want %s", name, got, want)
-				}
-			}
+			wantUsed(t, shown, tt.want)
 			wantNote(t, shown.Notes, tt.wantNote)
 			if tt.wantHooks != "" && s.runner().DefaultHookOrder != tt.wantHooks {
 				t.Errorf("default hook order %s, want %s", s.runner().DefaultHookOrder, tt.wantHooks)
@@ -151,7 +158,8 @@ func TestSettingsPrecedence(t *testing.T) {
 	t.Setenv(runtimeNamespaceEnv, "")
 	const deployment = "Deployment flux-system/helm-controller"
 	deploy := controllerDeployment(corev1.Container{Name: "manager", Args: []string{
-		"--feature-gates=DefaultToRetryOnFailure=true,DefaultToAfterHooks=true", "--override-manager", "kubectl-edit"}})
+		"--feature-gates=DefaultToRetryOnFailure=true,DefaultToAfterHooks=true", "--override-manager", "kubectl-edit",
+		"--default-service-account=tenant"}})
 	tests := []struct {
 		name  string
 		flags []string
@@ -163,6 +171,7 @@ func TestSettingsPrecedence(t *testing.T) {
 			features.RecreateImmutableResources: "false from default",
 			"default wait strategy":             "afterHooks from DefaultToAfterHooks gate: " + deployment,
 			"override managers":                 "kubectl-edit from " + deployment,
+			"default service account":           "tenant from " + deployment,
 		},
 	}, {
 		name:  "a flag turns a gate off, another on; the others stay the Deployment's",
@@ -181,6 +190,10 @@ func TestSettingsPrecedence(t *testing.T) {
 		flags: []string{"--feature-gates=DefaultToAfterHooks=false"},
 		want:  map[string]string{"default wait strategy": "beforeHooks from DefaultToAfterHooks gate: plan flag --feature-gates"},
 	}, {
+		name:  "--default-service-account wins",
+		flags: []string{"--default-service-account", "ops"},
+		want:  map[string]string{"default service account": "ops from plan flag --default-service-account"},
+	}, {
 		name:  "--override-manager wins",
 		flags: []string{"--override-manager", "a", "--override-manager", "b"},
 		want:  map[string]string{"override managers": "a,b from plan flag --override-manager"},
@@ -193,11 +206,7 @@ func TestSettingsPrecedence(t *testing.T) {
 				t.Fatal(err)
 			}
 			shown := s.show()
-			for name, want := range tt.want {
-				if got := used(shown, name); got != want {
-					t.Errorf("%s: %s, want %s", name, got, want)
-				}
-			}
+			wantUsed(t, shown, tt.want)
 			wantNote(t, shown.Notes, "")
 			cfg := s.runner().Config
 			if cfg.RecreateImmutable != s.gates[features.RecreateImmutableResources] {
