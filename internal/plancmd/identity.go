@@ -5,12 +5,16 @@ import (
 	"fmt"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/action"
 	"github.com/afterhooks/helm-controller/internal/connect"
+	"github.com/afterhooks/helm-controller/internal/preview"
 	"github.com/afterhooks/helm-controller/internal/runner"
 )
 
@@ -42,4 +46,27 @@ func releaseRunner(ctx context.Context, local *rest.Config, c client.Client, fac
 		}
 	}
 	return runner.New(factory, target, obj, set.runner())
+}
+
+// objectLookup tells whether a Secret or ConfigMap exists, for the
+// preview's warning about a wait that cannot end. It reads metadata only,
+// with the plan's identity, on the controller's cluster: for a remote
+// release (spec.kubeConfig) it does not look. An object the identity may
+// not read counts as there: the plan warns about what it knows.
+func objectLookup(c client.Client, obj *v2.HelmRelease) preview.Lookup {
+	if obj.Spec.KubeConfig != nil {
+		return nil
+	}
+	return func(ctx context.Context, kind, namespace, name string) (bool, error) {
+		meta := &metav1.PartialObjectMetadata{}
+		meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind))
+		err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, meta)
+		switch {
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case apierrors.IsForbidden(err):
+			return true, nil
+		}
+		return err == nil, err
+	}
 }

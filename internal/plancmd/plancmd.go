@@ -181,7 +181,7 @@ func plan(ctx context.Context, o *options) (*preview.Preview, error) {
 		return nil, err
 	}
 	in := preview.Input{Object: obj, Chart: chrt, Values: values, Secrets: secrets,
-		DefaultToRetryOnFailure: set.enabled(features.DefaultToRetryOnFailure), Helm: helm}
+		DefaultToRetryOnFailure: set.enabled(features.DefaultToRetryOnFailure), Helm: helm, Lookup: objectLookup(c, obj)}
 	if reconcile.TargetChanged(obj, chrt.Metadata.Name) != "" {
 		// The controller first uninstalls the release the status records.
 		if in.Previous, err = releaseRunner(ctx, restCfg, c, factory, reconcile.PreviousTarget(obj), set); err != nil {

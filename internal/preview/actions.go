@@ -54,6 +54,9 @@ type Action struct {
 	// crds/ before Helm's action: created, updated, unchanged or left as
 	// they are, under the action's CRD policy.
 	CRDs *action.CRDPlan `json:"crds,omitempty"`
+	// Warnings are what the plan sees coming: a readiness wait that
+	// cannot end because the pods need what only a post hook may make.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Leftovers are the objects hooks left, judged by the hook cleanup.
@@ -141,6 +144,9 @@ func (a *Action) apply(ctx context.Context, in Input, v plan.Verb, cur *releasev
 	}
 	pre, post := phases(v)
 	a.Hooks = append(hooksOf(rendered.Hooks, pre), hooksOf(rendered.Hooks, post)...)
+	if a.Warnings, err = waitWarnings(ctx, in.Lookup, rendered, waitPosition(a.Plan), post, in.Object.GetReleaseNamespace()); err != nil {
+		return err
+	}
 	a.Order, err = orderOf(a.Plan, in.Chart, rendered.Manifest)
 	return err
 }

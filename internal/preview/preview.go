@@ -51,6 +51,9 @@ type Input struct {
 	// DefaultToRetryOnFailure is the controller's feature gate.
 	DefaultToRetryOnFailure bool
 	Helm                    Helm
+	// Lookup tells whether a Secret or ConfigMap the pods need exists;
+	// nil skips the warning about a wait that cannot end.
+	Lookup Lookup
 	// Previous reaches the release the status records when the spec has
 	// moved the release elsewhere (reconcile.TargetChanged): the
 	// controller uninstalls that one first. Nil: the release stays where

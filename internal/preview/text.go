@@ -77,6 +77,9 @@ func (p *printer) action(a Action) {
 		head += fmt.Sprintf(", RecreateImmutableResources gate %t", a.Plan.Recreate.Gate)
 	}
 	p.line("%s", p.paint(bold, head))
+	for _, w := range a.Warnings {
+		p.line("  %s %s", p.paint(yellow, "warning:"), w)
+	}
 	p.line("  sequence:")
 	for i, s := range a.Sequence {
 		p.line("    %d. %s", i+1, s)
