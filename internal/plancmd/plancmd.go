@@ -288,7 +288,10 @@ func write(w io.Writer, pv *preview.Preview, o *options, terminal bool) error {
 		return enc.Encode(pv)
 	}
 	if o.output == "markdown" {
-		return preview.WriteMarkdown(w, o.namespace+"/"+o.name, pv)
+		if err := preview.WriteMarkdown(w, o.namespace+"/"+o.name, pv); err != nil {
+			return err
+		}
+		return preview.WriteMarkdownSettings(w, pv.Settings)
 	}
 	color := o.color == "always" || (o.color == "auto" && terminal)
 	return preview.WriteText(w, pv, color)

@@ -3,6 +3,7 @@ package plancmd
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -177,7 +178,7 @@ func withStringData(data []byte) ([]byte, error) {
 		secret.Data[k] = []byte(v)
 	}
 	secret.StringData = nil
-	return yaml.Marshal(secret)
+	return json.Marshal(secret)
 }
 
 // dependencyOrder orders releases so that each comes after the

@@ -128,6 +128,7 @@ func writeStreamMarkdown(w io.Writer, out []planned, ignored string) error {
 	if ignored != "" {
 		fmt.Fprintf(w, "\n%s.\n", ignored)
 	}
+	var set *preview.Settings
 	for _, p := range out {
 		fmt.Fprintln(w)
 		if p.Error != "" {
@@ -137,7 +138,9 @@ func writeStreamMarkdown(w io.Writer, out []planned, ignored string) error {
 		if err := preview.WriteMarkdown(w, p.HelmRelease, p.Preview); err != nil {
 			return err
 		}
+		set = p.Preview.Settings
 	}
-	return nil
+	// One controller plans them all: its settings are said once.
+	return preview.WriteMarkdownSettings(w, set)
 }
 

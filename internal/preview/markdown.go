@@ -35,7 +35,6 @@ func WriteMarkdown(w io.Writer, title string, pv *Preview) error {
 		line("")
 		markdownAction(&b, a)
 	}
-	markdownSettings(&b, pv.Settings)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -123,7 +122,7 @@ func fieldDetails(b *strings.Builder, o Objects) {
 	if n == 0 {
 		return
 	}
-	fmt.Fprintf(b, "\n<details><summary>field changes of %d objects</summary>\n\n```\n%s```\n\n</details>\n", n, body.String())
+	fmt.Fprintf(b, "\n<details><summary>changed fields of %s</summary>\n\n```\n%s```\n\n</details>\n", objectCount(n), body.String())
 }
 
 func writeLive(b *strings.Builder, obj Object) {
@@ -132,21 +131,25 @@ func writeLive(b *strings.Builder, obj Object) {
 	}
 }
 
-// markdownSettings folds the controller settings the plan predicted
-// with; a note (a Deployment not read) is shown unfolded.
-func markdownSettings(b *strings.Builder, s *Settings) {
+// WriteMarkdownSettings folds the controller settings the plans of a run
+// predicted with, once for all its releases; a note (a Deployment not
+// read) is shown unfolded, as it may make every prediction wrong.
+func WriteMarkdownSettings(w io.Writer, s *Settings) error {
 	if s == nil {
-		return
+		return nil
 	}
+	var b strings.Builder
 	for _, n := range s.Notes {
-		fmt.Fprintf(b, "\n> note: %s\n", MarkdownText(n))
+		fmt.Fprintf(&b, "\n> note: %s\n", MarkdownText(n))
 	}
 	var used []string
 	for _, u := range s.Used {
 		used = append(used, fmt.Sprintf("%s %s (%s)", u.Name, u.Value, u.From))
 	}
-	fmt.Fprintf(b, "\n<details><summary>controller settings (Deployment %s)</summary>\n\n%s\n\n</details>\n",
+	fmt.Fprintf(&b, "\n<details><summary>controller settings (Deployment %s)</summary>\n\n%s\n\n</details>\n",
 		s.Controller, MarkdownText(strings.Join(used, "; ")))
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // codeList writes names as code spans, comma separated.
@@ -164,3 +167,10 @@ var markdownEscaper = strings.NewReplacer(
 
 // MarkdownText is s as plain text in markdown.
 func MarkdownText(s string) string { return markdownEscaper.Replace(s) }
+
+func objectCount(n int) string {
+	if n == 1 {
+		return "1 object"
+	}
+	return fmt.Sprintf("%d objects", n)
+}
