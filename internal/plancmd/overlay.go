@@ -91,10 +91,28 @@ func streamSourceChange(ctx context.Context, c client.Client, obj *v2.HelmReleas
 	} else if err != nil {
 		return "", fmt.Errorf("reading the HelmRepository %s: %w", key, err)
 	}
-	if equality.Semantic.DeepEqual(live.Spec, want.Spec) {
+	if sameChartRepository(live.Spec, want.Spec) {
 		return "", nil
 	}
 	return fmt.Sprintf("HelmRepository %s of --file differs from the cluster's (%s)", key, want.Spec.URL), nil
+}
+
+// sameChartRepository tells whether two HelmRepository specs serve the
+// same charts: the same repository, reached the same way. An interval or
+// a timeout changes nothing a plan would fetch.
+func sameChartRepository(a, b sourcev1.HelmRepositorySpec) bool {
+	// The API server fills in the defaults a stream's copy may leave out.
+	orDefault := func(s, def string) string {
+		if s == "" {
+			return def
+		}
+		return s
+	}
+	return a.URL == b.URL && orDefault(a.Type, sourcev1.HelmRepositoryTypeDefault) == orDefault(b.Type, sourcev1.HelmRepositoryTypeDefault) &&
+		orDefault(a.Provider, sourcev1.GenericOCIProvider) == orDefault(b.Provider, sourcev1.GenericOCIProvider) &&
+		a.Insecure == b.Insecure && a.PassCredentials == b.PassCredentials &&
+		equality.Semantic.DeepEqual(a.SecretRef, b.SecretRef) &&
+		equality.Semantic.DeepEqual(a.CertSecretRef, b.CertSecretRef)
 }
 
 // chartRefFromStream pulls the chart of the stream's OCIRepository that

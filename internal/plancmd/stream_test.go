@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/test/chartserver"
@@ -282,5 +283,61 @@ func TestPlanMarkdownOfOneReleaseFromStdin(t *testing.T) {
 	}
 	if strings.Contains(out, "HelmReleases") {
 		t.Errorf("one release printed as a stream:\n%s", out)
+	}
+}
+
+// The stream's sources are what the plan fetches from: a HelmRepository
+// whose URL differs from the cluster's copy (whose HelmChart serves no
+// artifact), and an OCIRepository of spec.chartRef the cluster does not
+// hold yet. An interval alone is no change of the repository.
+func TestPlanStreamSources(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	srv, err := chartserver.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	for _, v := range []string{"1.0.0", "1.1.0"} {
+		if _, err := srv.AddChart(streamChartDir(t, v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	liveRepo := &sourcev1.HelmRepository{ObjectMeta: metav1.ObjectMeta{Name: "charts", Namespace: c.ns},
+		Spec: sourcev1.HelmRepositorySpec{URL: "http://127.0.0.1:1/gone", Interval: metav1.Duration{Duration: time.Minute}}}
+	liveChart := &sourcev1.HelmChart{ObjectMeta: metav1.ObjectMeta{Name: c.ns + "-web", Namespace: c.ns},
+		Spec: sourcev1.HelmChartSpec{Chart: "web", Version: "1.0.0", Interval: metav1.Duration{Duration: time.Minute},
+			SourceRef: sourcev1.LocalHelmChartSourceReference{Kind: sourcev1.HelmRepositoryKind, Name: "charts"}}}
+	for _, o := range []client.Object{liveRepo, liveChart} {
+		if err := c.c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repo := func(url, interval string) string {
+		return fmt.Sprintf("apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata:\n  name: charts\n  namespace: %s\nspec:\n  interval: %s\n  url: %s\n", c.ns, interval, url)
+	}
+	oci := fmt.Sprintf("apiVersion: source.toolkit.fluxcd.io/v1\nkind: OCIRepository\nmetadata:\n  name: app\n  namespace: %s\nspec:\n  interval: 1m\n  insecure: true\n  url: %s/web\n  ref:\n    tag: 1.1.0\n", c.ns, srv.OCIRepositoryURL())
+	app := fmt.Sprintf("apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: app\n  namespace: %s\nspec:\n  interval: 1m\n  chartRef:\n    kind: OCIRepository\n    name: app\n", c.ns)
+
+	stream := strings.Join([]string{repo(srv.HelmRepositoryURL(), "1m"), hrDoc(c.ns, "web", "1.0.0", ""), oci, app}, "---\n")
+	code, out, errOut := runStdin(t, stream, "--file", "-", "--kubeconfig", c.kubeconfig)
+	if code != ExitChanges || errOut != "" {
+		t.Fatalf("exit %d, stderr %q:\n%s", code, errOut, out)
+	}
+	for _, s := range []string{
+		"fetched by the plan: HelmRepository " + c.ns + "/charts of --file differs from the cluster's",
+		"fetched by the plan: no OCIRepository " + c.ns + "/app exists yet",
+		"chart: web@1.1.0", "+ ConfigMap/app-extra"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q:\n%s", s, out)
+		}
+	}
+
+	// The cluster's URL with another interval: the plan reads the live
+	// HelmChart, which has no artifact.
+	stream = repo(liveRepo.Spec.URL, "5m") + "---\n" + hrDoc(c.ns, "web", "1.0.0", "")
+	code, out, _ = runStdin(t, stream, "--file", "-", "--kubeconfig", c.kubeconfig, "-o", "json")
+	if code != ExitError || !strings.Contains(out, "source HelmChart "+c.ns+"/"+c.ns+"-web is not ready: no artifact") {
+		t.Errorf("exit %d, want %d and the live HelmChart read:\n%s", code, ExitError, out)
 	}
 }

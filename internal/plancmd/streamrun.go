@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 
-
 	"github.com/afterhooks/helm-controller/internal/preview"
 )
 
@@ -143,4 +142,3 @@ func writeStreamMarkdown(w io.Writer, out []planned, ignored string) error {
 	// One controller plans them all: its settings are said once.
 	return preview.WriteMarkdownSettings(w, set)
 }
-
