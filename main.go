@@ -188,7 +188,7 @@ func runPlan(args []string) int {
 	// client logs nothing a user needs, and without a logger it prints a
 	// stack trace once the process is 30 s old (a plan of a large chart).
 	ctrl.SetLogger(logr.Discard())
-	return plancmd.Run(ctx, args, os.Stdout, os.Stderr, terminal)
+	return plancmd.RunWithStdin(ctx, args, os.Stdin, os.Stdout, os.Stderr, terminal)
 }
 
 // setLogger makes the logger of opts controller-runtime's and, as

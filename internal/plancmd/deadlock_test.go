@@ -84,6 +84,11 @@ func TestPlanWarnsOfAWaitThatCannotEnd(t *testing.T) {
 			case tc.want != "" && !strings.Contains(out, "warning: "+tc.want):
 				t.Errorf("output lacks the warning %q:\n%s", tc.want, out)
 			}
+			// The review comment carries it too.
+			_, md, _ := run(t, append(args, "-o", "markdown")...)
+			if warned != strings.Contains(md, "**warning**: ") {
+				t.Errorf("the markdown and the text disagree on the warning:\n%s", md)
+			}
 		})
 	}
 }

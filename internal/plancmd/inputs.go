@@ -3,7 +3,6 @@ package plancmd
 import (
 	"context"
 	"fmt"
-	"os"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
@@ -28,32 +27,44 @@ import (
 // helmRelease is the HelmRelease to plan: the live one, or the file's
 // spec with the live status (none for a HelmRelease not applied yet).
 func helmRelease(ctx context.Context, c client.Client, o *options) (*v2.HelmRelease, error) {
-	var fromFile *v2.HelmRelease
-	if o.file != "" {
-		var err error
-		if fromFile, err = readHelmRelease(o.file); err != nil {
-			return nil, err
+	if o.file == "" {
+		key := types.NamespacedName{Namespace: o.namespace, Name: o.name}
+		live := &v2.HelmRelease{}
+		err := c.Get(ctx, key, live)
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("HelmRelease %s not found", key)
+		case err != nil:
+			return nil, fmt.Errorf("reading HelmRelease %s: %w", key, err)
 		}
-		if o.name == "" {
-			o.name = fromFile.Name
-		}
-		if fromFile.Namespace != "" && !nsFlagSet(o) {
-			o.namespace = fromFile.Namespace
-		}
-		fromFile.Name, fromFile.Namespace = o.name, o.namespace
+		return live, nil
 	}
-	key := types.NamespacedName{Namespace: o.namespace, Name: o.name}
+	fromFile, err := readHelmRelease(o.file, o.fileData)
+	if err != nil {
+		return nil, err
+	}
+	if o.name == "" {
+		o.name = fromFile.Name
+	}
+	if fromFile.Namespace != "" && !nsFlagSet(o) {
+		o.namespace = fromFile.Namespace
+	}
+	fromFile.Name, fromFile.Namespace = o.name, o.namespace
+	return overLive(ctx, c, fromFile)
+}
+
+// overLive is fromFile's spec with the status of its live copy, and the
+// generation applying it would give; fromFile as it is when it is not
+// applied yet.
+func overLive(ctx context.Context, c client.Client, fromFile *v2.HelmRelease) (*v2.HelmRelease, error) {
+	key := client.ObjectKeyFromObject(fromFile)
 	live := &v2.HelmRelease{}
 	err := c.Get(ctx, key, live)
 	switch {
-	case apierrors.IsNotFound(err) && fromFile == nil:
-		return nil, fmt.Errorf("HelmRelease %s not found", key)
 	case apierrors.IsNotFound(err):
 		return fromFile, nil
 	case err != nil:
 		return nil, fmt.Errorf("reading HelmRelease %s: %w", key, err)
-	case fromFile == nil:
-		return live, nil
 	}
 	fromFile.Status = live.Status
 	fromFile.Generation = nextGeneration(live, fromFile)
@@ -78,11 +89,9 @@ func nextGeneration(live, fromFile *v2.HelmRelease) int64 {
 // otherwise. parse leaves it empty unless given.
 func nsFlagSet(o *options) bool { return o.namespaceFlag }
 
-func readHelmRelease(path string) (*v2.HelmRelease, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading --file: %w", err)
-	}
+// readHelmRelease reads the one HelmRelease of a file (path names it in
+// errors).
+func readHelmRelease(path string, data []byte) (*v2.HelmRelease, error) {
 	obj := &v2.HelmRelease{}
 	if err := yaml.UnmarshalStrict(data, obj); err != nil {
 		return nil, fmt.Errorf("reading --file %s: %w", path, err)
@@ -125,17 +134,24 @@ func loadChart(ctx context.Context, c client.Client, obj *v2.HelmRelease, o *opt
 		return chrt, "--chart " + path, nil
 	}
 	change, err := templateChange(ctx, c, obj)
+	if err == nil && change == "" {
+		change, err = streamSourceChange(ctx, c, obj)
+	}
 	if err != nil {
 		return nil, "", err
 	}
 	if change != "" {
-		r, err := resolveTemplate(ctx, c, obj, digestPinned)
+		resolve := resolveTemplate
+		if obj.Spec.Chart == nil {
+			resolve = chartRefFromStream
+		}
+		r, err := resolve(ctx, c, obj, digestPinned)
 		if err != nil {
 			return nil, "", fmt.Errorf("%s: %w", change, err)
 		}
 		return r.chart, fmt.Sprintf("%s, fetched by the plan: %s", r.from, change), nil
 	}
-	return sourceChart(ctx, c, obj, o.sourceHost, digestPinned)
+	return sourceChart(ctx, clusterOf(c), obj, o.sourceHost, digestPinned)
 }
 
 // sourceChart downloads the chart of obj's source as the controller does

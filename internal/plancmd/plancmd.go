@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -52,13 +53,21 @@ type options struct {
 	// settings choose the controller whose settings the plan predicts
 	// with, and override them.
 	settings settingsFlags
+	// fileData is what --file holds, read before the plan.
+	fileData []byte
 }
 
 // Run runs `plan` with args (what follows "plan" on the command line) and
 // returns the exit code. terminal tells whether stdout is a terminal (the
-// text is coloured then, unless --color says otherwise).
+// text is coloured then, unless --color says otherwise). `--file -` reads
+// the process's standard input.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer, terminal bool) int {
-	code, err := runPlan(ctx, args, stdout, terminal)
+	return RunWithStdin(ctx, args, os.Stdin, stdout, stderr, terminal)
+}
+
+// RunWithStdin is Run with stdin as what `--file -` reads.
+func RunWithStdin(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, terminal bool) int {
+	code, err := runPlan(ctx, args, stdin, stdout, stderr, terminal)
 	if err != nil {
 		fmt.Fprintln(stderr, "plan: "+oneLine(err.Error()))
 		return ExitError
@@ -67,7 +76,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, terminal 
 }
 
 // runPlan is Run up to the error, which Run prints.
-func runPlan(ctx context.Context, args []string, stdout io.Writer, terminal bool) (int, error) {
+func runPlan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, terminal bool) (int, error) {
 	opts, err := parse(args)
 	var help *helpRequested
 	if errors.As(err, &help) {
@@ -76,6 +85,18 @@ func runPlan(ctx context.Context, args []string, stdout io.Writer, terminal bool
 	}
 	if err != nil {
 		return ExitError, err
+	}
+	if opts.file != "" {
+		if opts.fileData, err = readInput(opts.file, stdin); err != nil {
+			return ExitError, err
+		}
+		docs, err := splitDocuments(opts.fileData)
+		if err != nil {
+			return ExitError, err
+		}
+		if len(docs) > 1 {
+			return runStream(ctx, opts, docs, stdout, stderr, terminal)
+		}
 	}
 	pv, err := plan(ctx, opts)
 	if err != nil {
@@ -94,10 +115,10 @@ func parse(args []string) (*options, error) {
 	o := &options{}
 	fs := pflag.NewFlagSet("plan", pflag.ContinueOnError)
 	fs.StringVarP(&o.namespace, "namespace", "n", "", "the namespace of the HelmRelease (default: the file's, else the kubeconfig's)")
-	fs.StringVar(&o.file, "file", "", "a HelmRelease manifest to plan instead of the live spec (the live status is used when there is one)")
+	fs.StringVar(&o.file, "file", "", "a HelmRelease manifest to plan instead of the live spec (the live status is used when there is one); - reads stdin; several documents (kustomize build) plan every HelmRelease among them")
 	fs.StringVar(&o.chart, "chart", "", "a chart directory or archive to plan with instead of the source's artifact")
 	fs.StringArrayVarP(&o.values, "values", "f", nil, "a values file merged over the composed values (repeatable; later ones win)")
-	fs.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	fs.StringVarP(&o.output, "output", "o", "text", "output format: text, json or markdown (a summary for a pull request comment)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to the kubeconfig (default: KUBECONFIG, else ~/.kube/config)")
 	fs.StringVar(&o.kubecontext, "context", "", "the kubeconfig context to use")
 	fs.StringVar(&o.hookOrder, "default-wait-strategy", string(v2.BeforeHooks), "the hook order of actions that leave waitStrategy unset: beforeHooks or afterHooks (default: as the DefaultToAfterHooks gate says)")
@@ -115,8 +136,8 @@ func parse(args []string) (*options, error) {
 		return nil, usage(fmt.Errorf("one HelmRelease name expected, got %q", fs.Args()))
 	case fs.NArg() == 0 && o.file == "":
 		return nil, usage(errors.New("a HelmRelease name or --file is needed"))
-	case o.output != "text" && o.output != "json":
-		return nil, usage(fmt.Errorf("--output %q: text or json", o.output))
+	case o.output != "text" && o.output != "json" && o.output != "markdown":
+		return nil, usage(fmt.Errorf("--output %q: text, json or markdown", o.output))
 	case o.hookOrder != string(v2.BeforeHooks) && o.hookOrder != string(v2.AfterHooks):
 		return nil, usage(fmt.Errorf("--default-wait-strategy %q: beforeHooks or afterHooks", o.hookOrder))
 	}
@@ -132,7 +153,7 @@ func parse(args []string) (*options, error) {
 }
 
 // usageLine is how the command is called.
-const usageLine = "usage: helm-controller plan -n NAMESPACE NAME [--file hr.yaml] [--chart DIR|TGZ] [-f values.yaml] [-o json] [--kubeconfig FILE] [--controller-namespace NS] [--feature-gates GATE=BOOL,...]"
+const usageLine = "usage: helm-controller plan -n NAMESPACE NAME [--file hr.yaml|-] [--chart DIR|TGZ] [-f values.yaml] [-o text|json|markdown] [--kubeconfig FILE] [--controller-namespace NS] [--feature-gates GATE=BOOL,...]"
 
 // helpRequested is -h or --help: the flags are printed, nothing planned.
 type helpRequested struct{ flags string }
@@ -143,8 +164,18 @@ func usage(err error) error {
 	return fmt.Errorf("%w (%s)", err, usageLine)
 }
 
-// plan reads everything the preview needs and computes it.
-func plan(ctx context.Context, o *options) (*preview.Preview, error) {
+// session is what every release of a run is planned with: the cluster,
+// Helm's access to it, and the controller's settings.
+type session struct {
+	restCfg *rest.Config
+	cluster client.Client
+	factory *action.ConfigFactory
+	set     *settings
+}
+
+// openSession reads the kubeconfig and connects to the cluster. The
+// controller's settings are read later, by settingsOf.
+func openSession(o *options) (*session, error) {
 	restCfg, namespace, err := restConfig(o)
 	if err != nil {
 		return nil, err
@@ -156,15 +187,48 @@ func plan(ctx context.Context, o *options) (*preview.Preview, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the cluster: %w", err)
 	}
-	obj, err := helmRelease(ctx, c, o)
+	factory, err := action.NewConfigFactoryFromRESTConfig(restCfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the cluster: %w", err)
+	}
+	return &session{restCfg: restCfg, cluster: c, factory: factory}, nil
+}
+
+// settingsOf reads the controller's settings once per run.
+func (s *session) settingsOf(ctx context.Context, o *options) (*settings, error) {
+	if s.set != nil {
+		return s.set, nil
+	}
+	set, err := controllerSettings(ctx, s.cluster, o)
 	if err != nil {
 		return nil, err
 	}
+	s.set = set
+	return set, nil
+}
+
+// plan reads everything the preview of one HelmRelease needs and
+// computes it.
+func plan(ctx context.Context, o *options) (*preview.Preview, error) {
+	s, err := openSession(o)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := helmRelease(ctx, s.cluster, o)
+	if err != nil {
+		return nil, err
+	}
+	return planRelease(ctx, s, s.cluster, obj, o)
+}
+
+// planRelease previews obj, reading its values and sources through c:
+// the cluster, or the cluster overlaid with a stream's documents.
+func planRelease(ctx context.Context, s *session, c client.Client, obj *v2.HelmRelease, o *options) (*preview.Preview, error) {
 	values, secrets, err := composeValues(ctx, c, obj, o.values)
 	if err != nil {
 		return nil, err
 	}
-	set, err := controllerSettings(ctx, c, o)
+	set, err := s.settingsOf(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -172,11 +236,7 @@ func plan(ctx context.Context, o *options) (*preview.Preview, error) {
 	if err != nil {
 		return nil, err
 	}
-	factory, err := action.NewConfigFactoryFromRESTConfig(restCfg)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to the cluster: %w", err)
-	}
-	helm, err := releaseRunner(ctx, restCfg, c, factory, obj.DeepCopy(), set)
+	helm, err := releaseRunner(ctx, s.restCfg, c, s.factory, obj.DeepCopy(), set)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +244,7 @@ func plan(ctx context.Context, o *options) (*preview.Preview, error) {
 		DefaultToRetryOnFailure: set.enabled(features.DefaultToRetryOnFailure), Helm: helm, Lookup: objectLookup(c, obj)}
 	if reconcile.TargetChanged(obj, chrt.Metadata.Name) != "" {
 		// The controller first uninstalls the release the status records.
-		if in.Previous, err = releaseRunner(ctx, restCfg, c, factory, reconcile.PreviousTarget(obj), set); err != nil {
+		if in.Previous, err = releaseRunner(ctx, s.restCfg, c, s.factory, reconcile.PreviousTarget(obj), set); err != nil {
 			return nil, err
 		}
 	}
@@ -225,6 +285,12 @@ func write(w io.Writer, pv *preview.Preview, o *options, terminal bool) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(pv)
+	}
+	if o.output == "markdown" {
+		if err := preview.WriteMarkdown(w, o.namespace+"/"+o.name, pv); err != nil {
+			return err
+		}
+		return preview.WriteMarkdownSettings(w, pv.Settings)
 	}
 	color := o.color == "always" || (o.color == "auto" && terminal)
 	return preview.WriteText(w, pv, color)

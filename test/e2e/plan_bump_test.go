@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"slices"
@@ -9,11 +10,14 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/plancmd"
 	"github.com/afterhooks/helm-controller/test/chartserver"
 	"github.com/afterhooks/helm-controller/test/e2e/framework"
 )
@@ -83,6 +87,11 @@ func TestPlanOfAChartVersionBump(t *testing.T) {
 				source = "OCI " + strings.TrimPrefix(env.Charts.OCIRepositoryURL(), "oci://") + "/" + to.Name + ":" + to.Version
 			}
 			checkBumpPlan(t, plan, from, to, source)
+			if kind == "http" {
+				// The same bump as a kustomize build gives it, with a
+				// value through valuesFrom of a ConfigMap the build adds.
+				bump = planBumpWithValuesFromStream(t, hr, bump, from, to, source)
+			}
 
 			env.PatchSpec(t, hr, bump)
 			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2, Timeout: 3 * time.Minute})
@@ -95,6 +104,10 @@ func TestPlanOfAChartVersionBump(t *testing.T) {
 			}
 			if err := env.Get(ctx, &corev1.ConfigMap{}, ns, "app-cache"); err != nil {
 				t.Errorf("the plan said ConfigMap app-cache is created: %v", err)
+			}
+			config := &corev1.ConfigMap{}
+			if err := env.Get(ctx, config, ns, "app-config"); kind == "http" && (err != nil || config.Data["migration"] != "v3") {
+				t.Errorf("the value of the stream's ConfigMap: app-config holds %v (%v), want migration v3", config.Data, err)
 			}
 		})
 	}
@@ -132,4 +145,54 @@ func plannedHooks(plan bumpPlan) []string {
 		}
 	}
 	return out
+}
+
+// planBumpWithValuesFromStream plans hr bumped and given valuesFrom a
+// ConfigMap (migration: v3), in a stream of two documents that holds the
+// ConfigMap, on stdin, as `kustomize build | plan --file -` does: the
+// ConfigMap is not in the cluster, the plan reads the stream's. It checks
+// the plan, creates the ConfigMap, and returns the change to apply.
+func planBumpWithValuesFromStream(t *testing.T, hr *v2.HelmRelease, bump func(*v2.HelmRelease), from, to chartserver.ChartRef, source string) func(*v2.HelmRelease) {
+	t.Helper()
+	values := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: "app-values", Namespace: hr.Namespace},
+		Data:       map[string]string{"values.yaml": "migration: v3\n"}}
+	withValues := func(o *v2.HelmRelease) {
+		bump(o)
+		o.Spec.ValuesFrom = []meta.ValuesReference{{Kind: "ConfigMap", Name: values.Name}}
+	}
+	next := hr.DeepCopy()
+	withValues(next)
+	next.APIVersion, next.Kind = v2.GroupVersion.String(), helmv2.HelmReleaseKind
+	next.ManagedFields, next.ResourceVersion, next.Status = nil, "", v2.HelmReleaseStatus{}
+	var stream bytes.Buffer
+	for _, obj := range []any{values, next} {
+		data, err := yaml.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stream.WriteString("---\n")
+		stream.Write(data)
+	}
+	args := []string{"--file", "-", "-o", "json", "--kubeconfig", env.Cluster.Kubeconfig()}
+	var out, errOut bytes.Buffer
+	if code := plancmd.RunWithStdin(context.Background(), args, &stream, &out, &errOut, false); code != plancmd.ExitChanges {
+		t.Fatalf("plan of the stream: exit %d, %s\n%s", code, errOut.String(), out.String())
+	}
+	var plans []struct {
+		HelmRelease string `json:"helmRelease"`
+		Preview     struct {
+			bumpPlan
+			ValuesChanged []string `json:"valuesChanged"`
+		} `json:"preview"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &plans); err != nil || len(plans) != 1 {
+		t.Fatalf("plan of the stream, want one release: %v\n%s", err, out.String())
+	}
+	checkBumpPlan(t, plans[0].Preview.bumpPlan, from, to, source)
+	if got := plans[0].Preview.ValuesChanged; !slices.Equal(got, []string{"migration"}) {
+		t.Errorf("the plan of the stream changes values %q, want migration (the stream's ConfigMap)", got)
+	}
+	env.Create(t, values)
+	return withValues
 }
