@@ -2,8 +2,6 @@ package plancmd
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -30,15 +28,7 @@ func deadlockChart(t *testing.T, asHook bool) string {
 			"          volumeMounts:\n            - {name: creds, mountPath: /creds}\n      volumes:\n        - name: creds\n          secret: {secretName: web-creds}\n",
 		"templates/hook.yaml": hook,
 	}
-	for name, data := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, dir, files)
 	return dir
 }
 

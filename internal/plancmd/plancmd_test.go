@@ -89,6 +89,13 @@ func chartDir(t *testing.T, version string) string {
 		"templates/cm.yaml":   "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\ndata:\n  a: {{ .Values.a | quote }}\n",
 		"templates/hook.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: migrate\n  annotations:\n    helm.sh/hook: pre-install,pre-upgrade\n    helm.sh/hook-weight: \"-1\"\n",
 	}
+	writeFiles(t, dir, files)
+	return dir
+}
+
+// writeFiles writes files (relative path to content) under dir.
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
 	for name, data := range files {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -98,7 +105,6 @@ func chartDir(t *testing.T, version string) string {
 			t.Fatal(err)
 		}
 	}
-	return dir
 }
 
 func (c *cluster) createHR(t *testing.T, name string, mutate func(*v2.HelmRelease)) *v2.HelmRelease {
