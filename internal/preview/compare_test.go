@@ -62,6 +62,33 @@ func TestCompareManifests(t *testing.T) {
 	}
 }
 
+// A Job with ttlSecondsAfterFinished is marked, created or deleted, so
+// nobody takes its absence after the action for a plan gone wrong; a Job
+// without one, or a kind that only shares the field's name, is not.
+func TestCompareManifestsMarksJobsThatDeleteThemselves(t *testing.T) {
+	job := func(name, apiVersion, kind, spec string) string {
+		return "---\napiVersion: " + apiVersion + "\nkind: " + kind + "\nmetadata:\n  name: " + name + "\nspec:\n" + spec
+	}
+	from := job("old-ttl", "batch/v1", "Job", "  ttlSecondsAfterFinished: 0\n")
+	to := job("ttl", "batch/v1", "Job", "  ttlSecondsAfterFinished: 30\n") +
+		job("plain", "batch/v1", "Job", "  backoffLimit: 0\n") +
+		job("custom", "example.com/v1", "Job", "  ttlSecondsAfterFinished: 0\n")
+	got, err := compareManifests(from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked := map[string]bool{}
+	for _, o := range append(got.Create, got.Delete...) {
+		marked[o.Name] = o.SelfDeleting
+	}
+	want := map[string]bool{"old-ttl": true, "ttl": true, "plain": false, "custom": false}
+	for name, w := range want {
+		if marked[name] != w {
+			t.Errorf("%s: selfDeleting %v, want %v", name, marked[name], w)
+		}
+	}
+}
+
 func TestChangedKeys(t *testing.T) {
 	secrets := redact.FromData(map[string][]byte{"password": []byte("hunter2-secret")})
 	tests := []struct {

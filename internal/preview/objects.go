@@ -25,6 +25,10 @@ type Object struct {
 	// /data/a"), or one of the Live* notes; empty for an object not in the
 	// cluster. Never values.
 	Live []string `json:"live,omitempty"`
+	// SelfDeleting marks a Job with spec.ttlSecondsAfterFinished: once it
+	// finishes, Kubernetes deletes it, so a reader (or a check of the
+	// outcome) may find it gone although the action made it.
+	SelfDeleting bool `json:"selfDeleting,omitempty"`
 }
 
 func (o Object) String() string {
@@ -78,7 +82,18 @@ func identify(content map[string]any) Object {
 	meta, _ := content["metadata"].(map[string]any)
 	str := func(m map[string]any, k string) string { s, _ := m[k].(string); return s }
 	return Object{APIVersion: str(content, "apiVersion"), Kind: str(content, "kind"),
-		Namespace: str(meta, "namespace"), Name: str(meta, "name")}
+		Namespace: str(meta, "namespace"), Name: str(meta, "name"), SelfDeleting: deletesItself(content)}
+}
+
+// deletesItself tells whether content is a batch Job that the TTL
+// controller deletes once it finished.
+func deletesItself(content map[string]any) bool {
+	if content["kind"] != "Job" || !strings.HasPrefix(fmt.Sprint(content["apiVersion"]), "batch/") {
+		return false
+	}
+	spec, _ := content["spec"].(map[string]any)
+	_, ok := spec["ttlSecondsAfterFinished"]
+	return ok
 }
 
 // key is the identity of an object across API versions of its group, as

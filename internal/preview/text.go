@@ -136,7 +136,7 @@ func (p *printer) crds(c *action.CRDPlan) {
 
 func (p *printer) objects(o Objects) {
 	for _, obj := range o.Create {
-		p.line("  %s %s%s", p.paint(green, "+"), obj, live(obj))
+		p.line("  %s %s%s%s", p.paint(green, "+"), obj, selfDeleting(obj), live(obj))
 	}
 	for _, obj := range o.Update {
 		p.line("  %s %s (%s)%s", p.paint(yellow, "~"), obj, strings.Join(obj.Fields, ", "), live(obj))
@@ -160,6 +160,14 @@ func (p *printer) objects(o Objects) {
 	if n > 0 {
 		p.line("  %d objects unchanged", n)
 	}
+}
+
+// selfDeleting notes, on a created Job's line, that it will not stay.
+func selfDeleting(obj Object) string {
+	if !obj.SelfDeleting {
+		return ""
+	}
+	return " (deletes itself once finished: ttlSecondsAfterFinished)"
 }
 
 // live is what applying obj changes in the cluster, for its line.

@@ -302,7 +302,9 @@ func generatedSettled(hr *v2.HelmRelease) error {
 // generatedOutcomeFields are the fields that follow from a generated
 // step's outcome: a difference in whether it succeeded shows in each,
 // and an object recreated on one side only in "recreated" (a new uid).
-var generatedOutcomeFields = []string{meta.ReadyCondition, "Released", "TestSuccess", meta.StalledCondition,
+// Drift detection runs only on a release that deployed, so "Drifted"
+// follows the outcome too.
+var generatedOutcomeFields = []string{meta.ReadyCondition, "Released", "TestSuccess", meta.StalledCondition, "Drifted",
 	"Stalled message", "failures", "history", "storage", "hooks", "objects", "recreated", "events", "leftovers"}
 
 func init() {

@@ -20,6 +20,7 @@ import (
 	"github.com/afterhooks/helm-controller/internal/plancmd"
 	"github.com/afterhooks/helm-controller/test/chartserver"
 	"github.com/afterhooks/helm-controller/test/e2e/framework"
+	"github.com/afterhooks/helm-controller/test/realcharts"
 )
 
 // bumpPlan is the part of `plan -o json` this test reads.
@@ -40,8 +41,9 @@ type bumpPlan struct {
 // a ConfigMap and runs a new migration hook Job. Before the change is
 // applied, the live HelmChart still serves 1.0.0: the plan fetches 1.1.0
 // itself, names it, and shows the new object and the Job. Then the change
-// is applied and the controller does what was planned: the upgrade to
-// 1.1.0, the object created, the hook run.
+// is applied and the controller does what was planned, compared as the
+// harness compares every planned step: the upgrade to 1.1.0, the object
+// created, the hook run.
 func TestPlanOfAChartVersionBump(t *testing.T) {
 	for _, kind := range []string{"http", "oci", "ocirepository"} {
 		t.Run(kind, func(t *testing.T) {
@@ -89,21 +91,23 @@ func TestPlanOfAChartVersionBump(t *testing.T) {
 			checkBumpPlan(t, plan, from, to, source)
 			if kind == "http" {
 				// The same bump as a kustomize build gives it, with a
-				// value through valuesFrom of a ConfigMap the build adds.
-				bump = planBumpWithValuesFromStream(t, hr, bump, from, to, source)
+				// value through valuesFrom of a ConfigMap the build adds:
+				// the change applied, so its plan is the one checked.
+				bump, plan = planBumpWithValuesFromStream(t, hr, bump, from, to, source)
 			}
 
+			// What the controller does is compared with the plan as the
+			// harness compares every planned step (parity.ComparePlan):
+			// the action, the objects created, deleted and recreated, and
+			// the hooks in order.
+			side := &realSide{paritySide: &paritySide{name: "bump " + kind, ns: ns, hr: hr},
+				chart: realcharts.Chart{Name: "plan-bump-" + kind}, mode: realModeDefault}
+			before := side.observe(t)
 			env.PatchSpec(t, hr, bump)
 			env.WaitRelease(t, hr, framework.ReleaseWant{Reason: helmv2.UpgradeSucceededReason, Version: 2, Timeout: 3 * time.Minute})
+			side.checkPlan(t, "chart bump", &pendingPlan{preview: plan.plannedStep, ns: ns}, before, side.observe(t))
 			if got := hr.Status.History.Latest().ChartVersion; got != strings.TrimPrefix(plan.Chart.To, to.Name+"@") {
 				t.Errorf("the controller upgraded to chart %s, the plan said %s", got, plan.Chart.To)
-			}
-			stored := env.Storage(t, ns, "app")
-			if got := hooksRun(&stored[len(stored)-1].Release, "upgrade"); !slices.Equal(got, plannedHooks(plan)) {
-				t.Errorf("the upgrade ran hooks %q, the plan said %q", got, plannedHooks(plan))
-			}
-			if err := env.Get(ctx, &corev1.ConfigMap{}, ns, "app-cache"); err != nil {
-				t.Errorf("the plan said ConfigMap app-cache is created: %v", err)
 			}
 			config := &corev1.ConfigMap{}
 			if err := env.Get(ctx, config, ns, "app-config"); kind == "http" && (err != nil || config.Data["migration"] != "v3") {
@@ -151,8 +155,9 @@ func plannedHooks(plan bumpPlan) []string {
 // ConfigMap (migration: v3), in a stream of two documents that holds the
 // ConfigMap, on stdin, as `kustomize build | plan --file -` does: the
 // ConfigMap is not in the cluster, the plan reads the stream's. It checks
-// the plan, creates the ConfigMap, and returns the change to apply.
-func planBumpWithValuesFromStream(t *testing.T, hr *v2.HelmRelease, bump func(*v2.HelmRelease), from, to chartserver.ChartRef, source string) func(*v2.HelmRelease) {
+// the plan, creates the ConfigMap, and returns the change to apply and
+// its plan.
+func planBumpWithValuesFromStream(t *testing.T, hr *v2.HelmRelease, bump func(*v2.HelmRelease), from, to chartserver.ChartRef, source string) (func(*v2.HelmRelease), bumpPlan) {
 	t.Helper()
 	values := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: "app-values", Namespace: hr.Namespace},
@@ -194,5 +199,5 @@ func planBumpWithValuesFromStream(t *testing.T, hr *v2.HelmRelease, bump func(*v
 		t.Errorf("the plan of the stream changes values %q, want migration (the stream's ConfigMap)", got)
 	}
 	env.Create(t, values)
-	return withValues
+	return withValues, plans[0].Preview.bumpPlan
 }

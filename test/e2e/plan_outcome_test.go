@@ -67,9 +67,11 @@ type plannedStep struct {
 	Actions []struct {
 		Verb    string `json:"verb"`
 		Objects struct {
-			Create []plannedObject `json:"create"`
-			Delete []plannedObject `json:"delete"`
-			Keep   []plannedObject `json:"keep"`
+			Create    []plannedObject `json:"create"`
+			Update    []plannedObject `json:"update"`
+			Unchanged []plannedObject `json:"unchanged"`
+			Delete    []plannedObject `json:"delete"`
+			Keep      []plannedObject `json:"keep"`
 		} `json:"objects"`
 		Hooks []struct {
 			Phase string `json:"phase"`
@@ -88,6 +90,8 @@ type plannedObject struct {
 	Kind       string `json:"kind"`
 	Namespace  string `json:"namespace"`
 	Name       string `json:"name"`
+	// SelfDeleting: a Job its TTL deletes once finished.
+	SelfDeleting bool `json:"selfDeleting"`
 }
 
 // takePlan plans the HelmRelease step is about to apply, or returns nil
@@ -199,6 +203,9 @@ func (s *realSide) prediction(t *testing.T, p *pendingPlan) parity.Prediction {
 		return out
 	}
 	pr.Create, pr.Delete, pr.Keep = names(a.Objects.Create), names(a.Objects.Delete), names(a.Objects.Keep)
+	for _, list := range [][]plannedObject{a.Objects.Create, a.Objects.Update, a.Objects.Unchanged, a.Objects.Delete, a.Objects.Keep} {
+		pr.SelfDeleting = append(pr.SelfDeleting, names(slices.DeleteFunc(slices.Clone(list), func(o plannedObject) bool { return !o.SelfDeleting }))...)
+	}
 	for _, r := range a.Recreates {
 		name := s.normalise(verdictObjectName(r.Object))
 		if r.Recreate {

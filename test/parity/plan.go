@@ -25,6 +25,11 @@ type Prediction struct {
 	Refused []string
 	// Hooks are the hooks the action runs, "phase Kind/name", in order.
 	Hooks []string
+	// SelfDeleting are the objects of either manifest that delete
+	// themselves once finished (Jobs with ttlSecondsAfterFinished): one
+	// may be gone before the step is observed, so neither its creation
+	// nor its deletion can be seen.
+	SelfDeleting []string
 }
 
 // Summary is the prediction in one line, for a log.
@@ -63,8 +68,9 @@ func ComparePlan(p Prediction, before, after Observation) []string {
 			p.Verb, strings.Join(after.Storage, "; ")))
 	}
 	created, removed := setDifference(after.Objects, before.Objects), setDifference(before.Objects, after.Objects)
-	diffs = appendSetDiff(diffs, "created", p.Create, created)
-	diffs = appendSetDiff(diffs, "deleted or kept", union(p.Delete, p.Keep), removed)
+	unseen := p.SelfDeleting
+	diffs = appendSetDiff(diffs, "created", setDifference(p.Create, unseen), setDifference(created, unseen))
+	diffs = appendSetDiff(diffs, "deleted or kept", setDifference(union(p.Delete, p.Keep), unseen), setDifference(removed, unseen))
 	diffs = appendSetDiff(diffs, "recreated", p.Recreate, objectsOnly(after.Recreated))
 	if planned := lastRuns(p.Hooks); !slices.Equal(planned, after.HooksRun) {
 		diffs = append(diffs, fmt.Sprintf("hooks in order: the plan said [%s], the controller ran [%s]",

@@ -100,6 +100,34 @@ func TestComparePlan(t *testing.T) {
 				o.HooksRun = []string{"pre-upgrade Job/pre", "post-upgrade Role/rbac", "post-upgrade Job/post"}
 			}),
 		},
+		{
+			// The generated timed Job with ttlSecondsAfterFinished: 0 was
+			// gone before the install was observed, and r0 before the
+			// upgrade that replaced it with r1, also gone by then.
+			name: "Jobs that deleted themselves before the observation",
+			plan: changedPlan(planOfUpgrade, func(p *Prediction) {
+				p.Create = append(p.Create, "Job <ns>/timed-r1")
+				p.Delete = append(p.Delete, "Job <ns>/timed-r0")
+				p.SelfDeleting = []string{"Job <ns>/timed-r0", "Job <ns>/timed-r1"}
+			}),
+			before: planBefore, after: planAfter,
+		},
+		{
+			// The same without the mark: the comparison is not blind to
+			// an ordinary Job the action did not make.
+			name: "a planned Job that was never made",
+			plan: changedPlan(planOfUpgrade, func(p *Prediction) { p.Create = append(p.Create, "Job <ns>/timed-r1") }),
+			before: planBefore, after: planAfter,
+			want: []string{"created: only in the plan [Job <ns>/timed-r1], only done []"},
+		},
+		{
+			// A self-deleting Job still there before the step, gone after
+			// although the manifest keeps it: its TTL, not the action.
+			name: "a Job of both manifests that its TTL deleted during the step",
+			plan: changedPlan(planOfUpgrade, func(p *Prediction) { p.SelfDeleting = []string{"Job <ns>/seed"} }),
+			before: changedObservation(planBefore, func(o *Observation) { o.Objects = append(o.Objects, "Job <ns>/seed") }),
+			after:  planAfter,
+		},
 		{name: "nothing planned, nothing done", before: planBefore, after: noOp},
 		{
 			name: "nothing planned, a revision made", before: planBefore, after: planAfter,
