@@ -150,6 +150,31 @@ func TestOnlyOwnRevisionsAreRecorded(t *testing.T) {
 			ready:        metav1.ConditionTrue, readyReason: helmv2.UpgradeSucceededReason,
 		},
 		{
+			// Upstream reads the install failure as retries used up and
+			// installs nothing (docs/differences.md, "An install failure
+			// mended by an upgrade"); the retries that count here are
+			// those of the last action, the upgrade that succeeded.
+			name: "helm uninstall by hand after a failed install that an upgrade mended",
+			setup: func(t *testing.T, h *harness) {
+				h.helm.fail["install"] = errors.New("readiness wait failed")
+				if err := h.run(t); err == nil {
+					t.Fatal("the failed install was not reported")
+				}
+				delete(h.helm.fail, "install")
+				last := h.helm.last()
+				h.helm.upgradeByHand(last.Chart, last.Config) // v2
+				h.mustRun(t)                                  // v3, taken over
+				if h.obj.Status.InstallFailures != 1 || h.obj.Status.LastAttemptedReleaseAction != helmv2.ReleaseActionUpgrade {
+					t.Fatalf("install failures %d, last action %s: not the state of the scenario",
+						h.obj.Status.InstallFailures, h.obj.Status.LastAttemptedReleaseAction)
+				}
+				h.helm.releases = nil // helm uninstall
+			},
+			want: StepInstall, calls: []string{"install"}, history: []int{1},
+			latestAction: helmv2.ReleaseActionInstall,
+			ready:        metav1.ConditionTrue, readyReason: helmv2.InstallSucceededReason,
+		},
+		{
 			name: "an install of the controller, which died before recording it",
 			setup: func(t *testing.T, h *harness) {
 				runAndLoseTheStatus(t, h) // v1

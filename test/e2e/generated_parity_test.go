@@ -338,6 +338,44 @@ func init() {
 		"stays in status.history here where upstream may clear the history (docs/differences.md, \"A revision " +
 		"cut short by a restart stays in the history\", and \"Generated scenarios side by side\")"
 	listGeneratedFields(generatedKillKey, []string{"history", "storage", "events", "failures"}, kill)
+	// A release uninstalled by hand after a failed install that a later
+	// upgrade mended: upstream reads the install's old failure count as
+	// retries used up and installs nothing until the spec changes, while
+	// its Ready stays True for the release that is gone; here the retries
+	// that count are those of the last action (an upgrade), so the
+	// release is installed again at once.
+	stale := "a release uninstalled by hand after a failed install that a later upgrade mended: upstream counts " +
+		"the old install failure as retries used up, stalls, and keeps Ready True with nothing installed; here " +
+		"it is installed again (docs/differences.md, \"An install failure mended by an upgrade\")"
+	for _, field := range append([]string{"lastAttemptedReleaseAction"}, generatedOutcomeFields...) {
+		key := parity.Key{Scenario: generatedExpectPrefix + generatedStaleInstallKey, Mode: string(realModeDefault),
+			Field: field, Step: string(chartgen.StepHelmUninstall)}
+		realChartsExpected[key] = stale
+	}
+	// Upstream installs at the next change of the spec, which ours
+	// upgrades: every object made again on one side only.
+	listGeneratedFields(generatedStaleInstallKey, []string{"recreated"}, stale)
+}
+
+// generatedStaleInstallKey lists the differences of a scenario whose
+// release is uninstalled by hand while upstream's install failure count
+// is above zero and its last action was an upgrade.
+const generatedStaleInstallKey = "byhand/uninstall-after-mended-install"
+
+// staleInstallFailureNames is the key of run's scenario (upstream's run)
+// when a helm uninstall by hand came after a failed install and then an
+// upgrade: the state before the step, the same on both sides, not what
+// came of it.
+func staleInstallFailureNames(run parity.Run) []string {
+	for i, step := range run.Steps {
+		if i == 0 || step.Name != string(chartgen.StepHelmUninstall) {
+			continue
+		}
+		if before := run.Steps[i-1].Observation; before.InstallFailures > 0 && before.LastAction == "upgrade" {
+			return []string{generatedExpectPrefix + generatedStaleInstallKey}
+		}
+	}
+	return nil
 }
 
 // generatedKillKey lists the differences of a scenario that kills the
