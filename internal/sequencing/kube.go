@@ -492,6 +492,12 @@ func (c *Client) GetWaiterWithOptions(ws kube.WaitStrategy, opts ...kube.WaitOpt
 	if err != nil {
 		return nil, err
 	}
+	if ws == kube.HookOnlyStrategy {
+		// spec.uninstall.disableWait: the batches were deleted in order
+		// (the order is what the user opted in to), but nothing left
+		// behind fails the action afterwards, as nothing does upstream.
+		return w, nil
+	}
 	return deletionWaiter{Waiter: w, c: c}, nil
 }
 

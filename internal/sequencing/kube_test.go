@@ -209,11 +209,16 @@ func (f *fakeKube) GetWaiter(ws kube.WaitStrategy) (kube.Waiter, error) {
 	return f.GetWaiterWithOptions(ws)
 }
 
-func (f *fakeKube) GetWaiterWithOptions(kube.WaitStrategy, ...kube.WaitOption) (kube.Waiter, error) {
-	return fakeWaiter{f}, nil
+func (f *fakeKube) GetWaiterWithOptions(ws kube.WaitStrategy, _ ...kube.WaitOption) (kube.Waiter, error) {
+	return fakeWaiter{f: f, hookOnly: ws == kube.HookOnlyStrategy}, nil
 }
 
-type fakeWaiter struct{ f *fakeKube }
+// fakeWaiter waits on the fake's objects; as Helm's hookOnly waiter, it
+// does not wait for deletions under HookOnlyStrategy.
+type fakeWaiter struct {
+	f        *fakeKube
+	hookOnly bool
+}
 
 func (w fakeWaiter) Wait(list kube.ResourceList, timeout time.Duration) error {
 	w.f.record("wait", list)
@@ -238,6 +243,9 @@ func (w fakeWaiter) WaitWithJobs(list kube.ResourceList, timeout time.Duration) 
 
 // WaitForDelete waits until no object of list exists, or the timeout.
 func (w fakeWaiter) WaitForDelete(list kube.ResourceList, timeout time.Duration) error {
+	if w.hookOnly {
+		return nil
+	}
 	w.f.record("gone", list)
 	end := time.Now().Add(timeout)
 	for {
@@ -594,13 +602,20 @@ var threeGroups = object("shop/templates/a.yaml", "ConfigMap", "a", AnnotationRe
 // objects, then its wait for their deletion with the action's timeout.
 func uninstall(t *testing.T, f *fakeKube, c *Client, manifest string, timeout time.Duration) (deleteErrs []error, waitErr error) {
 	t.Helper()
+	return uninstallWaiting(t, f, c, manifest, timeout, kube.StatusWatcherStrategy)
+}
+
+// uninstallWaiting is uninstall with the wait strategy Helm's uninstall
+// asks its waiter for: hookOnly under spec.uninstall.disableWait.
+func uninstallWaiting(t *testing.T, f *fakeKube, c *Client, manifest string, timeout time.Duration, ws kube.WaitStrategy) (deleteErrs []error, waitErr error) {
+	t.Helper()
 	if err := c.Learn(manifest); err != nil {
 		t.Fatal(err)
 	}
 	list := build(t, c, manifest)
 	f.setExists(list)
 	res, errs := c.Delete(list, metav1.DeletePropagationBackground)
-	waiter, err := c.GetWaiterWithOptions(kube.StatusWatcherStrategy)
+	waiter, err := c.GetWaiterWithOptions(ws)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -644,6 +659,27 @@ func TestUninstallGoesOnPastAStuckBatch(t *testing.T) {
 		return strings.HasPrefix(s, "b stuck") && strings.Contains(s, "ConfigMap/ns/b: held by finalizer(s) example.com/block")
 	}) {
 		t.Errorf("progress %q, want batch b reported stuck with what holds it", seen)
+	}
+}
+
+// Under spec.uninstall.disableWait Helm asks for the hookOnly waiter: the
+// batches are still deleted in order, but an object a finalizer holds does
+// not fail the uninstall afterwards, as it does not upstream.
+func TestUninstallWithoutWaitDoesNotFailOnAHeldObject(t *testing.T) {
+	f := &fakeKube{held: map[string]bool{"b": true}}
+	timeout := time.Second
+	c := newClient(f, Options{Deadline: time.Now().Add(timeout), Get: f.GetObject})
+	deleteErrs, waitErr := uninstallWaiting(t, f, c, threeGroups, timeout, kube.HookOnlyStrategy)
+	if len(deleteErrs) > 0 {
+		t.Errorf("Delete errors %v", deleteErrs)
+	}
+	if waitErr != nil {
+		t.Errorf("wait for deletion under disableWait = %v, want nil: Helm asked not to wait", waitErr)
+	}
+	for _, call := range []string{"delete c", "delete b", "delete a"} {
+		if !f.called(call) {
+			t.Errorf("calls %q, want %q among them", f.Calls(), call)
+		}
 	}
 }
 

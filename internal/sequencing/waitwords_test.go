@@ -24,7 +24,7 @@ type wordingKube struct {
 }
 
 func (k *wordingKube) GetWaiterWithOptions(kube.WaitStrategy, ...kube.WaitOption) (kube.Waiter, error) {
-	return wordingWaiter{fakeWaiter: fakeWaiter{k.fakeKube}, k: k}, nil
+	return wordingWaiter{fakeWaiter: fakeWaiter{f: k.fakeKube}, k: k}, nil
 }
 
 type wordingWaiter struct {
