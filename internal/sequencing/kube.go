@@ -484,9 +484,11 @@ func (c *Client) remember(list kube.ResourceList, set map[ObjectID]bool) {
 	}
 }
 
-// GetWaiterWithOptions returns the inner client's waiter, whose wait for
-// deletion ends by the action's deadline for the objects an ordered
-// deletion deleted, and names what holds each one left.
+// GetWaiterWithOptions returns the inner client's waiter, for Helm's (or
+// afterHooks') final wait: objects with both readiness annotations are
+// judged by their expressions there too, as HIP-0025 says they replace
+// kstatus; its wait for deletion ends by the action's deadline for the
+// objects an ordered deletion deleted, and names what holds each one left.
 func (c *Client) GetWaiterWithOptions(ws kube.WaitStrategy, opts ...kube.WaitOption) (kube.Waiter, error) {
 	w, err := c.innerWaiter(ws, opts...)
 	if err != nil {
@@ -498,7 +500,7 @@ func (c *Client) GetWaiterWithOptions(ws kube.WaitStrategy, opts ...kube.WaitOpt
 		// behind fails the action afterwards, as nothing does upstream.
 		return w, nil
 	}
-	return deletionWaiter{Waiter: w, c: c}, nil
+	return deletionWaiter{Waiter: judgingWaiter{Waiter: w, c: c}, c: c}, nil
 }
 
 func (c *Client) innerWaiter(ws kube.WaitStrategy, opts ...kube.WaitOption) (kube.Waiter, error) {

@@ -464,6 +464,45 @@ func TestCustomReadinessDecides(t *testing.T) {
 		}
 		wantCalls(t, f, "create db", "wait db", "create migrate", "create app")
 	})
+	// Helm's (or afterHooks') final wait goes through the same client:
+	// there too the expressions decide for a resource that has them, and
+	// the waiter asked for judges the rest; a Job is held to both.
+	t.Run("the final wait judges by the expressions too", func(t *testing.T) {
+		judgedResource := object("shop/templates/db.yaml", "Database", "db", AnnotationResourceGroup, "db",
+			AnnotationReadinessSuccess, `["{.phase} == Running"]`, AnnotationReadinessFailure, `["{.phase} == Failed"]`) +
+			object("shop/templates/app.yaml", "ConfigMap", "app", AnnotationResourceGroup, "app", AnnotationDependsOnGroups, `["db"]`)
+		f := &fakeKube{notReady: "db"} // kstatus would never pass it
+		c := newClient(f, Options{PollInterval: time.Millisecond, Get: statusAfter(3, map[string]any{"phase": "Running"})})
+		list := build(t, c, judgedResource)
+		if _, err := c.Create(list); err != nil {
+			t.Fatal(err)
+		}
+		waiter, err := c.GetWaiterWithOptions(kube.StatusWatcherStrategy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := waiter.Wait(list, time.Second); err != nil {
+			t.Fatalf("final wait = %v, want the Database judged by its success expression", err)
+		}
+		if !f.called("wait app") || f.called("wait app db") {
+			t.Errorf("calls %q, want only app waited for by the waiter", f.Calls())
+		}
+		f.notReady = "app"
+		if err := waiter.WaitWithJobs(list, time.Second); err == nil || !strings.Contains(err.Error(), "app") {
+			t.Errorf("final wait with jobs = %v, want the waiter's failure of app", err)
+		}
+
+		// A Job whose success expression is true must still complete.
+		f = &fakeKube{notReady: "migrate"}
+		c = newClient(f, Options{PollInterval: time.Millisecond, Get: statusAfter(0, map[string]any{"succeeded": int64(1)})})
+		list = build(t, c, judgedBoth)
+		if waiter, err = c.GetWaiterWithOptions(kube.StatusWatcherStrategy); err != nil {
+			t.Fatal(err)
+		}
+		if err := waiter.WaitWithJobs(list, time.Second); err == nil || !strings.Contains(err.Error(), "migrate") {
+			t.Errorf("final wait = %v, want the Job held to the waiter too", err)
+		}
+	})
 	t.Run("a failure condition fails the batch and names it", func(t *testing.T) {
 		f := &fakeKube{}
 		c := newClient(f, Options{PollInterval: time.Millisecond, Get: statusAfter(1, map[string]any{"failed": int64(1), "succeeded": int64(1)})})

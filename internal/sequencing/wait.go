@@ -203,6 +203,51 @@ func (c *Client) waitStandard(ctx context.Context, list kube.ResourceList, timeo
 	return context.Cause(ctx)
 }
 
+// judgingWaiter is a waiter of the kind Helm asked for whose readiness
+// waits leave the objects with both readiness annotations to their
+// expressions (waitCustom), as a batch's wait does.
+type judgingWaiter struct {
+	kube.Waiter
+	c *Client
+}
+
+func (w judgingWaiter) Wait(list kube.ResourceList, timeout time.Duration) error {
+	return w.c.waitJudged(list, timeout, w.Waiter.Wait)
+}
+
+func (w judgingWaiter) WaitWithJobs(list kube.ResourceList, timeout time.Duration) error {
+	return w.c.waitJudged(list, timeout, w.Waiter.WaitWithJobs)
+}
+
+// waitJudged waits for list within timeout: the objects with custom
+// readiness by their expressions, the others with wait. A Job with
+// expressions is held to both in this final wait: its failure expression
+// fails it early, but Ready=True promises every Job of the revision
+// completed, which an expression such as {.active} >= 1 does not say.
+func (c *Client) waitJudged(list kube.ResourceList, timeout time.Duration, wait func(kube.ResourceList, time.Duration) error) error {
+	standard, custom, err := c.splitByReadiness(list)
+	if err != nil {
+		return err
+	}
+	if len(custom) == 0 {
+		return wait(list, timeout)
+	}
+	for _, o := range custom {
+		if idOf(o.info).Kind == "Job" {
+			standard = append(standard, o.info)
+		}
+	}
+	timedOut := fmt.Errorf("timed out: the wait's timeout of %s ran out", timeout)
+	ctx, cancel := context.WithTimeoutCause(c.opts.Context, timeout, timedOut)
+	defer cancel()
+	var g errgroup.Group
+	if len(standard) > 0 {
+		g.Go(func() error { return wait(standard, timeout) })
+	}
+	g.Go(func() error { return c.waitCustom(ctx, custom, timedOut, func(string) {}) })
+	return g.Wait()
+}
+
 // waiterGrace is how long a batch whose time is up still listens for its
 // waiter's error, which names what is not ready.
 const waiterGrace = 2 * time.Second
