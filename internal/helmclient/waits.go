@@ -83,11 +83,11 @@ const (
 // it is in the release's description, and the controller in its
 // conditions and events.
 func (w *narrowWaiter) Wait(resources helmkube.ResourceList, timeout time.Duration) error {
-	return kubewait.FromHelm(w.narrowed(resources, timeout, readiness, helmkube.Waiter.Wait))
+	return kubewait.FromHelmFor(w.narrowed(resources, timeout, readiness, helmkube.Waiter.Wait), kubewait.Named(resources))
 }
 
 func (w *narrowWaiter) WaitWithJobs(resources helmkube.ResourceList, timeout time.Duration) error {
-	return kubewait.FromHelm(w.narrowed(resources, timeout, readiness, helmkube.Waiter.WaitWithJobs))
+	return kubewait.FromHelmFor(w.narrowed(resources, timeout, readiness, helmkube.Waiter.WaitWithJobs), kubewait.Named(resources))
 }
 
 func (w *narrowWaiter) WaitForDelete(resources helmkube.ResourceList, timeout time.Duration) error {

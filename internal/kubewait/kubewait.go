@@ -16,3 +16,16 @@ func Waiter(kc kube.Interface, strategy kube.WaitStrategy, opts ...kube.WaitOpti
 	}
 	return kc.GetWaiter(strategy)
 }
+
+// Named is list's objects as a WaitError names them, without a status.
+func Named(list kube.ResourceList) []NotReady {
+	out := make([]NotReady, 0, len(list))
+	for _, info := range list {
+		kind := info.Object.GetObjectKind().GroupVersionKind().Kind
+		if kind == "" && info.Mapping != nil {
+			kind = info.Mapping.GroupVersionKind.Kind
+		}
+		out = append(out, NotReady{Kind: kind, Namespace: info.Namespace, Name: info.Name})
+	}
+	return out
+}

@@ -47,6 +47,10 @@ type NotReady struct {
 	Status string
 	// Message explains the status; it may span lines.
 	Message string
+	// Undetermined: the wait ended before it could read the object at
+	// all, so it has no status (upstream words it "can't determine
+	// status for Kind/namespace/name").
+	Undetermined bool
 }
 
 // ID names the object as upstream does: Kind/namespace/name, or Kind/name
@@ -83,6 +87,10 @@ func (e *WaitError) Error() string {
 	for i, o := range e.Objects {
 		if i > 0 {
 			b.WriteString(", ")
+		}
+		if o.Undetermined {
+			b.WriteString("can't determine status for " + o.ID())
+			continue
 		}
 		b.WriteString(o.ID() + " status: '" + o.Status + "'")
 	}
@@ -164,6 +172,33 @@ func FromHelm(err error) error {
 		return err
 	}
 	return out
+}
+
+// FromHelmFor is FromHelm for a wait over objects, which also words a
+// wait whose time ran out before it could read any of them (Helm's
+// status waiter then returns its watch's own error, "reporter failed to
+// start: ... context deadline exceeded", naming nothing): as upstream,
+// every object is named with its status undetermined, in the wait's order
+// (upstream's order changes from run to run); the watch's error follows as
+// a note.
+func FromHelmFor(err error, objects []NotReady) error {
+	err = FromHelm(err)
+	var we *WaitError
+	if err == nil || errors.As(err, &we) || len(objects) == 0 || !deadlineIn(err) {
+		return err
+	}
+	named := make([]NotReady, len(objects))
+	for i, o := range objects {
+		named[i] = NotReady{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, Undetermined: true}
+	}
+	return &WaitError{Ending: TimedOut, Objects: named, Notes: []string{err.Error()}, Err: err}
+}
+
+// deadlineIn tells whether err is the end of the wait's time. kstatus's
+// watch formats the context's error into its own (%v), so its text is
+// all that is left of it.
+func deadlineIn(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || strings.HasSuffix(err.Error(), context.DeadlineExceeded.Error())
 }
 
 // NotReadyIn returns every object err names as not ready, through

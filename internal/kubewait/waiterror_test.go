@@ -142,3 +142,35 @@ func TestNotReadyInReadsThroughWrapping(t *testing.T) {
 		t.Errorf("an unrelated error names %+v", got)
 	}
 }
+
+// A wait whose time ran out before its watch could read anything (a
+// timeout of 1 ms) returns the watch's error and names no object; upstream
+// names every object with its status undetermined (in an order that
+// changes from run to run; here the wait's), as
+// TestATimeoutTooShortToWatchIsWordedAsUpstream (test/e2e) checks. Other errors are left to FromHelm.
+func TestFromHelmForAWaitThatNeverSawAnObject(t *testing.T) {
+	objects := []NotReady{{Kind: "Service", Namespace: "apps", Name: "web"}, {Kind: "Deployment", Namespace: "apps", Name: "web"}}
+	// As kstatus's watch words it: the context's error formatted with %v.
+	watchErr := fmt.Errorf("reporter failed to start: %v", fmt.Errorf("event funnel closed: %v", context.DeadlineExceeded))
+	got := FromHelmFor(watchErr, objects)
+	want := "timeout waiting for: [can't determine status for Service/apps/web, can't determine status for Deployment/apps/web] " +
+		"(reporter failed to start: event funnel closed: context deadline exceeded)"
+	if got.Error() != want {
+		t.Errorf("got  %q\nwant %q", got.Error(), want)
+	}
+	if we := (*WaitError)(nil); !errors.As(got, &we) || !errors.Is(we.Err, watchErr) {
+		t.Errorf("%#v: want a WaitError that keeps the watch's error", got)
+	}
+	named := FromHelmFor(helmSays(context.DeadlineExceeded, [5]string{"Service", "apps", "web", "InProgress", ""}), objects)
+	if want := "timeout waiting for: [Service/apps/web status: 'InProgress']"; named.Error() != want {
+		t.Errorf("a wait that named its objects: got %q, want %q", named.Error(), want)
+	}
+	for _, err := range []error{nil, errors.New("watch failed"), fmt.Errorf("list: %w", context.Canceled)} {
+		if got := FromHelmFor(err, objects); got != err {
+			t.Errorf("FromHelmFor(%v) = %v, want it unchanged", err, got)
+		}
+	}
+	if got := FromHelmFor(watchErr, nil); got != watchErr {
+		t.Errorf("with no objects: %v, want the error unchanged", got)
+	}
+}

@@ -1274,7 +1274,7 @@ func releaseFinalizer(hr *v2.HelmRelease) {
 	_ = env.Client.Patch(ctx, hr.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
 }
 
-// timedOutAtOnce is what a wait of 1 ms says: Helm's status waiter names
-// what is not ready when it got to read it ("timeout waiting for: [...]"),
-// or fails before its first read with the context's error.
-const timedOutAtOnce = "timeout waiting for: [ || context deadline exceeded"
+// timedOutAtOnce is what a wait of 1 ms says: its watch cannot start in
+// that time, and every object is named as upstream names it then
+// (kubewait.FromHelmFor).
+const timedOutAtOnce = "timeout waiting for: [can't determine status for "
