@@ -28,8 +28,8 @@ func MustRegisterMetrics(reg prometheus.Registerer) {
 	reg.MustRegister(phaseDuration)
 }
 
-func observePhase(verb plan.Verb, strategy v2.HookWaitStrategy, phase string, started time.Time) {
-	phaseDuration.WithLabelValues(string(verb), string(strategy), phase).Observe(time.Since(started).Seconds())
+func observePhase(verb plan.Verb, hookOrder v2.HookWaitStrategy, phase string, started time.Time) {
+	phaseDuration.WithLabelValues(string(verb), string(hookOrder), phase).Observe(time.Since(started).Seconds())
 }
 
 // reportProgress marks the Reconciling condition with msg through p, when
