@@ -25,8 +25,8 @@ const waitCauseChart = "wait-cause"
 // after upstream's words and on the same line, in the Ready condition and
 // in the failure event: the deadlock of a pod waiting for a Secret that
 // only a post hook may create, an image that cannot be pulled, a crash
-// loop, a pod no node takes, a Job whose pod failed, and under afterHooks
-// a missing Secret.
+// loop, a pod no node takes, a Job whose pod failed, the deadlock under
+// spec.waitStrategy.name ordered, and under afterHooks a missing Secret.
 func TestWaitCause(t *testing.T) {
 	t.Parallel()
 
@@ -36,6 +36,8 @@ func TestWaitCause(t *testing.T) {
 		values string
 		// afterHooks runs the install with waitStrategy afterHooks.
 		afterHooks bool
+		// ordered applies and waits with spec.waitStrategy.name ordered.
+		ordered bool
 		// words are what the message starts with after Helm's
 		// "Helm install failed for release …: ".
 		words string
@@ -47,6 +49,13 @@ func TestWaitCause(t *testing.T) {
 		name:  "beforeHooks-deadlock",
 		chart: framework.DeadlockChart,
 		words: "timeout waiting for: [Deployment/{ns}/app status: 'InProgress'] (",
+		cause: `pod app-[a-z0-9]+-[a-z0-9]+ waits for Secret app-creds, which no object of this release creates; ` +
+			`1 post-install hook runs after this wait; if one of them creates app-creds, set waitStrategy: afterHooks\)$`,
+	}, {
+		name:    "ordered-deadlock",
+		chart:   framework.DeadlockChart,
+		ordered: true,
+		words:   "timeout waiting for: [Deployment/{ns}/app status: 'InProgress'] (",
 		cause: `pod app-[a-z0-9]+-[a-z0-9]+ waits for Secret app-creds, which no object of this release creates; ` +
 			`1 post-install hook runs after this wait; if one of them creates app-creds, set waitStrategy: afterHooks\)$`,
 	}, {
@@ -95,6 +104,9 @@ func TestWaitCause(t *testing.T) {
 			}}
 			if tc.afterHooks {
 				hr.Spec.Install.WaitStrategy = v2.AfterHooks
+			}
+			if tc.ordered {
+				hr.Spec.WaitStrategy = &v2.WaitStrategy{Name: v2.WaitStrategyOrdered}
 			}
 			env.Create(t, hr)
 
