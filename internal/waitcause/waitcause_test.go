@@ -364,4 +364,3 @@ metadata:
 		t.Errorf("a nil release gave %+v", none)
 	}
 }
-
