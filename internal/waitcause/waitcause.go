@@ -54,15 +54,20 @@ func Find(ctx context.Context, c client.Reader, objects []kubewait.NotReady, rel
 		if looked == maxWorkloads {
 			break
 		}
-		sel, ok := f.selector(ctx, o)
-		if !ok {
+		if !workloadKinds[o.Kind] || o.Namespace == "" {
 			continue
 		}
+		// Every GET counts, also of a workload that is gone.
 		looked++
-		out = append(out, f.workload(ctx, o, sel)...)
+		if sel, ok := f.selector(ctx, o); ok {
+			out = append(out, f.workload(ctx, o, sel)...)
+		}
 	}
 	return out
 }
+
+// workloadKinds are the kinds whose pods Find looks at.
+var workloadKinds = map[string]bool{"Deployment": true, "StatefulSet": true, "DaemonSet": true, "ReplicaSet": true, "Job": true}
 
 type finder struct {
 	c   client.Reader

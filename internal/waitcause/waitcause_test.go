@@ -300,6 +300,16 @@ func TestFindReadsLittle(t *testing.T) {
 		t.Errorf("looked up %d Secrets, want at most %d", n, maxLookups)
 	}
 
+	// Workloads that are gone count too.
+	r.gets, r.lists = map[string]int{}, map[string]int{}
+	var gone []kubewait.NotReady
+	for i := range 8 {
+		gone = append(gone, kubewait.NotReady{Kind: "StatefulSet", Namespace: ns, Name: fmt.Sprintf("gone%d", i), Status: "NotFound"})
+	}
+	if got := Find(context.Background(), r, gone, Release{}); len(got) != 0 || r.gets["*v1.StatefulSet"] != maxWorkloads || len(r.lists) != 0 {
+		t.Errorf("causes %q, read %v, listed %v for workloads that are gone; want %d GETs", got, r.gets, r.lists, maxWorkloads)
+	}
+
 	// Nothing named that is a workload: nothing read.
 	r.gets, r.lists = map[string]int{}, map[string]int{}
 	Find(context.Background(), r, []kubewait.NotReady{{Kind: "Service", Namespace: ns, Name: "web"}}, Release{})
