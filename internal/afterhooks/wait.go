@@ -64,6 +64,17 @@ type NotReadyError struct {
 	// Notes say where the wait ran, and what the waiter itself noted (gone
 	// Jobs of unknown outcome); they lead the details of the message.
 	Notes []string
+	// Causes say why the resources are not ready (internal/waitcause,
+	// through kubewait.Explain); they end the details of the message.
+	Causes []string
+}
+
+// WithCauses returns a copy of e with causes added after its own, for
+// kubewait.Explain.
+func (e *NotReadyError) WithCauses(causes []string) error {
+	explained := *e
+	explained.Causes = append(append([]string{}, e.Causes...), causes...)
+	return &explained
 }
 
 // withNote returns a copy of e with note added to its notes.
@@ -79,7 +90,7 @@ func (e *NotReadyError) Error() string {
 	if len(e.Resources) == 0 {
 		return fmt.Sprintf("resources not ready within %s: %s", e.Timeout, kubewait.OneLine(e.Err.Error()))
 	}
-	return (&kubewait.WaitError{Ending: endingOf(e.Err), Objects: e.Resources, Notes: e.Notes}).Error()
+	return (&kubewait.WaitError{Ending: endingOf(e.Err), Objects: e.Resources, Notes: e.Notes, Causes: e.Causes}).Error()
 }
 
 // endingOf tells how the waiter's wait ended: as Helm's status waiter

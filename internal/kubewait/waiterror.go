@@ -69,13 +69,18 @@ func (n NotReady) ID() string {
 //
 // The brackets hold upstream's list, in the order the wait named the
 // objects; the parentheses hold, one-lined, the notes added on the way up
-// (AddNote) and then the message of every object that has one.
+// (AddNote), then the message of every object that has one, then the causes
+// found afterwards (Explain).
 type WaitError struct {
 	Ending  Ending
 	Objects []NotReady
 	// Notes say where the wait ran (a resource group, after the post
 	// hooks); they come first in the parentheses.
 	Notes []string
+	// Causes say why the objects are not ready, as found after the wait
+	// (internal/waitcause); they come last, after the objects' messages,
+	// which are upstream's.
+	Causes []string
 	// Err is the waiter's own error, kept for errors.Is and errors.As.
 	Err error
 }
@@ -95,7 +100,7 @@ func (e *WaitError) Error() string {
 		b.WriteString(o.ID() + " status: '" + o.Status + "'")
 	}
 	b.WriteString("]")
-	details := make([]string, 0, len(e.Notes)+len(e.Objects))
+	details := make([]string, 0, len(e.Notes)+len(e.Objects)+len(e.Causes))
 	for _, n := range e.Notes {
 		if n = OneLine(n); n != "" {
 			details = append(details, n)
@@ -104,6 +109,11 @@ func (e *WaitError) Error() string {
 	for _, o := range e.Objects {
 		if m := OneLine(o.Message); m != "" {
 			details = append(details, o.ID()+": "+m)
+		}
+	}
+	for _, c := range e.Causes {
+		if c = OneLine(c); c != "" {
+			details = append(details, c)
 		}
 	}
 	if len(details) > 0 {
@@ -135,6 +145,50 @@ func AddNote(err error, note string) *WaitError {
 	noted.Notes = append(append([]string{}, we.Notes...), note)
 	return &noted
 }
+
+// WithCauses returns a copy of e with causes added after its own.
+func (e *WaitError) WithCauses(causes []string) error {
+	explained := *e
+	explained.Causes = append(append([]string{}, e.Causes...), causes...)
+	return &explained
+}
+
+// causer is a failed wait that can be worded again with causes added: a
+// WaitError, or a wait error that words itself as one (afterHooks').
+type causer interface {
+	error
+	WithCauses(causes []string) error
+}
+
+// Explain returns err with causes added last in the parentheses of the
+// failed wait it is or wraps, or err itself when it holds none or there
+// are no causes. Unlike AddNote, it keeps what wrapped the wait's error
+// (Helm's "release x failed: ", a cleanup failure after it): the wait's
+// words are replaced by the explained ones where they stand in err's
+// message, so the message starts as it did. The result unwraps to err.
+func Explain(err error, causes []string) error {
+	var c causer
+	if len(causes) == 0 || !errors.As(err, &c) {
+		return err
+	}
+	msg, before := err.Error(), c.Error()
+	if !strings.Contains(msg, before) {
+		// A wrapper reworded the wait's message: there is no place to
+		// add the causes without changing what it says.
+		return err
+	}
+	return &explainedError{err: err, msg: strings.Replace(msg, before, c.WithCauses(causes).Error(), 1)}
+}
+
+// explainedError is an error whose message has the causes of its failed
+// wait added; it is err for errors.Is and errors.As.
+type explainedError struct {
+	err error
+	msg string
+}
+
+func (e *explainedError) Error() string { return e.msg }
+func (e *explainedError) Unwrap() error { return e.err }
 
 // helmNotReady is how Helm's status waiter (pkg/kube/statuswait.go, wait)
 // words each object that is not ready; it joins one such error per object,

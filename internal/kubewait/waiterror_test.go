@@ -174,3 +174,60 @@ func TestFromHelmForAWaitThatNeverSawAnObject(t *testing.T) {
 		t.Errorf("with no objects: %v, want the error unchanged", got)
 	}
 }
+
+func TestExplainAddsCausesLastAndKeepsTheWrapping(t *testing.T) {
+	waitErr := AddNote(FromHelm(helmSays(context.DeadlineExceeded,
+		[5]string{"Deployment", "apps", "web", "InProgress", "Deployment does not have\nminimum availability."})), "resource group app (2/3)")
+	causes := []string{"pod web-7d9f: waits for Secret web-creds,\nwhich does not exist"}
+	const words = "timeout waiting for: [Deployment/apps/web status: 'InProgress'] (resource group app (2/3); " +
+		"Deployment/apps/web: Deployment does not have minimum availability."
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"bare", waitErr, words + "; pod web-7d9f: waits for Secret web-creds, which does not exist)"},
+		{"wrapped by Helm", fmt.Errorf("release web failed: %w", waitErr),
+			"release web failed: " + words + "; pod web-7d9f: waits for Secret web-creds, which does not exist)"},
+		{"joined after", errors.Join(waitErr, errors.New("cleanup failed")),
+			words + "; pod web-7d9f: waits for Secret web-creds, which does not exist)\ncleanup failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Explain(tc.err, causes)
+			if got.Error() != tc.want {
+				t.Errorf("got  %q\nwant %q", got.Error(), tc.want)
+			}
+			if !errors.Is(got, context.DeadlineExceeded) || !errors.Is(got, tc.err) {
+				t.Error("the explained error lost what it wraps")
+			}
+			if strings.Contains(tc.err.Error(), "web-creds") {
+				t.Error("Explain changed the error it was given")
+			}
+		})
+	}
+
+	// Objects without a message: the causes open the parentheses.
+	bare := &WaitError{Ending: Stalled, Objects: []NotReady{{Kind: "Job", Namespace: "apps", Name: "migrate", Status: "Failed"}}}
+	want := "failed early due to stalled resources: [Job/apps/migrate status: 'Failed'] (pod migrate-x: failed)"
+	if got := Explain(bare, []string{"pod migrate-x: failed"}).Error(); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+
+	other := errors.New("apply failed")
+	if Explain(other, causes) != other {
+		t.Error("Explain changed an error that holds no failed wait")
+	}
+	if Explain(waitErr, nil) != error(waitErr) {
+		t.Error("Explain changed an error without causes")
+	}
+	// A wrapper that rewords the wait leaves no place for the causes.
+	reworded := &rewordedError{err: waitErr}
+	if Explain(reworded, causes) != error(reworded) {
+		t.Error("Explain changed an error whose message does not hold the wait's")
+	}
+}
+
+type rewordedError struct{ err error }
+
+func (e *rewordedError) Error() string { return "the wait failed" }
+func (e *rewordedError) Unwrap() error { return e.err }

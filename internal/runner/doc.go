@@ -20,7 +20,10 @@
 //   - what a Flux user sees of a running action: one action.Observer per
 //     action (observer.go) turns what internal/action tells it into events
 //     (the *events.go files), progress through the Progress interface the
-//     reconciler implements, and the phase duration metric (metrics.go).
+//     reconciler implements, and the phase duration metric (metrics.go);
+//   - why a failed readiness wait is stuck (waitcause.go, internal/waitcause),
+//     added to the action's error before it becomes the failure's condition
+//     and event.
 //
 // An afterHooks upgrade goes reconcile (upgrade.go) → runner (runner.go:
 // Upgrade, plan.go) → action (upgrade.go, stack.go, layer_afterhooks.go)

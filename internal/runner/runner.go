@@ -125,14 +125,14 @@ func (r *Runner) LastWritten() *releasev1.Release { return r.writes.Last() }
 
 func (r *Runner) Install(ctx context.Context, chart *chartv2.Chart, values map[string]any, mark ownrevision.Mark) (*releasev1.Release, error) {
 	obj := r.installObject(ctx)
-	return r.render(r.planFor(plan.Install), func(c action.Call) (*releasev1.Release, error) {
+	return r.render(ctx, r.planFor(plan.Install), func(c action.Call) (*releasev1.Release, error) {
 		c.Mark = &mark
 		return action.Install(ctx, r.cfg, obj, chart, values, c)
 	})
 }
 
 func (r *Runner) Upgrade(ctx context.Context, chart *chartv2.Chart, values map[string]any, mark ownrevision.Mark) (*releasev1.Release, error) {
-	return r.render(r.planFor(plan.Upgrade), func(c action.Call) (*releasev1.Release, error) {
+	return r.render(ctx, r.planFor(plan.Upgrade), func(c action.Call) (*releasev1.Release, error) {
 		c.Mark = &mark
 		return action.Upgrade(ctx, r.cfg, r.obj, chart, values, c)
 	})
@@ -157,8 +157,9 @@ func (r *Runner) installObject(ctx context.Context) *v2.HelmRelease {
 // render runs the install or upgrade p plans with the post renderer
 // (spec.postRenderers, spec.commonMetadata and the origin labels); invalid
 // post renderers fail the action before Helm renders anything. Rollback
-// needs none: it re-applies a stored, already post-rendered manifest.
-func (r *Runner) render(p plan.Plan, run func(action.Call) (*releasev1.Release, error)) (*releasev1.Release, error) {
+// needs none: it re-applies a stored, already post-rendered manifest. A
+// failed wait is explained (explainWait).
+func (r *Runner) render(ctx context.Context, p plan.Plan, run func(action.Call) (*releasev1.Release, error)) (*releasev1.Release, error) {
 	if !p.Ordering.Ordered() {
 		// The plan shown is the last ordered action's; this one is not.
 		r.obj.Status.Sequence = nil
@@ -169,7 +170,7 @@ func (r *Runner) render(p plan.Plan, run func(action.Call) (*releasev1.Release, 
 	}
 	defer r.observeHelm(p, time.Now())
 	rel, err := run(r.call(p))
-	return rel, r.canceled(err)
+	return rel, r.canceled(r.explainWait(ctx, p, rel, err))
 }
 
 // withPostRenderer adds to p the post renderer of install and upgrade.
@@ -203,14 +204,15 @@ func (r *Runner) Rollback(ctx context.Context, toVersion int, mark ownrevision.M
 	defer r.observeHelm(p, time.Now())
 	c := r.call(p)
 	c.Mark = &mark
-	return r.canceled(action.Rollback(ctx, r.cfg, r.obj, toVersion, c))
+	return r.canceled(r.explainWait(ctx, p, nil, action.Rollback(ctx, r.cfg, r.obj, toVersion, c)))
 }
 
 // ResumeWait finishes the afterHooks readiness wait of rel, which an
 // earlier run of the controller left pending; see afterhooks.Resume.
 func (r *Runner) ResumeWait(ctx context.Context, rel *releasev1.Release) (*releasev1.Release, error) {
-	resumed, err := action.ResumeWait(ctx, r.cfg, r.call(r.resumePlan(rel)))
-	return resumed, r.canceled(err)
+	p := r.resumePlan(rel)
+	resumed, err := action.ResumeWait(ctx, r.cfg, r.call(p))
+	return resumed, r.canceled(r.explainWait(ctx, p, resumed, err))
 }
 
 func (r *Runner) Uninstall(ctx context.Context) error {

@@ -51,6 +51,10 @@ const (
 	// to restartPolicy as a kubelet would: Never ends in phase Failed,
 	// OnFailure and Always crash loop (a Job counts the restarts).
 	FailExit = "exit"
+	// FailImagePull makes the pod's image one that cannot be pulled: the pod
+	// stays Pending, its containers waiting in ImagePullBackOff with
+	// kubelet's message, whatever its restartPolicy.
+	FailImagePull = "image-pull"
 )
 
 // Annotations the simulator writes on pods. kwok's stages key off GateAnnotation.
@@ -94,9 +98,9 @@ func parseBehaviour(annotations map[string]string) (behaviour, error) {
 		b.delay = d
 	}
 	if v, ok := annotations[FailAnnotation]; ok {
-		if v != FailCrashLoop && v != FailExit {
-			return behaviour{}, fmt.Errorf("annotation %s: %q is neither %q nor %q",
-				FailAnnotation, v, FailCrashLoop, FailExit)
+		if v != FailCrashLoop && v != FailExit && v != FailImagePull {
+			return behaviour{}, fmt.Errorf("annotation %s: %q is not %q, %q or %q",
+				FailAnnotation, v, FailCrashLoop, FailExit, FailImagePull)
 		}
 		b.fail = v
 	}

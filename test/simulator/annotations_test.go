@@ -54,6 +54,11 @@ func TestParseBehaviour(t *testing.T) {
 			wantFail:    FailExit,
 		},
 		{
+			name:        "image pull",
+			annotations: map[string]string{FailAnnotation: "image-pull"},
+			wantFail:    FailImagePull,
+		},
+		{
 			name:        "unknown failure mode",
 			annotations: map[string]string{FailAnnotation: "true"},
 			wantErr:     FailAnnotation,

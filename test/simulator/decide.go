@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -68,7 +69,17 @@ func decideBeforeStart(pod *corev1.Pod, lookup lookupFunc) decision {
 	if err != nil {
 		return block(pod, ReasonInvalidAnnotation, err.Error())
 	}
-	if reason, message, missing := firstMissing(pod.Namespace, podDependencies(&pod.Spec), lookup); missing {
+	deps := podDependencies(&pod.Spec)
+	if b.fail == FailImagePull {
+		// A kubelet mounts the volumes before it pulls the images, and
+		// reads the env sources only after: a missing volume is what the
+		// pod waits for first, the image after it.
+		if reason, message, missing := firstMissing(pod.Namespace, volumesOnly(deps), lookup); missing {
+			return block(pod, reason, message)
+		}
+		return block(pod, ReasonImagePullBackOff, fmt.Sprintf("Back-off pulling image %q", firstImage(&pod.Spec)))
+	}
+	if reason, message, missing := firstMissing(pod.Namespace, deps, lookup); missing {
 		return block(pod, reason, message)
 	}
 	if _, _, missing := firstMissing(pod.Namespace, b.requires, lookup); missing {
@@ -117,4 +128,27 @@ func finish(pod *corev1.Pod, b behaviour) decision {
 		d.creates = b.creates
 	}
 	return d
+}
+
+// volumesOnly are the dependencies of deps that volumes have.
+func volumesOnly(deps []dependency) []dependency {
+	var out []dependency
+	for _, d := range deps {
+		if d.volume != "" {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// firstImage is the image a kubelet pulls first: the first init
+// container's, else the first container's.
+func firstImage(spec *corev1.PodSpec) string {
+	if len(spec.InitContainers) > 0 {
+		return spec.InitContainers[0].Image
+	}
+	if len(spec.Containers) > 0 {
+		return spec.Containers[0].Image
+	}
+	return ""
 }

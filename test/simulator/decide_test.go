@@ -113,6 +113,24 @@ func TestDecide(t *testing.T) {
 			want:   decision{gate: GateReady},
 		},
 		{
+			name:   "image that cannot be pulled blocks with kubelet's back-off",
+			pod:    testPod(annotate(FailAnnotation, FailImagePull)),
+			lookup: withSecret,
+			want:   decision{gate: GateBlocked, reason: ReasonImagePullBackOff, message: `Back-off pulling image "app:1"`},
+		},
+		{
+			name:   "image pull of a Job's pod blocks too, whatever its restartPolicy",
+			pod:    testPod(restartPolicy(corev1.RestartPolicyNever), annotate(FailAnnotation, FailImagePull, CreatesAnnotation, secretManifest)),
+			lookup: withSecret,
+			want:   decision{gate: GateBlocked, reason: ReasonImagePullBackOff, message: `Back-off pulling image "app:1"`},
+		},
+		{
+			name:   "a missing volume is waited for before the image is pulled",
+			pod:    testPod(annotate(FailAnnotation, FailImagePull)),
+			lookup: withoutSecret,
+			want:   decision{gate: GateBlocked, reason: ReasonContainerCreating, message: missingMessage},
+		},
+		{
 			name:   "blocked pod whose secret appeared: ready",
 			pod:    testPod(annotate(GateAnnotation, GateBlocked)),
 			lookup: withSecret,

@@ -19,6 +19,9 @@ const (
 const (
 	ReasonContainerCreating = "ContainerCreating"
 	ReasonConfigError       = "CreateContainerConfigError"
+	// ReasonImagePullBackOff is a kubelet's reason for a container whose
+	// image it failed to pull and tries again later.
+	ReasonImagePullBackOff = "ImagePullBackOff"
 )
 
 // dependency is one Secret or ConfigMap (or one key of it) a pod cannot start
