@@ -15,11 +15,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
+	"github.com/afterhooks/helm-controller/internal/connect"
 )
 
 var widgetGVK = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
@@ -356,5 +358,47 @@ func TestTypedDependenciesNeedAccess(t *testing.T) {
 	assertTypedResult(t, err, depOtherError, []string{"failed to connect for the dependencies of other kinds than HelmRelease: no cluster"}, nil)
 	if built != 1 {
 		t.Errorf("access built %d times, want once", built)
+	}
+}
+
+// TestDependencyAccessIdentity: entries with a kind are read as the
+// release is applied: the ServiceAccount it names, else the controller's
+// --default-service-account, else the controller itself through its API
+// reader.
+func TestDependencyAccessIdentity(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(typedTestScheme(t)).WithRESTMapper(typedTestMapper()).Build()
+	api := fake.NewClientBuilder().WithScheme(typedTestScheme(t)).Build()
+	cases := []struct {
+		name, specAccount, defaultAccount string
+		want                              string
+		own                               bool
+	}{
+		{name: "no account", want: "the controller's identity", own: true},
+		{name: "spec.serviceAccountName", specAccount: "tenant", want: "ServiceAccount 'team/tenant'"},
+		{name: "--default-service-account", defaultAccount: "restricted", want: "ServiceAccount 'team/restricted'"},
+		{name: "the spec's account wins over the default", specAccount: "tenant", defaultAccount: "restricted", want: "ServiceAccount 'team/tenant'"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			targets, err := connect.NewBuilder(connect.Options{
+				Local: &rest.Config{Host: "https://127.0.0.1:1"}, Client: c, DefaultServiceAccount: tc.defaultAccount,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := &HelmReleaseReconciler{Client: c, APIReader: api, Targets: targets}
+			hr := depRelease("team", "app", 1, 1, "", "")
+			hr.Spec.ServiceAccountName = tc.specAccount
+			access, err := r.dependencyAccess(context.Background(), hr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if access.Identity != tc.want {
+				t.Errorf("identity %q, want %q", access.Identity, tc.want)
+			}
+			if own := access.Reader == client.Reader(api); own != tc.own {
+				t.Errorf("reads through the controller's API reader: %v, want %v", own, tc.own)
+			}
+		})
 	}
 }
