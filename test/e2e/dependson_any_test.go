@@ -109,7 +109,8 @@ func TestDependsOnAnyKind(t *testing.T) {
 	frontend.Spec.DependsOn = []v2.DependencyReference{
 		{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition", Name: "gadgets." + gadgetGroup},
 		gadgetRef("main", true, ""),
-		{APIVersion: "apps/v1", Kind: "Deployment", Name: "backend", Ready: true},
+		// The podinfo chart names the Deployment of release "backend" so.
+		{APIVersion: "apps/v1", Kind: "Deployment", Name: "backend-podinfo", Ready: true},
 		{APIVersion: "v1", Kind: "Secret", Name: "creds"},
 	}
 	env.Create(t, frontend)
@@ -119,7 +120,7 @@ func TestDependsOnAnyKind(t *testing.T) {
 
 	gadget := fmt.Sprintf("%s/v1/Gadget/%s/main", gadgetGroup, ns)
 	env.WaitNotReady(t, frontend, helmv2.DependencyNotReadyReason, fmt.Sprintf(
-		"dependency '%s' not found; dependency 'apps/v1/Deployment/%s/backend' not found; dependency 'v1/Secret/%s/creds' not found",
+		"dependency '%s' not found; dependency 'apps/v1/Deployment/%s/backend-podinfo' not found; dependency 'v1/Secret/%s/creds' not found",
 		gadget, ns, ns))
 	if msg := conditions.GetMessage(frontend, meta.ReadyCondition); strings.Contains(msg, "CustomResourceDefinition") {
 		t.Errorf("the existing CRD is named as unmet: %s", msg)
@@ -135,7 +136,7 @@ func TestDependsOnAnyKind(t *testing.T) {
 	env.Create(t, g)
 	setGadgetStatus(t, g, "False", "Starting")
 	env.WaitNotReady(t, frontend, helmv2.DependencyNotReadyReason, fmt.Sprintf(
-		"dependency '%s' is not ready: it is InProgress: gadget is Starting; dependency 'apps/v1/Deployment/%s/backend' not found", gadget, ns))
+		"dependency '%s' is not ready: it is InProgress: gadget is Starting; dependency 'apps/v1/Deployment/%s/backend-podinfo' not found", gadget, ns))
 	if msg := conditions.GetMessage(frontend, meta.ReadyCondition); strings.Contains(msg, "Secret") {
 		t.Errorf("the Secret that exists is named as unmet: %s", msg)
 	}
@@ -144,7 +145,7 @@ func TestDependsOnAnyKind(t *testing.T) {
 
 	setGadgetStatus(t, g, "True", "Up")
 	env.WaitRelease(t, phased, framework.ReleaseWant{Reason: helmv2.InstallSucceededReason, Timeout: 3 * time.Minute})
-	env.WaitNotReady(t, frontend, helmv2.DependencyNotReadyReason, fmt.Sprintf("dependency 'apps/v1/Deployment/%s/backend' not found", ns))
+	env.WaitNotReady(t, frontend, helmv2.DependencyNotReadyReason, fmt.Sprintf("dependency 'apps/v1/Deployment/%s/backend-podinfo' not found", ns))
 	if msg := conditions.GetMessage(frontend, meta.ReadyCondition); strings.Contains(msg, "Gadget") {
 		t.Errorf("the ready Gadget is named as unmet: %s", msg)
 	}
