@@ -74,7 +74,8 @@ func joinPath(parent, name string) string {
 // spec.waitStrategy name (ordered), which only widens its enum, with its
 // readinessTimeout, status.sequence, the plan of an ordered action, and
 // status.lastHandledPlanAt with status.lastPlan, the answer to a plan
-// request (helm.toolkit.fluxcd.io/planRequestedAt).
+// request (helm.toolkit.fluxcd.io/planRequestedAt), and apiVersion, kind
+// and ready on each spec.dependsOn entry, whose descriptions are ours.
 // Each is optional, so every manifest upstream accepts is still accepted.
 // A new path's children are new with it.
 var ourAdditions = map[string][]string{
@@ -94,6 +95,13 @@ var ourAdditions = map[string][]string{
 	"spec.uninstall":                         {"(properties)"},
 	"spec.uninstall.deleteHookResources":     {"(new)"},
 	"spec.uninstall.deleteHookResourceKinds": {"(new)"},
+	"spec.dependsOn[]":                       {"(properties)", "description"},
+	"spec.dependsOn[].name":                  {"description"},
+	"spec.dependsOn[].namespace":             {"description"},
+	"spec.dependsOn[].readyExpr":             {"description"},
+	"spec.dependsOn[].apiVersion":            {"(new)"},
+	"spec.dependsOn[].kind":                  {"(new)"},
+	"spec.dependsOn[].ready":                 {"(new)"},
 }
 
 // underNewPath tells whether path lies below one of our new paths.

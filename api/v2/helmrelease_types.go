@@ -59,6 +59,67 @@ type HelmReleaseSpec struct {
 	// WaitStrategy is upstream's wait strategy with one more name, ordered.
 	// +optional
 	WaitStrategy *WaitStrategy `json:"waitStrategy,omitempty"`
+
+	// DependsOn lists the objects that must be there, or ready, before
+	// this HelmRelease is installed or upgraded. An entry without kind
+	// names a HelmRelease, which must be ready; an entry with kind (and
+	// apiVersion) names an object of any kind, which must exist, and with
+	// ready: true also be ready as kstatus judges it.
+	// +optional
+	DependsOn []DependencyReference `json:"dependsOn,omitempty"`
+}
+
+// DependencyReference names one object a HelmRelease waits for: upstream's
+// dependency reference (name, namespace, readyExpr) that may also name an
+// object of any kind.
+type DependencyReference struct {
+	// APIVersion is the group and version of the object ("v1",
+	// "apps/v1", "example.com/v1beta1"). Required with kind; leave both
+	// unset to name a HelmRelease.
+	// +optional
+	APIVersion string `json:"apiVersion,omitempty"`
+
+	// Kind is the kind of the object (Deployment, Secret,
+	// CustomResourceDefinition, ...). Unset, the entry names a
+	// HelmRelease, checked as it always was: it must be Ready for its
+	// current generation, whatever ready says.
+	// +optional
+	Kind string `json:"kind,omitempty"`
+
+	// Name is the name of the object.
+	// +required
+	Name string `json:"name"`
+
+	// Namespace is the namespace of the object, the HelmRelease's own when
+	// unset. Leave it unset for a cluster-scoped kind.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
+	// Ready, for an entry with kind, asks for the object to be ready
+	// (kstatus Current: for Flux objects, Ready True for their current
+	// generation) rather than only to exist. An entry without kind is
+	// always checked for readiness.
+	// +optional
+	Ready bool `json:"ready,omitempty"`
+
+	// ReadyExpr is a CEL expression returning a bool that says whether the
+	// object is ready; it sees the object as dep and this HelmRelease as
+	// self. It replaces the built-in readiness check, or adds to it when
+	// the AdditiveCELDependencyCheck feature gate is enabled.
+	// +optional
+	ReadyExpr string `json:"readyExpr,omitempty"`
+}
+
+// IsHelmRelease tells whether the entry names a HelmRelease checked as
+// upstream checks it: an entry without kind.
+func (in DependencyReference) IsHelmRelease() bool {
+	return in.Kind == ""
+}
+
+// Upstream returns the entry as upstream's reference: name, namespace and
+// readyExpr, the fields upstream's API knows.
+func (in DependencyReference) Upstream() helmv2.DependencyReference {
+	return helmv2.DependencyReference{Name: in.Name, Namespace: in.Namespace, ReadyExpr: in.ReadyExpr}
 }
 
 // WaitStrategyOrdered applies a release in the order its chart declares

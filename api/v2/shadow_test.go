@@ -21,7 +21,7 @@ import (
 
 // specShadows are the fields of upstream's HelmReleaseSpec that ours
 // declares again: the embedded ones exist, and are always nil.
-var specShadows = []string{"Install", "Rollback", "Uninstall", "Upgrade", "WaitStrategy"}
+var specShadows = []string{"DependsOn", "Install", "Rollback", "Uninstall", "Upgrade", "WaitStrategy"}
 
 // shadowAllowed are the functions, by file (slash-separated, from the
 // module root) and name, that may reach the shadowed fields, and why.

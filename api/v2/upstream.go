@@ -27,8 +27,8 @@ import (
 
 // Upstream returns a deep copy of the object as upstream's type, with
 // Install, Upgrade, Rollback and Uninstall taken from this object (without
-// waitStrategy and deleteHookResources) and spec.waitStrategy with its name
-// only. Changes to the copy are not reflected in this object. To only read
+// waitStrategy and deleteHookResources), spec.waitStrategy with its name
+// only and spec.dependsOn without apiVersion, kind and ready. Changes to the copy are not reflected in this object. To only read
 // a value through one of upstream's helpers, use this type's method of the
 // same name instead (GetReleaseName, GetActiveRemediation, ...): it answers
 // the same without the copy.
@@ -71,6 +71,15 @@ func (in *HelmRelease) upstreamView() helmv2.HelmRelease {
 	}
 	if spec.WaitStrategy != nil {
 		view.Spec.WaitStrategy = &helmv2.WaitStrategy{Name: spec.WaitStrategy.Name}
+	}
+	if len(spec.DependsOn) > 0 {
+		// What upstream's type decodes from ours: every entry, without
+		// apiVersion, kind and ready, which it does not know.
+		deps := make([]helmv2.DependencyReference, len(spec.DependsOn))
+		for i, d := range spec.DependsOn {
+			deps[i] = d.Upstream()
+		}
+		view.Spec.DependsOn = deps
 	}
 	return view
 }

@@ -10,6 +10,12 @@
 //     controller-gen merges the two schemas and intersects their enums, so
 //     a value only we accept is lost. widened lists those values; they are
 //     put back.
+//   - Where our field shadows an upstream list of the same JSON name with
+//     items of another type, controller-gen cannot merge the two item
+//     schemas and lists both under allOf, so an entry must satisfy both
+//     and the API server prunes nothing but also documents nothing of
+//     ours. replacedItems lists those lists; our item schema, the one
+//     whose properties include all of upstream's, replaces the allOf.
 //
 // Usage: go run ./hack/crd-fixup FILE...
 package main
@@ -34,6 +40,10 @@ var widened = map[string][]string{
 	"spec.waitStrategy.name": {string(v2.WaitStrategyOrdered)},
 }
 
+// replacedItems are the lists, by schema path below the version's root,
+// whose item type ours replaces with a wider one.
+var replacedItems = []string{"spec.dependsOn"}
+
 func main() {
 	for _, path := range os.Args[1:] {
 		if err := dedupeFile(path); err != nil {
@@ -57,6 +67,11 @@ func dedupeFile(path string) error {
 		if s := crd.Spec.Versions[i].Schema; s != nil && s.OpenAPIV3Schema != nil {
 			changed += dedupe(s.OpenAPIV3Schema)
 			changed += widen(s.OpenAPIV3Schema)
+			n, err := replaceItems(s.OpenAPIV3Schema)
+			if err != nil {
+				return err
+			}
+			changed += n
 		}
 	}
 	if changed == 0 {
@@ -128,6 +143,51 @@ func widen(root *apiextensionsv1.JSONSchemaProps) int {
 		setPath(root, strings.Split(path, "."), *s)
 	}
 	return added
+}
+
+// replaceItems turns the allOf controller-gen writes for each path of
+// replacedItems into the one item schema that holds every property of the
+// others (ours, which adds to upstream's), returning how many it replaced.
+// An allOf without such a schema is an error: the types no longer extend
+// each other and must be looked at.
+func replaceItems(root *apiextensionsv1.JSONSchemaProps) (int, error) {
+	replaced := 0
+	for _, path := range replacedItems {
+		s := root
+		for _, name := range strings.Split(path, ".") {
+			p, ok := s.Properties[name]
+			if !ok {
+				s = nil
+				break
+			}
+			s = &p
+		}
+		if s == nil || len(s.AllOf) == 0 {
+			continue
+		}
+		var widest *apiextensionsv1.JSONSchemaProps
+		for i := range s.AllOf {
+			branch := &s.AllOf[i]
+			if branch.Items == nil || branch.Items.Schema == nil {
+				return 0, fmt.Errorf("%s: allOf branch %d has no item schema", path, i)
+			}
+			if widest == nil || len(branch.Items.Schema.Properties) > len(widest.Properties) {
+				widest = branch.Items.Schema
+			}
+		}
+		for i := range s.AllOf {
+			for name := range s.AllOf[i].Items.Schema.Properties {
+				if _, ok := widest.Properties[name]; !ok {
+					return 0, fmt.Errorf("%s: no item schema of allOf holds every property (%q is missing from the widest)", path, name)
+				}
+			}
+		}
+		s.Items = &apiextensionsv1.JSONSchemaPropsOrArray{Schema: widest}
+		s.AllOf = nil
+		setPath(root, strings.Split(path, "."), *s)
+		replaced++
+	}
+	return replaced, nil
 }
 
 // setPath stores s at path below root; Properties holds values, not

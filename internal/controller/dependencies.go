@@ -40,12 +40,36 @@ type dependencyOptions struct {
 	// false (the default), a readyExpr replaces the built-in readiness check;
 	// when true, a dependency with a readyExpr must pass both.
 	AdditiveCEL bool
+
+	// Typed gives the access entries with a kind are read through. It is
+	// called once, and only when such an entry is there, since building it
+	// may cost a connection to a remote cluster.
+	Typed func(context.Context) (*typedAccess, error)
+}
+
+// typedAccess reads the objects that entries with a kind name, with the
+// identity the release is applied as: what a tenant may not read, its
+// release may not wait for either, or dependsOn would tell it about
+// objects its ServiceAccount cannot see.
+type typedAccess struct {
+	// Mapper resolves apiVersion and kind to a resource and its scope.
+	Mapper apimeta.RESTMapper
+	// Reader gets objects as unstructured or as their metadata only.
+	Reader client.Reader
+	// Identity names who reads, in messages ("the controller's
+	// identity", "ServiceAccount 'team/deployer'", ...).
+	Identity string
 }
 
 // NotReadyDependency is one dependency that keeps a HelmRelease waiting.
 type NotReadyDependency struct {
 	// Key is the namespace and name of the dependency.
 	Key client.ObjectKey
+	// Ref, for an entry with a kind, names it as
+	// apiVersion/Kind/namespace/name (apiVersion/Kind/name when it is
+	// cluster-scoped); empty for a HelmRelease, named by Key as upstream
+	// names it.
+	Ref string
 	// NotFound is true when the dependency does not exist.
 	NotFound bool
 	// Reason says why an existing dependency is not ready.
@@ -53,10 +77,14 @@ type NotReadyDependency struct {
 }
 
 func (d NotReadyDependency) String() string {
-	if d.NotFound {
-		return fmt.Sprintf("dependency '%s' not found", d.Key)
+	name := d.Ref
+	if name == "" {
+		name = d.Key.String()
 	}
-	return fmt.Sprintf("dependency '%s' is not ready: %s", d.Key, d.Reason)
+	if d.NotFound {
+		return fmt.Sprintf("dependency '%s' not found", name)
+	}
+	return fmt.Sprintf("dependency '%s' is not ready: %s", name, d.Reason)
 }
 
 // DependencyNotReadyError reports that one or more dependencies are missing
@@ -127,10 +155,35 @@ func checkDependencies(ctx context.Context, c client.Reader, obj *v2.HelmRelease
 		return err
 	}
 
+	typed, err := resolveTypedDependencies(ctx, obj, keys, opts)
+	if err != nil {
+		return err
+	}
+
 	var self map[string]any
+	selfMap := func() (map[string]any, error) {
+		if self == nil {
+			m, err := helmReleaseToMap(obj)
+			if err != nil {
+				return nil, err
+			}
+			self = m
+		}
+		return self, nil
+	}
 	var notReady []NotReadyDependency
 	for i, ref := range refs {
 		key := keys[i]
+		if !ref.IsHelmRelease() {
+			nr, err := checkTypedDependency(ctx, typed, i, ref, exprs[i], selfMap, opts)
+			if err != nil {
+				return err
+			}
+			if nr != nil {
+				notReady = append(notReady, *nr)
+			}
+			continue
+		}
 		dep := &v2.HelmRelease{}
 		if err := c.Get(ctx, key, dep); err != nil {
 			if apierrors.IsNotFound(err) {
@@ -151,14 +204,15 @@ func checkDependencies(ctx context.Context, c client.Reader, obj *v2.HelmRelease
 			}
 		}
 		if exprs[i] != nil {
-			if self == nil {
-				m, err := helmReleaseToMap(obj)
-				if err != nil {
-					return err
-				}
-				self = m
+			self, err := selfMap()
+			if err != nil {
+				return err
 			}
-			reason, err := readyExprNotReadyReason(ctx, exprs[i], ref.ReadyExpr, self, dep)
+			depMap, err := helmReleaseToMap(dep)
+			if err != nil {
+				return err
+			}
+			reason, err := readyExprNotReadyReason(ctx, exprs[i], ref.ReadyExpr, self, depMap)
 			if err != nil {
 				return err
 			}
@@ -193,10 +247,22 @@ func validateDependencies(obj *v2.HelmRelease, opts dependencyOptions) ([]client
 		}
 		keys[i] = key
 
+		if !ref.IsHelmRelease() || ref.APIVersion != "" {
+			// Entries with a kind are new to this controller: their rules
+			// are its own, and a namespace it may not reach is refused
+			// rather than checked.
+			if problem := typedEntryProblem(obj, i, ref, key, opts); problem != "" {
+				problems = append(problems, problem)
+				continue
+			}
+		}
+
 		switch {
 		case ref.Name == "":
 			problems = append(problems, fmt.Sprintf("entry %d has no name: set spec.dependsOn[%d].name to the name of a HelmRelease", i, i))
 			continue
+		case !ref.IsHelmRelease():
+			// Not a HelmRelease: the checks below are about those.
 		case key.Namespace == obj.Namespace && key.Name == obj.Name && (ref.ReadyExpr == "" || opts.AdditiveCEL):
 			// The built-in check needs this very generation reconciled,
 			// which waits for the check: upstream waits forever. A
@@ -269,6 +335,10 @@ func dependencyCycle(ctx context.Context, c client.Reader, self client.ObjectKey
 		n := queue[0]
 		queue = queue[1:]
 		for _, ref := range n.hr.Spec.DependsOn {
+			if !ref.IsHelmRelease() {
+				// Only HelmReleases wait for this one in turn.
+				continue
+			}
 			key := client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}
 			if key.Namespace == "" {
 				key.Namespace = n.hr.Namespace
@@ -318,13 +388,10 @@ func builtinNotReadyReason(dep *v2.HelmRelease) string {
 	return ""
 }
 
-// readyExprNotReadyReason evaluates a compiled readyExpr against self and dep
-// and returns why dep is not ready by it, or "" when it evaluates to true.
-func readyExprNotReadyReason(ctx context.Context, expr *runtimecel.Expression, source string, self map[string]any, dep *v2.HelmRelease) (string, error) {
-	depMap, err := helmReleaseToMap(dep)
-	if err != nil {
-		return "", err
-	}
+// readyExprNotReadyReason evaluates a compiled readyExpr against self and
+// the dependency's JSON form and returns why the dependency is not ready by
+// it, or "" when it evaluates to true.
+func readyExprNotReadyReason(ctx context.Context, expr *runtimecel.Expression, source string, self, depMap map[string]any) (string, error) {
 	ok, err := expr.EvaluateBoolean(ctx, map[string]any{
 		readyExprSelfVar: self,
 		readyExprDepVar:  depMap,

@@ -67,8 +67,8 @@ func withDepValues(hr *v2.HelmRelease, raw string) *v2.HelmRelease {
 	return hr
 }
 
-func depRef(namespace, name, readyExpr string) meta.DependencyReference {
-	return meta.DependencyReference{Namespace: namespace, Name: name, ReadyExpr: readyExpr}
+func depRef(namespace, name, readyExpr string) v2.DependencyReference {
+	return v2.DependencyReference{Namespace: namespace, Name: name, ReadyExpr: readyExpr}
 }
 
 func depTestScheme(t *testing.T) *runtime.Scheme {
@@ -87,7 +87,7 @@ func TestCheckDependencies(t *testing.T) {
 		name string
 		// self is the dependent HelmRelease, default/app unless set.
 		self    *v2.HelmRelease
-		deps    []meta.DependencyReference
+		deps    []v2.DependencyReference
 		objects []*v2.HelmRelease
 		opts    dependencyOptions
 
@@ -107,13 +107,13 @@ func TestCheckDependencies(t *testing.T) {
 		},
 		{
 			name:    "ready dependency",
-			deps:    []meta.DependencyReference{depRef("", "db", "")},
+			deps:    []v2.DependencyReference{depRef("", "db", "")},
 			objects: []*v2.HelmRelease{readyRelease("default", "db")},
 			want:    depAllReady,
 		},
 		{
 			name:     "missing dependency",
-			deps:     []meta.DependencyReference{depRef("", "db", "")},
+			deps:     []v2.DependencyReference{depRef("", "db", "")},
 			objects:  []*v2.HelmRelease{readyRelease("other", "db")},
 			want:     depNotReady,
 			notReady: []string{"default/db"},
@@ -121,7 +121,7 @@ func TestCheckDependencies(t *testing.T) {
 		},
 		{
 			name:     "stale observed generation",
-			deps:     []meta.DependencyReference{depRef("", "db", "")},
+			deps:     []v2.DependencyReference{depRef("", "db", "")},
 			objects:  []*v2.HelmRelease{depRelease("default", "db", 3, 2, metav1.ConditionTrue, "Helm upgrade succeeded")},
 			want:     depNotReady,
 			notReady: []string{"default/db"},
@@ -129,7 +129,7 @@ func TestCheckDependencies(t *testing.T) {
 		},
 		{
 			name:     "never reconciled",
-			deps:     []meta.DependencyReference{depRef("", "db", "")},
+			deps:     []v2.DependencyReference{depRef("", "db", "")},
 			objects:  []*v2.HelmRelease{depRelease("default", "db", 1, -1, "", "")},
 			want:     depNotReady,
 			notReady: []string{"default/db"},
@@ -137,7 +137,7 @@ func TestCheckDependencies(t *testing.T) {
 		},
 		{
 			name:     "ready condition false includes its message",
-			deps:     []meta.DependencyReference{depRef("", "db", "")},
+			deps:     []v2.DependencyReference{depRef("", "db", "")},
 			objects:  []*v2.HelmRelease{depRelease("default", "db", 1, 1, metav1.ConditionFalse, "Helm install failed: timed out")},
 			want:     depNotReady,
 			notReady: []string{"default/db"},
@@ -145,7 +145,7 @@ func TestCheckDependencies(t *testing.T) {
 		},
 		{
 			name:     "ready condition unknown",
-			deps:     []meta.DependencyReference{depRef("", "db", "")},
+			deps:     []v2.DependencyReference{depRef("", "db", "")},
 			objects:  []*v2.HelmRelease{depRelease("default", "db", 1, 1, metav1.ConditionUnknown, "Reconciliation in progress")},
 			want:     depNotReady,
 			notReady: []string{"default/db"},
@@ -153,14 +153,14 @@ func TestCheckDependencies(t *testing.T) {
 		},
 		{
 			name: "dependency in another namespace is looked up there",
-			deps: []meta.DependencyReference{depRef("infra", "db", "")},
+			deps: []v2.DependencyReference{depRef("infra", "db", "")},
 			// A missing default/db proves the namespace of the reference is used.
 			objects: []*v2.HelmRelease{readyRelease("infra", "db")},
 			want:    depAllReady,
 		},
 		{
 			name:     "missing dependency in another namespace",
-			deps:     []meta.DependencyReference{depRef("infra", "db", "")},
+			deps:     []v2.DependencyReference{depRef("infra", "db", "")},
 			objects:  []*v2.HelmRelease{readyRelease("default", "db")},
 			want:     depNotReady,
 			notReady: []string{"infra/db"},
@@ -171,7 +171,7 @@ func TestCheckDependencies(t *testing.T) {
 		// a warning.
 		{
 			name:    "cross-namespace dependency without cross-namespace refs",
-			deps:    []meta.DependencyReference{depRef("infra", "db", "")},
+			deps:    []v2.DependencyReference{depRef("infra", "db", "")},
 			objects: []*v2.HelmRelease{readyRelease("infra", "db")},
 			opts:    dependencyOptions{NoCrossNamespaceRefs: true},
 			want:    depAllReady,
@@ -179,7 +179,7 @@ func TestCheckDependencies(t *testing.T) {
 		},
 		{
 			name:     "cross-namespace dependency without cross-namespace refs, not ready",
-			deps:     []meta.DependencyReference{depRef("infra", "db", "")},
+			deps:     []v2.DependencyReference{depRef("infra", "db", "")},
 			objects:  []*v2.HelmRelease{depRelease("infra", "db", 2, 1, metav1.ConditionTrue, "")},
 			opts:     dependencyOptions{NoCrossNamespaceRefs: true},
 			want:     depNotReady,
@@ -188,7 +188,7 @@ func TestCheckDependencies(t *testing.T) {
 		},
 		{
 			name:    "explicit own namespace allowed without cross-namespace refs",
-			deps:    []meta.DependencyReference{depRef("default", "db", "")},
+			deps:    []v2.DependencyReference{depRef("default", "db", "")},
 			objects: []*v2.HelmRelease{readyRelease("default", "db")},
 			opts:    dependencyOptions{NoCrossNamespaceRefs: true},
 			want:    depAllReady,
@@ -196,7 +196,7 @@ func TestCheckDependencies(t *testing.T) {
 		{
 			name:    "namespace defaults to the HelmRelease's",
 			self:    depRelease("team-a", "app", 1, 1, "", ""),
-			deps:    []meta.DependencyReference{depRef("", "db", "")},
+			deps:    []v2.DependencyReference{depRef("", "db", "")},
 			objects: []*v2.HelmRelease{readyRelease("team-a", "db")},
 			opts:    dependencyOptions{NoCrossNamespaceRefs: true},
 			want:    depAllReady,
@@ -204,21 +204,21 @@ func TestCheckDependencies(t *testing.T) {
 		{
 			name:     "defaulted namespace is not another one",
 			self:     depRelease("team-a", "app", 1, 1, "", ""),
-			deps:     []meta.DependencyReference{depRef("", "db", "")},
+			deps:     []v2.DependencyReference{depRef("", "db", "")},
 			objects:  []*v2.HelmRelease{readyRelease("default", "db")},
 			want:     depNotReady,
 			notReady: []string{"team-a/db"},
 		},
 		{
 			name:     "dependency on itself",
-			deps:     []meta.DependencyReference{depRef("", "app", "")},
+			deps:     []v2.DependencyReference{depRef("", "app", "")},
 			objects:  []*v2.HelmRelease{readyRelease("default", "app")},
 			want:     depInvalid,
 			contains: []string{"dependency 'default/app' is the HelmRelease itself"},
 		},
 		{
 			name:     "dependency on itself with explicit namespace",
-			deps:     []meta.DependencyReference{depRef("default", "app", "")},
+			deps:     []v2.DependencyReference{depRef("default", "app", "")},
 			objects:  []*v2.HelmRelease{readyRelease("default", "app")},
 			want:     depInvalid,
 			contains: []string{"'default/app' is the HelmRelease itself"},
@@ -227,13 +227,13 @@ func TestCheckDependencies(t *testing.T) {
 		// upstream's does.
 		{
 			name:    "dependency on itself judged by readyExpr",
-			deps:    []meta.DependencyReference{depRef("", "app", "dep.metadata.name == self.metadata.name")},
+			deps:    []v2.DependencyReference{depRef("", "app", "dep.metadata.name == self.metadata.name")},
 			objects: []*v2.HelmRelease{depRelease("default", "app", 1, 1, "", "")},
 			want:    depAllReady,
 		},
 		{
 			name:     "dependency on itself judged by readyExpr and the built-in check",
-			deps:     []meta.DependencyReference{depRef("", "app", "dep.metadata.name == self.metadata.name")},
+			deps:     []v2.DependencyReference{depRef("", "app", "dep.metadata.name == self.metadata.name")},
 			objects:  []*v2.HelmRelease{depRelease("default", "app", 1, 1, "", "")},
 			opts:     dependencyOptions{AdditiveCEL: true},
 			want:     depInvalid,
@@ -241,20 +241,20 @@ func TestCheckDependencies(t *testing.T) {
 		},
 		{
 			name:    "same name in another namespace is not itself",
-			deps:    []meta.DependencyReference{depRef("other", "app", "")},
+			deps:    []v2.DependencyReference{depRef("other", "app", "")},
 			objects: []*v2.HelmRelease{readyRelease("other", "app")},
 			want:    depAllReady,
 		},
 		{
 			name:     "missing name",
-			deps:     []meta.DependencyReference{depRef("", "db", ""), depRef("", "", "")},
+			deps:     []v2.DependencyReference{depRef("", "db", ""), depRef("", "", "")},
 			objects:  []*v2.HelmRelease{readyRelease("default", "db")},
 			want:     depInvalid,
 			contains: []string{"spec.dependsOn[1].name"},
 		},
 		{
 			name: "invalid entries are all reported, before readiness",
-			deps: []meta.DependencyReference{
+			deps: []v2.DependencyReference{
 				depRef("", "missing", ""),
 				depRef("", "app", ""),
 				depRef("infra", "db", ""),
@@ -268,7 +268,7 @@ func TestCheckDependencies(t *testing.T) {
 		},
 		{
 			name: "readyExpr true replaces a failing built-in check",
-			deps: []meta.DependencyReference{depRef("", "db", versionExpr)},
+			deps: []v2.DependencyReference{depRef("", "db", versionExpr)},
 			objects: []*v2.HelmRelease{
 				withDepValues(depRelease("default", "db", 4, 3, metav1.ConditionFalse, "upgrade failed"), `{"version":"1.2.3"}`),
 			},
@@ -276,7 +276,7 @@ func TestCheckDependencies(t *testing.T) {
 		},
 		{
 			name: "readyExpr false replaces a passing built-in check",
-			deps: []meta.DependencyReference{depRef("", "db", versionExpr)},
+			deps: []v2.DependencyReference{depRef("", "db", versionExpr)},
 			objects: []*v2.HelmRelease{
 				withDepValues(readyRelease("default", "db"), `{"version":"1.2.2"}`),
 			},
@@ -286,14 +286,14 @@ func TestCheckDependencies(t *testing.T) {
 		},
 		{
 			name: "readyExpr sees apiVersion and kind",
-			deps: []meta.DependencyReference{depRef("", "db",
+			deps: []v2.DependencyReference{depRef("", "db",
 				"dep.kind == 'HelmRelease' && self.apiVersion == 'helm.toolkit.fluxcd.io/v2' && dep.metadata.namespace == self.metadata.namespace")},
 			objects: []*v2.HelmRelease{readyRelease("default", "db")},
 			want:    depAllReady,
 		},
 		{
 			name:     "multi-line readyExpr is quoted on one line",
-			deps:     []meta.DependencyReference{depRef("", "db", "dep.metadata.generation == 1 &&\n  dep.metadata.name == 'db'\n")},
+			deps:     []v2.DependencyReference{depRef("", "db", "dep.metadata.generation == 1 &&\n  dep.metadata.name == 'db'\n")},
 			objects:  []*v2.HelmRelease{readyRelease("default", "db")},
 			want:     depNotReady,
 			notReady: []string{"default/db"},
@@ -301,7 +301,7 @@ func TestCheckDependencies(t *testing.T) {
 		},
 		{
 			name: "additive: readyExpr true does not hide a failing built-in check",
-			deps: []meta.DependencyReference{depRef("", "db", versionExpr)},
+			deps: []v2.DependencyReference{depRef("", "db", versionExpr)},
 			objects: []*v2.HelmRelease{
 				withDepValues(depRelease("default", "db", 1, 1, metav1.ConditionFalse, "upgrade failed"), `{"version":"1.2.3"}`),
 			},
@@ -313,7 +313,7 @@ func TestCheckDependencies(t *testing.T) {
 		},
 		{
 			name: "additive: passing built-in check does not hide readyExpr false",
-			deps: []meta.DependencyReference{depRef("", "db", versionExpr)},
+			deps: []v2.DependencyReference{depRef("", "db", versionExpr)},
 			objects: []*v2.HelmRelease{
 				withDepValues(readyRelease("default", "db"), `{"version":"1.2.2"}`),
 			},
@@ -325,7 +325,7 @@ func TestCheckDependencies(t *testing.T) {
 		},
 		{
 			name: "additive: both failing are both reported",
-			deps: []meta.DependencyReference{depRef("", "db", versionExpr)},
+			deps: []v2.DependencyReference{depRef("", "db", versionExpr)},
 			objects: []*v2.HelmRelease{
 				withDepValues(depRelease("default", "db", 2, 1, metav1.ConditionTrue, "ok"), `{"version":"1.2.2"}`),
 			},
@@ -336,7 +336,7 @@ func TestCheckDependencies(t *testing.T) {
 		},
 		{
 			name: "additive: both passing",
-			deps: []meta.DependencyReference{depRef("", "db", versionExpr)},
+			deps: []v2.DependencyReference{depRef("", "db", versionExpr)},
 			objects: []*v2.HelmRelease{
 				withDepValues(readyRelease("default", "db"), `{"version":"1.2.3"}`),
 			},
@@ -345,33 +345,33 @@ func TestCheckDependencies(t *testing.T) {
 		},
 		{
 			name:     "readyExpr syntax error",
-			deps:     []meta.DependencyReference{depRef("", "db", "dep.metadata.name ==")},
+			deps:     []v2.DependencyReference{depRef("", "db", "dep.metadata.name ==")},
 			objects:  []*v2.HelmRelease{readyRelease("default", "db")},
 			want:     depInvalid,
 			contains: []string{"readyExpr of dependency 'default/db' is not a valid CEL expression", "dep.metadata.name =="},
 		},
 		{
 			name:     "readyExpr with an undeclared variable",
-			deps:     []meta.DependencyReference{depRef("", "db", "obj.status.ready == true")},
+			deps:     []v2.DependencyReference{depRef("", "db", "obj.status.ready == true")},
 			objects:  []*v2.HelmRelease{readyRelease("default", "db")},
 			want:     depInvalid,
 			contains: []string{"undeclared reference", "variables: self, dep"},
 		},
 		{
 			name:     "readyExpr not returning a bool",
-			deps:     []meta.DependencyReference{depRef("", "db", "size(dep.metadata.name)")},
+			deps:     []v2.DependencyReference{depRef("", "db", "size(dep.metadata.name)")},
 			objects:  []*v2.HelmRelease{readyRelease("default", "db")},
 			want:     depInvalid,
 			contains: []string{"returning a bool", "expected bool"},
 		},
 		{
 			name: "invalid readyExpr is reported even when the dependency is missing",
-			deps: []meta.DependencyReference{depRef("", "db", "dep.metadata.name ==")},
+			deps: []v2.DependencyReference{depRef("", "db", "dep.metadata.name ==")},
 			want: depInvalid,
 		},
 		{
 			name:     "readyExpr failing to evaluate keeps waiting",
-			deps:     []meta.DependencyReference{depRef("", "db", "dep.status.history[0].chartVersion == '1.0.0'")},
+			deps:     []v2.DependencyReference{depRef("", "db", "dep.status.history[0].chartVersion == '1.0.0'")},
 			objects:  []*v2.HelmRelease{readyRelease("default", "db")},
 			want:     depNotReady,
 			notReady: []string{"default/db"},
@@ -379,7 +379,7 @@ func TestCheckDependencies(t *testing.T) {
 		},
 		{
 			name: "several unready dependencies are listed together",
-			deps: []meta.DependencyReference{
+			deps: []v2.DependencyReference{
 				depRef("", "ready", ""),
 				depRef("", "missing", ""),
 				depRef("", "failing", ""),
@@ -493,7 +493,7 @@ func TestCheckDependenciesGetError(t *testing.T) {
 		Build()
 
 	self := depRelease("default", "app", 1, 1, "", "")
-	self.Spec.DependsOn = []meta.DependencyReference{depRef("", "db", "")}
+	self.Spec.DependsOn = []v2.DependencyReference{depRef("", "db", "")}
 	err := checkDependencies(context.Background(), c, self, dependencyOptions{})
 	assertDependencyResult(t, err, depOtherError, nil, []string{"failed to get dependency 'default/db'"}, nil)
 	if !apierrors.IsForbidden(err) {
@@ -508,7 +508,7 @@ func TestMetDependenciesClearTheWait(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(depTestScheme(t)).WithObjects(readyRelease("default", "db")).Build()
 	r := &HelmReleaseReconciler{Client: c, EventRecorder: eventlog.New(1)}
 	self := depRelease("default", "app", 1, 1, "", "")
-	self.Spec.DependsOn = []meta.DependencyReference{depRef("", "db", "")}
+	self.Spec.DependsOn = []v2.DependencyReference{depRef("", "db", "")}
 	conditions.MarkFalse(self, meta.ReadyCondition, helmv2.DependencyNotReadyReason, "dependency 'default/db' is not ready")
 
 	if _, wait, _ := r.waitForDependencies(context.Background(), self); wait {
@@ -528,7 +528,7 @@ func TestMetDependenciesClearTheWait(t *testing.T) {
 func TestInvalidDependenciesStall(t *testing.T) {
 	tests := []struct {
 		name      string
-		dep       meta.DependencyReference
+		dep       v2.DependencyReference
 		reason    string
 		inMessage string
 	}{
@@ -544,7 +544,7 @@ func TestInvalidDependenciesStall(t *testing.T) {
 			hr := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "app", Generation: 3,
 				Finalizers: []string{helmv2.HelmReleaseFinalizer}}}
 			hr.Spec.Interval = metav1.Duration{Duration: time.Minute}
-			hr.Spec.DependsOn = []meta.DependencyReference{tc.dep}
+			hr.Spec.DependsOn = []v2.DependencyReference{tc.dep}
 			c := fake.NewClientBuilder().WithScheme(newRevisionScheme(t)).WithObjects(hr, readyRelease("default", "db")).
 				WithStatusSubresource(&v2.HelmRelease{}).Build()
 			events := eventlog.New(10)
@@ -595,14 +595,14 @@ func TestInvalidDependenciesStall(t *testing.T) {
 // at every recheck until the status no longer fitted its schema.
 func TestDependencyCycle(t *testing.T) {
 	a := depRelease("default", "a", 1, 0, "", "")
-	a.Spec.DependsOn = []meta.DependencyReference{depRef("", "b", "")}
+	a.Spec.DependsOn = []v2.DependencyReference{depRef("", "b", "")}
 	b := depRelease("default", "b", 1, 0, "", "")
-	b.Spec.DependsOn = []meta.DependencyReference{depRef("", "c", "")}
+	b.Spec.DependsOn = []v2.DependencyReference{depRef("", "c", "")}
 	c := depRelease("default", "c", 1, 0, "", "")
-	c.Spec.DependsOn = []meta.DependencyReference{depRef("", "a", ""), depRef("", "missing", "")}
+	c.Spec.DependsOn = []v2.DependencyReference{depRef("", "a", ""), depRef("", "missing", "")}
 	// d depends on the cycle without being part of it.
 	d := depRelease("default", "d", 1, 0, "", "")
-	d.Spec.DependsOn = []meta.DependencyReference{depRef("", "a", "")}
+	d.Spec.DependsOn = []v2.DependencyReference{depRef("", "a", "")}
 	cl := fake.NewClientBuilder().WithScheme(depTestScheme(t)).WithObjects(a, b, c, d).WithStatusSubresource(&v2.HelmRelease{}).Build()
 	ctx := context.Background()
 
@@ -678,7 +678,7 @@ func TestDependenciesOutsideTheCache(t *testing.T) {
 				}).Build()
 			api := fake.NewClientBuilder().WithScheme(depTestScheme(t)).WithObjects(readyRelease("other", "db")).Build()
 			self := depRelease("default", "app", 1, 1, "", "")
-			self.Spec.DependsOn = []meta.DependencyReference{depRef("other", "db", "")}
+			self.Spec.DependsOn = []v2.DependencyReference{depRef("other", "db", "")}
 			if err := checkDependencies(context.Background(), dependencyReader{cache: cache, api: api}, self, dependencyOptions{}); err != nil {
 				t.Errorf("a ready dependency outside the cache: %v", err)
 			}

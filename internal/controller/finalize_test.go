@@ -63,7 +63,7 @@ func TestWaitingDoesNotObserveTheGeneration(t *testing.T) {
 	obj := &v2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web", Generation: 2,
 		Finalizers: []string{helmv2.HelmReleaseFinalizer}}}
 	obj.Spec.Interval = metav1.Duration{Duration: time.Minute}
-	obj.Spec.DependsOn = []helmv2.DependencyReference{{Name: "database"}}
+	obj.Spec.DependsOn = []v2.DependencyReference{{Name: "database"}}
 	obj.Status.ObservedGeneration = 1
 	c := fake.NewClientBuilder().WithScheme(newRevisionScheme(t)).WithObjects(obj).
 		WithStatusSubresource(&v2.HelmRelease{}).Build()

@@ -40,7 +40,7 @@ func TestSpecUpstreamAcceptsGoesOn(t *testing.T) {
 			want:                 "dependency 'infra/db' is in another namespace than the HelmRelease while cross-namespace references are disabled",
 			noCrossNamespaceRefs: true, objects: []client.Object{readyRelease("infra", "db")},
 			spec: func(hr *v2.HelmRelease) {
-				hr.Spec.DependsOn = []meta.DependencyReference{{Name: "db", Namespace: "infra"}}
+				hr.Spec.DependsOn = []v2.DependencyReference{{Name: "db", Namespace: "infra"}}
 			}},
 		{name: "drift ignore path that is not a JSON pointer", reason: InvalidDriftDetectionReason,
 			want: `spec.driftDetection.ignore[0]: path "spec.replicas" is not a JSON pointer`,

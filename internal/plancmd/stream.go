@@ -210,6 +210,10 @@ func dependencyOrder(releases []*v2.HelmRelease) ([]*v2.HelmRelease, error) {
 		state[i] = visiting
 		path = append(path, releaseKey(releases[i]))
 		for _, dep := range releases[i].Spec.DependsOn {
+			if !dep.IsHelmRelease() {
+				// An object of another kind is no release of the stream.
+				continue
+			}
 			key := types.NamespacedName{Namespace: dep.Namespace, Name: dep.Name}
 			if key.Namespace == "" {
 				key.Namespace = releases[i].Namespace

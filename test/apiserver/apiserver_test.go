@@ -443,3 +443,74 @@ func TestDeleteHookResources(t *testing.T) {
 		}
 	})
 }
+
+// dependsOnAnyKind is a spec.dependsOn with every field of an entry: one
+// HelmRelease entry as upstream writes it, and entries naming a
+// Deployment, a cluster-scoped CRD and a custom resource by kind.
+func dependsOnAnyKind() []any {
+	return []any{
+		map[string]any{"name": "database", "readyExpr": "dep.status.observedGeneration > 0"},
+		map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "api", "namespace": "backend", "ready": true},
+		map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "name": "widgets.example.com"},
+		map[string]any{"apiVersion": "example.com/v1", "kind": "Widget", "name": "w", "readyExpr": "dep.status.phase == 'Up'"},
+	}
+}
+
+// TestDependsOnAnyKind checks apiVersion, kind and ready on spec.dependsOn
+// entries on both servers: ours stores them as given beside name,
+// namespace and readyExpr, rejects a ready that is not a boolean, and
+// upstream's CRD prunes them like waitStrategy, keeping the rest of each
+// entry (which then names a HelmRelease for upstream).
+func TestDependsOnAnyKind(t *testing.T) {
+	ctx := context.Background()
+	withDeps := func(name string, deps []any) *unstructured.Unstructured {
+		obj := helmRelease(name, nil)
+		if err := unstructured.SetNestedSlice(obj.Object, deps, "spec", "dependsOn"); err != nil {
+			t.Fatal(err)
+		}
+		return obj
+	}
+
+	t.Run("ours-stores-it", func(t *testing.T) {
+		stored, err := create(ctx, ours, withDeps("depends-any", dependsOnAnyKind()))
+		cleanup(t, stored)
+		if err != nil {
+			t.Fatalf("rejected: %v", err)
+		}
+		got, _, _ := unstructured.NestedSlice(stored.Object, "spec", "dependsOn")
+		if diff := cmp.Diff(dependsOnAnyKind(), got); diff != "" {
+			t.Errorf("stored spec.dependsOn (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("ours-rejects-a-string-ready", func(t *testing.T) {
+		stored, err := create(ctx, ours, withDeps("depends-string-ready", []any{
+			map[string]any{"apiVersion": "v1", "kind": "Secret", "name": "s", "ready": "yes"},
+		}))
+		cleanup(t, stored)
+		if err == nil {
+			t.Fatal("accepted, want a rejection")
+		}
+		if !strings.Contains(err.Error(), "spec.dependsOn[0].ready") {
+			t.Errorf("rejection %q does not name spec.dependsOn[0].ready", err)
+		}
+	})
+
+	t.Run("upstream-prunes-it", func(t *testing.T) {
+		stored, err := create(ctx, upstream, withDeps("depends-any-pruned", dependsOnAnyKind()))
+		cleanup(t, stored)
+		if err != nil {
+			t.Fatalf("upstream rejected one of our manifests: %v", err)
+		}
+		got, _, _ := unstructured.NestedSlice(stored.Object, "spec", "dependsOn")
+		want := []any{
+			map[string]any{"name": "database", "readyExpr": "dep.status.observedGeneration > 0"},
+			map[string]any{"name": "api", "namespace": "backend"},
+			map[string]any{"name": "widgets.example.com"},
+			map[string]any{"name": "w", "readyExpr": "dep.status.phase == 'Up'"},
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("spec.dependsOn stored by upstream's CRD (-want +got):\n%s", diff)
+		}
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,7 +28,9 @@ func goingBackManifests(orderedName string) []*unstructured.Unstructured {
 	readiness := helmRelease("uses-readiness-timeout", nil)
 	_ = unstructured.SetNestedField(readiness.Object, orderedName, "spec", "waitStrategy", "name")
 	_ = unstructured.SetNestedField(readiness.Object, "2m", "spec", "waitStrategy", "readinessTimeout")
-	all := []*unstructured.Unstructured{afterHooks, ordered, hooks, readiness}
+	deps := helmRelease("uses-dependson-kind", nil)
+	_ = unstructured.SetNestedSlice(deps.Object, dependsOnAnyKind(), "spec", "dependsOn")
+	all := []*unstructured.Unstructured{afterHooks, ordered, hooks, readiness, deps}
 	for _, o := range all {
 		o.SetNamespace("default")
 	}
@@ -115,6 +118,7 @@ func TestGoingBackToUpstream(t *testing.T) {
 			"uses-afterhooks":            ".spec.install.waitStrategy: field not declared in schema",
 			"uses-delete-hook-resources": ".spec.uninstall.deleteHookResources: field not declared in schema",
 			"uses-readiness-timeout":     ".spec.waitStrategy.readinessTimeout: field not declared in schema",
+			"uses-dependson-kind":        ".spec.dependsOn[1].apiVersion: field not declared in schema",
 		}
 		for _, o := range goingBackManifests("ordered") {
 			err := apply(ctx, s.client, o)
@@ -175,6 +179,13 @@ func TestGoingBackToUpstream(t *testing.T) {
 					t.Errorf("%s: %s is still stored", o.GetName(), strings.Join(path, "."))
 				}
 			}
+			if o.GetName() == "uses-dependson-kind" {
+				deps, _, _ := unstructured.NestedSlice(got.Object, "spec", "dependsOn")
+				want := []any{map[string]any{"name": "database", "readyExpr": "dep.status.observedGeneration > 0"}}
+				if diff := cmp.Diff(want, deps); diff != "" {
+					t.Errorf("uses-dependson-kind: stored spec.dependsOn (-want +got):\n%s", diff)
+				}
+			}
 			if o.GetName() == "uses-ordered" {
 				if v, _, _ := unstructured.NestedString(got.Object, "spec", "waitStrategy", "name"); v != "poller" {
 					t.Errorf("uses-ordered: spec.waitStrategy.name = %q, want poller", v)
@@ -193,6 +204,17 @@ func upstreamOnly(objs []*unstructured.Unstructured) []*unstructured.Unstructure
 		}
 		unstructured.RemoveNestedField(o.Object, "spec", "uninstall", "deleteHookResources")
 		unstructured.RemoveNestedField(o.Object, "spec", "waitStrategy", "readinessTimeout")
+		// An entry with kind names no HelmRelease: under upstream it would
+		// wait for a HelmRelease of that name forever, so it goes.
+		if deps, found, _ := unstructured.NestedSlice(o.Object, "spec", "dependsOn"); found {
+			var kept []any
+			for _, d := range deps {
+				if entry, _ := d.(map[string]any); entry["kind"] == nil {
+					kept = append(kept, d)
+				}
+			}
+			_ = unstructured.SetNestedSlice(o.Object, kept, "spec", "dependsOn")
+		}
 		for _, action := range []string{"install", "upgrade", "rollback", "uninstall"} {
 			if m, found, _ := unstructured.NestedMap(o.Object, "spec", action); found && len(m) == 0 {
 				unstructured.RemoveNestedField(o.Object, "spec", action)

@@ -137,7 +137,7 @@ func TestReadyNeverLies(t *testing.T) {
 		{name: "missing-dependency", reason: helmv2.DependencyNotReadyReason, inMessage: "ghost-dependency", observed: &no,
 			release: func(_ *testing.T, ns, repo string) *v2.HelmRelease {
 				hr := env.PodinfoRelease(ns, "podinfo", repo, "")
-				hr.Spec.DependsOn = []helmv2.DependencyReference{{Name: "ghost-dependency"}}
+				hr.Spec.DependsOn = []v2.DependencyReference{{Name: "ghost-dependency"}}
 				return hr
 			}},
 	}

@@ -198,7 +198,7 @@ func TestDependsOn(t *testing.T) {
 	newHR := func(name string, dependsOn ...string) *v2.HelmRelease {
 		hr := env.PodinfoRelease(ns, name, repo.Name, "")
 		for _, d := range dependsOn {
-			hr.Spec.DependsOn = append(hr.Spec.DependsOn, helmv2.DependencyReference{Name: d})
+			hr.Spec.DependsOn = append(hr.Spec.DependsOn, v2.DependencyReference{Name: d})
 		}
 		return hr
 	}

@@ -989,16 +989,16 @@ func outcomeCases() []badCase {
 		{name: "dependencies: missing dependency", id: "dep-missing", reason: helmv2.DependencyNotReadyReason, inMessage: "ghost-dependency", event: corev1.EventTypeNormal,
 			release: func(_ *testing.T, b *badEnv, name string) *v2.HelmRelease {
 				hr := b.podinfo(name)
-				hr.Spec.DependsOn = []helmv2.DependencyReference{{Name: "ghost-dependency"}}
+				hr.Spec.DependsOn = []v2.DependencyReference{{Name: "ghost-dependency"}}
 				return hr
 			}},
 		{name: "dependencies: two releases depending on each other", id: "dep-cycle-a", reason: helmv2.DependencyNotReadyReason, inMessage: "dep-cycle-b", event: corev1.EventTypeNormal,
 			release: func(t *testing.T, b *badEnv, name string) *v2.HelmRelease {
 				other := b.podinfo("dep-cycle-b")
-				other.Spec.DependsOn = []helmv2.DependencyReference{{Name: name}}
+				other.Spec.DependsOn = []v2.DependencyReference{{Name: name}}
 				env.Create(t, other)
 				hr := b.podinfo(name)
-				hr.Spec.DependsOn = []helmv2.DependencyReference{{Name: other.Name}}
+				hr.Spec.DependsOn = []v2.DependencyReference{{Name: other.Name}}
 				return hr
 			},
 			check: func(ctx context.Context, b *badEnv, _ *v2.HelmRelease) error {
@@ -1023,13 +1023,13 @@ func outcomeCases() []badCase {
 		{name: "dependencies: a release depending on itself", id: "dep-self", reason: "InvalidDependency", inMessage: "is the HelmRelease itself", stalled: true,
 			release: func(_ *testing.T, b *badEnv, name string) *v2.HelmRelease {
 				hr := b.podinfo(name)
-				hr.Spec.DependsOn = []helmv2.DependencyReference{{Name: name}}
+				hr.Spec.DependsOn = []v2.DependencyReference{{Name: name}}
 				return hr
 			}, note: "no upstream equivalent (upstream waits forever)"},
 		{name: "dependencies: readyExpr that is not valid CEL", id: "dep-invalid-cel", reason: meta.InvalidCELExpressionReason, inMessage: "dep.status ==", stalled: true,
 			release: func(_ *testing.T, b *badEnv, name string) *v2.HelmRelease {
 				hr := b.podinfo(name)
-				hr.Spec.DependsOn = []helmv2.DependencyReference{{Name: "neighbour", ReadyExpr: "dep.status =="}}
+				hr.Spec.DependsOn = []v2.DependencyReference{{Name: "neighbour", ReadyExpr: "dep.status =="}}
 				return hr
 			}},
 
@@ -1057,7 +1057,7 @@ func outcomeCases() []badCase {
 		{name: "health checks: dependsOn readyExpr that errors at runtime", id: "hc-readyexpr-runtime", reason: helmv2.DependencyNotReadyReason, inMessage: "nothere", event: corev1.EventTypeNormal,
 			release: func(_ *testing.T, b *badEnv, name string) *v2.HelmRelease {
 				hr := b.podinfo(name)
-				hr.Spec.DependsOn = []helmv2.DependencyReference{{Name: "neighbour", ReadyExpr: "dep.status.nothere == 'x'"}}
+				hr.Spec.DependsOn = []v2.DependencyReference{{Name: "neighbour", ReadyExpr: "dep.status.nothere == 'x'"}}
 				return hr
 			}},
 		{name: "health checks: healthCheckExprs that errors at runtime", id: "hc-runtime", reason: helmv2.InstallFailedReason, inMessage: "nothere", stalled: true,
