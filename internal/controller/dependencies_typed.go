@@ -74,13 +74,17 @@ type typedDependency struct {
 type typedDependencies struct {
 	access *typedAccess
 	deps   map[int]typedDependency
+	// unserved are the entries whose kind the cluster does not serve,
+	// with why: most often a CustomResourceDefinition another release
+	// installs, so they are waited for, not stalled.
+	unserved map[int]string
 }
 
 // resolveTypedDependencies maps the kind of every entry that has one to
-// its resource through the REST mapper of the release's cluster. An
-// unknown kind, or a namespace on a cluster-scoped kind, is an
-// *InvalidDependencyError naming every such entry; a failing discovery is
-// a plain error, retried.
+// its resource through the REST mapper of the release's cluster. A kind
+// the cluster does not serve is kept in unserved, to be waited for; a
+// namespace on a cluster-scoped kind is an *InvalidDependencyError naming
+// every such entry; a failing discovery is a plain error, retried.
 func resolveTypedDependencies(ctx context.Context, obj *v2.HelmRelease, keys []client.ObjectKey, opts dependencyOptions) (typedDependencies, error) {
 	var out typedDependencies
 	refs := obj.Spec.DependsOn
@@ -97,7 +101,7 @@ func resolveTypedDependencies(ctx context.Context, obj *v2.HelmRelease, keys []c
 			if err != nil {
 				return out, fmt.Errorf("failed to connect for the dependencies of other kinds than HelmRelease: %w", err)
 			}
-			out.access, out.deps = access, map[int]typedDependency{}
+			out.access, out.deps, out.unserved = access, map[int]typedDependency{}, map[int]string{}
 		}
 	}
 	if out.access == nil {
@@ -116,9 +120,11 @@ func resolveTypedDependencies(ctx context.Context, obj *v2.HelmRelease, keys []c
 		mapping, err := out.access.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		switch {
 		case apimeta.IsNoMatchError(err):
-			problems = append(problems, fmt.Sprintf("dependency '%s': the cluster serves no kind %s in %s: "+
-				"check spec.dependsOn[%d].apiVersion and kind, or install its CustomResourceDefinition first",
-				typedDependencyRef(ref, key.Namespace), ref.Kind, ref.APIVersion, i))
+			// Its scope is unknown: named as the namespaced kind it most
+			// likely is.
+			out.deps[i] = typedDependency{gvk: gvk, key: key, ref: typedDependencyRef(ref, key.Namespace)}
+			out.unserved[i] = fmt.Sprintf("the cluster serves no kind %s in %s (yet): its CustomResourceDefinition "+
+				"may still be on its way; else check spec.dependsOn[%d].apiVersion and kind", ref.Kind, ref.APIVersion, i)
 			continue
 		case err != nil:
 			return out, fmt.Errorf("failed to resolve the kind of dependency '%s': %w", typedDependencyRef(ref, key.Namespace), err)
@@ -148,6 +154,9 @@ func checkTypedDependency(ctx context.Context, typed typedDependencies, i int, r
 	expr *runtimecel.Expression, selfMap func() (map[string]any, error), opts dependencyOptions,
 ) (*NotReadyDependency, error) {
 	dep := typed.deps[i]
+	if why, ok := typed.unserved[i]; ok {
+		return &NotReadyDependency{Key: dep.key, Ref: dep.ref, Reason: why}, nil
+	}
 	builtin := ref.Ready && (expr == nil || opts.AdditiveCEL)
 	var got client.Object
 	var body *unstructured.Unstructured

@@ -197,16 +197,18 @@ func TestCheckTypedDependencies(t *testing.T) {
 			contains: []string{"dependency 'example.com/v1/Widget/default/w' is not ready: it is InProgress: widget says False"},
 		},
 		{
-			name:     "an unknown kind is invalid, naming the reference",
+			// Most often a CRD another release installs: waited for, as
+			// a missing object is, not stalled.
+			name:     "a kind the cluster does not serve yet is waited for, naming the reference",
 			deps:     []v2.DependencyReference{typedRef("example.com/v1", "Gizmo", "", "g", false, "")},
-			want:     depInvalid,
-			contains: []string{"invalid spec.dependsOn: dependency 'example.com/v1/Gizmo/default/g': the cluster serves no kind Gizmo in example.com/v1"},
+			want:     depNotReady,
+			contains: []string{"dependency 'example.com/v1/Gizmo/default/g' is not ready: the cluster serves no kind Gizmo in example.com/v1 (yet)"},
 		},
 		{
-			name:     "an unknown apiVersion of a known kind is invalid",
+			name:     "an apiVersion the cluster does not serve for a known kind is waited for",
 			deps:     []v2.DependencyReference{typedRef("example.com/v9", "Widget", "", "w", false, "")},
-			want:     depInvalid,
-			contains: []string{"dependency 'example.com/v9/Widget/default/w': the cluster serves no kind Widget in example.com/v9"},
+			want:     depNotReady,
+			contains: []string{"dependency 'example.com/v9/Widget/default/w' is not ready: the cluster serves no kind Widget in example.com/v9 (yet)"},
 		},
 		{
 			name:     "a kind without apiVersion is invalid",
