@@ -115,16 +115,16 @@ func TestComparePlan(t *testing.T) {
 		{
 			// The same without the mark: the comparison is not blind to
 			// an ordinary Job the action did not make.
-			name: "a planned Job that was never made",
-			plan: changedPlan(planOfUpgrade, func(p *Prediction) { p.Create = append(p.Create, "Job <ns>/timed-r1") }),
+			name:   "a planned Job that was never made",
+			plan:   changedPlan(planOfUpgrade, func(p *Prediction) { p.Create = append(p.Create, "Job <ns>/timed-r1") }),
 			before: planBefore, after: planAfter,
 			want: []string{"created: only in the plan [Job <ns>/timed-r1], only done []"},
 		},
 		{
 			// A self-deleting Job still there before the step, gone after
 			// although the manifest keeps it: its TTL, not the action.
-			name: "a Job of both manifests that its TTL deleted during the step",
-			plan: changedPlan(planOfUpgrade, func(p *Prediction) { p.SelfDeleting = []string{"Job <ns>/seed"} }),
+			name:   "a Job of both manifests that its TTL deleted during the step",
+			plan:   changedPlan(planOfUpgrade, func(p *Prediction) { p.SelfDeleting = []string{"Job <ns>/seed"} }),
 			before: changedObservation(planBefore, func(o *Observation) { o.Objects = append(o.Objects, "Job <ns>/seed") }),
 			after:  planAfter,
 		},
