@@ -184,50 +184,65 @@ func checkDependencies(ctx context.Context, c client.Reader, obj *v2.HelmRelease
 			}
 			continue
 		}
-		dep := &v2.HelmRelease{}
-		if err := c.Get(ctx, key, dep); err != nil {
-			if apierrors.IsNotFound(err) {
-				notReady = append(notReady, NotReadyDependency{Key: key, NotFound: true})
-				continue
-			}
-			return fmt.Errorf("failed to get dependency '%s': %w", key, err)
+		nr, err := checkHelmReleaseDependency(ctx, c, obj, key, ref, exprs[i], selfMap, opts)
+		if err != nil {
+			return err
 		}
-
-		var reasons []string
-		if exprs[i] == nil || opts.AdditiveCEL {
-			reason, err := builtinOrCycleReason(ctx, c, obj, dep)
-			if err != nil {
-				return err
-			}
-			if reason != "" {
-				reasons = append(reasons, reason)
-			}
-		}
-		if exprs[i] != nil {
-			self, err := selfMap()
-			if err != nil {
-				return err
-			}
-			depMap, err := helmReleaseToMap(dep)
-			if err != nil {
-				return err
-			}
-			reason, err := readyExprNotReadyReason(ctx, exprs[i], ref.ReadyExpr, self, depMap)
-			if err != nil {
-				return err
-			}
-			if reason != "" {
-				reasons = append(reasons, reason)
-			}
-		}
-		if len(reasons) > 0 {
-			notReady = append(notReady, NotReadyDependency{Key: key, Reason: strings.Join(reasons, ", and ")})
+		if nr != nil {
+			notReady = append(notReady, *nr)
 		}
 	}
 	if len(notReady) > 0 {
 		return &DependencyNotReadyError{Dependencies: notReady}
 	}
 	return nil
+}
+
+// checkHelmReleaseDependency reads the HelmRelease entry key and says why it
+// is not met, as upstream words it, or nil when it is: its Ready condition
+// of the current generation (and no cycle back to obj), or its readyExpr
+// instead (or, with AdditiveCEL, besides).
+func checkHelmReleaseDependency(ctx context.Context, c client.Reader, obj *v2.HelmRelease, key client.ObjectKey,
+	ref v2.DependencyReference, expr *runtimecel.Expression, selfMap func() (map[string]any, error), opts dependencyOptions,
+) (*NotReadyDependency, error) {
+	dep := &v2.HelmRelease{}
+	if err := c.Get(ctx, key, dep); err != nil {
+		if apierrors.IsNotFound(err) {
+			return &NotReadyDependency{Key: key, NotFound: true}, nil
+		}
+		return nil, fmt.Errorf("failed to get dependency '%s': %w", key, err)
+	}
+	var reasons []string
+	if expr == nil || opts.AdditiveCEL {
+		reason, err := builtinOrCycleReason(ctx, c, obj, dep)
+		if err != nil {
+			return nil, err
+		}
+		if reason != "" {
+			reasons = append(reasons, reason)
+		}
+	}
+	if expr != nil {
+		self, err := selfMap()
+		if err != nil {
+			return nil, err
+		}
+		depMap, err := helmReleaseToMap(dep)
+		if err != nil {
+			return nil, err
+		}
+		reason, err := readyExprNotReadyReason(ctx, expr, ref.ReadyExpr, self, depMap)
+		if err != nil {
+			return nil, err
+		}
+		if reason != "" {
+			reasons = append(reasons, reason)
+		}
+	}
+	if len(reasons) > 0 {
+		return &NotReadyDependency{Key: key, Reason: strings.Join(reasons, ", and ")}, nil
+	}
+	return nil, nil
 }
 
 // validateDependencies checks every entry of obj.Spec.DependsOn without
