@@ -114,21 +114,27 @@ func dedupe(s *apiextensionsv1.JSONSchemaProps) int {
 	return removed
 }
 
+// schemaAt is a copy of the schema at the dotted property path under
+// root, or nil when the path is not in it; setPath writes a copy back.
+func schemaAt(root *apiextensionsv1.JSONSchemaProps, path string) *apiextensionsv1.JSONSchemaProps {
+	s := root
+	for _, name := range strings.Split(path, ".") {
+		p, ok := s.Properties[name]
+		if !ok {
+			return nil
+		}
+		s = &p
+	}
+	return s
+}
+
 // widen adds the values of widened to the enums they belong to, returning
 // how many it added. A path that is not in the schema is left alone: the
 // CRD test (api/v2) fails if a documented widening is missing.
 func widen(root *apiextensionsv1.JSONSchemaProps) int {
 	added := 0
 	for path, values := range widened {
-		s := root
-		for _, name := range strings.Split(path, ".") {
-			p, ok := s.Properties[name]
-			if !ok {
-				s = nil
-				break
-			}
-			s = &p
-		}
+		s := schemaAt(root, path)
 		if s == nil || len(s.Enum) == 0 {
 			continue
 		}
@@ -153,15 +159,7 @@ func widen(root *apiextensionsv1.JSONSchemaProps) int {
 func replaceItems(root *apiextensionsv1.JSONSchemaProps) (int, error) {
 	replaced := 0
 	for _, path := range replacedItems {
-		s := root
-		for _, name := range strings.Split(path, ".") {
-			p, ok := s.Properties[name]
-			if !ok {
-				s = nil
-				break
-			}
-			s = &p
-		}
+		s := schemaAt(root, path)
 		if s == nil || len(s.AllOf) == 0 {
 			continue
 		}
