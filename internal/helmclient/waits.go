@@ -83,11 +83,20 @@ const (
 // it is in the release's description, and the controller in its
 // conditions and events.
 func (w *narrowWaiter) Wait(resources helmkube.ResourceList, timeout time.Duration) error {
-	return kubewait.FromHelmFor(w.narrowed(resources, timeout, readiness, helmkube.Waiter.Wait), kubewait.Named(resources))
+	return failedWait(w.narrowed(resources, timeout, readiness, helmkube.Waiter.Wait), resources)
 }
 
 func (w *narrowWaiter) WaitWithJobs(resources helmkube.ResourceList, timeout time.Duration) error {
-	return kubewait.FromHelmFor(w.narrowed(resources, timeout, readiness, helmkube.Waiter.WaitWithJobs), kubewait.Named(resources))
+	return failedWait(w.narrowed(resources, timeout, readiness, helmkube.Waiter.WaitWithJobs), resources)
+}
+
+// failedWait rewords err of a readiness wait over resources; the names of
+// the objects are only built for a wait that failed.
+func failedWait(err error, resources helmkube.ResourceList) error {
+	if err == nil {
+		return nil
+	}
+	return kubewait.FromHelmFor(err, kubewait.Named(resources))
 }
 
 func (w *narrowWaiter) WaitForDelete(resources helmkube.ResourceList, timeout time.Duration) error {
