@@ -1,7 +1,13 @@
 package helmclient
 
 import (
+	"context"
+	"slices"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/resource"
 
 	helmkube "helm.sh/helm/v4/pkg/kube"
 	"k8s.io/client-go/dynamic"
@@ -83,20 +89,78 @@ const (
 // it is in the release's description, and the controller in its
 // conditions and events.
 func (w *narrowWaiter) Wait(resources helmkube.ResourceList, timeout time.Duration) error {
-	return failedWait(w.narrowed(resources, timeout, readiness, helmkube.Waiter.Wait), resources)
+	return w.failedWait(w.narrowed(resources, timeout, readiness, helmkube.Waiter.Wait), resources)
 }
 
 func (w *narrowWaiter) WaitWithJobs(resources helmkube.ResourceList, timeout time.Duration) error {
-	return failedWait(w.narrowed(resources, timeout, readiness, helmkube.Waiter.WaitWithJobs), resources)
+	return w.failedWait(w.narrowed(resources, timeout, readiness, helmkube.Waiter.WaitWithJobs), resources)
 }
 
 // failedWait rewords err of a readiness wait over resources; the names of
 // the objects are only built for a wait that failed.
-func failedWait(err error, resources helmkube.ResourceList) error {
+func (w *narrowWaiter) failedWait(err error, resources helmkube.ResourceList) error {
 	if err == nil {
 		return nil
 	}
-	return kubewait.FromHelmFor(err, kubewait.Named(resources))
+	return w.namedGone(kubewait.FromHelmFor(err, kubewait.Named(resources)), resources)
+}
+
+// goneLookupTimeout bounds the reads namedGone makes after a wait that
+// already ran out of time.
+const goneLookupTimeout = 5 * time.Second
+
+// namedGone gives the status NotFound to each object a timed-out wait
+// never read that is not in the cluster. Helm's watch reports nothing of
+// an object it cannot find, so the wait cannot tell a gone object from one
+// it had no time to read; upstream reads every object and says NotFound of
+// a gone one. Only a failed wait pays for these reads.
+func (w *narrowWaiter) namedGone(err error, resources helmkube.ResourceList) error {
+	we, ok := err.(*kubewait.WaitError)
+	if !ok || we.Ending != kubewait.TimedOut || !slices.ContainsFunc(we.Objects, isUndetermined) {
+		return err
+	}
+	dyn, dynErr := w.client.Factory.DynamicClient()
+	if dynErr != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), goneLookupTimeout)
+	defer cancel()
+	named := *we
+	named.Objects = slices.Clone(we.Objects)
+	for i, o := range named.Objects {
+		if !o.Undetermined {
+			continue
+		}
+		if info := infoOf(resources, o); info != nil && isGone(ctx, dyn, info) {
+			named.Objects[i].Undetermined = false
+			named.Objects[i].Status = "NotFound"
+		}
+	}
+	return &named
+}
+
+func isUndetermined(o kubewait.NotReady) bool { return o.Undetermined }
+
+// infoOf returns the entry of resources o names, nil when none does.
+func infoOf(resources helmkube.ResourceList, o kubewait.NotReady) *resource.Info {
+	for _, info := range resources {
+		if info.Mapping != nil && info.Name == o.Name && info.Namespace == o.Namespace &&
+			info.Mapping.GroupVersionKind.Kind == o.Kind {
+			return info
+		}
+	}
+	return nil
+}
+
+// isGone tells whether the API server answers that info's object does not
+// exist; any other answer, an error included, leaves the question open.
+func isGone(ctx context.Context, dyn dynamic.Interface, info *resource.Info) bool {
+	var target dynamic.ResourceInterface = dyn.Resource(info.Mapping.Resource)
+	if info.Namespace != "" {
+		target = dyn.Resource(info.Mapping.Resource).Namespace(info.Namespace)
+	}
+	_, err := target.Get(ctx, info.Name, metav1.GetOptions{})
+	return apierrors.IsNotFound(err)
 }
 
 func (w *narrowWaiter) WaitForDelete(resources helmkube.ResourceList, timeout time.Duration) error {
@@ -104,7 +168,7 @@ func (w *narrowWaiter) WaitForDelete(resources helmkube.ResourceList, timeout ti
 }
 
 func (w *narrowWaiter) WatchUntilReady(resources helmkube.ResourceList, timeout time.Duration) error {
-	return kubewait.FromHelm(w.narrowed(resources, timeout, readiness, helmkube.Waiter.WatchUntilReady))
+	return w.namedGone(kubewait.FromHelm(w.narrowed(resources, timeout, readiness, helmkube.Waiter.WatchUntilReady)), resources)
 }
 
 // narrowed runs wait, one of Helm's waiter methods, on the waiter whose

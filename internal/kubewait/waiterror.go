@@ -225,7 +225,24 @@ func FromHelm(err error) error {
 	if len(out.Objects) == 0 {
 		return err
 	}
+	if out.Ending == TimedOut {
+		markUnread(out.Objects)
+	}
 	return out
+}
+
+// markUnread marks Undetermined each object a timed-out wait never read.
+// Helm's collector starts every object at Unknown with no message and
+// keeps that until the watch reports it; an Unknown the watch did report
+// (a health check that could not be judged) comes with a message.
+// Upstream, which keeps only what it read, says it can't determine the
+// status of the first kind.
+func markUnread(objects []NotReady) {
+	for i, o := range objects {
+		if o.Status == "Unknown" && strings.TrimSpace(o.Message) == "" {
+			objects[i].Undetermined = true
+		}
+	}
 }
 
 // FromHelmFor is FromHelm for a wait over objects, which also words a

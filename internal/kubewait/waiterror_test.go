@@ -231,3 +231,25 @@ type rewordedError struct{ err error }
 
 func (e *rewordedError) Error() string { return "the wait failed" }
 func (e *rewordedError) Unwrap() error { return e.err }
+
+// When the watch started but its time ran out before it read an object,
+// Helm's status waiter names the object with the status its collector
+// starts every object at, Unknown, and no message; upstream, which keeps
+// only the statuses it has read, says it can't determine the status. An
+// Unknown that was read (a health check that could not be judged) has a
+// message and keeps its status.
+func TestFromHelmWordsAnUnreadObjectAsUpstream(t *testing.T) {
+	got := FromHelm(helmSays(context.DeadlineExceeded,
+		[5]string{"Service", "apps", "web", "Unknown", ""},
+		[5]string{"Deployment", "apps", "web", "InProgress", "Deployment does not have minimum availability."},
+		[5]string{"Gadget", "apps", "g", "Unknown", "healthCheckExprs: no such key: phase"}))
+	want := "timeout waiting for: [can't determine status for Service/apps/web, Deployment/apps/web status: 'InProgress', Gadget/apps/g status: 'Unknown'] " +
+		"(Deployment/apps/web: Deployment does not have minimum availability.; Gadget/apps/g: healthCheckExprs: no such key: phase)"
+	if got.Error() != want {
+		t.Errorf("got  %q\nwant %q", got.Error(), want)
+	}
+	stalled := FromHelm(helmSays(nil, [5]string{"Service", "apps", "web", "Unknown", ""}))
+	if want := "failed early due to stalled resources: [Service/apps/web status: 'Unknown']"; stalled.Error() != want {
+		t.Errorf("a wait that did not time out: got %q, want %q", stalled.Error(), want)
+	}
+}
