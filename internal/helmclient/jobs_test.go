@@ -304,9 +304,9 @@ func TestSelfDeletingJobsUnderEveryWait(t *testing.T) {
 			wantErr: "status: 'Failed'",
 		},
 		{
-			name:    "gone without ttlSecondsAfterFinished",
-			ttl:     false,
-			before:  finishThenDelete(jobComplete),
+			name:   "gone without ttlSecondsAfterFinished",
+			ttl:    false,
+			before: finishThenDelete(jobComplete),
 			// As upstream words an object it reads as gone; Helm's
 			// watch alone cannot tell gone from not read yet.
 			wantErr: " status: 'NotFound']",
