@@ -5,9 +5,10 @@ import (
 	"fmt"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,21 +49,27 @@ func releaseRunner(ctx context.Context, local *rest.Config, c client.Client, fac
 	return runner.New(factory, target, obj, set.runner())
 }
 
-// objectLookup tells whether a Secret or ConfigMap exists, for the
-// preview's warning about a wait that cannot end. It reads metadata only,
-// with the plan's identity, on the controller's cluster: for a remote
-// release (spec.kubeConfig) it does not look. An object the identity may
-// not read counts as there: the plan warns about what it knows.
+// objectLookup tells whether an object exists: a Secret or ConfigMap
+// the pods need, for the preview's warning about a wait that cannot end,
+// or an object the action would delete. It reads metadata only, with the
+// plan's identity, on the controller's cluster: for a remote release
+// (spec.kubeConfig) it does not look. An object the identity may not read
+// counts as there: the plan says what it knows. An object of a kind the
+// API server no longer serves (its CRD is gone) is not there.
 func objectLookup(c client.Client, obj *v2.HelmRelease) preview.Lookup {
 	if obj.Spec.KubeConfig != nil {
 		return nil
 	}
-	return func(ctx context.Context, kind, namespace, name string) (bool, error) {
+	return func(ctx context.Context, apiVersion, kind, namespace, name string) (bool, error) {
+		gv, err := schema.ParseGroupVersion(apiVersion)
+		if err != nil {
+			return false, fmt.Errorf("reading apiVersion %q: %w", apiVersion, err)
+		}
 		meta := &metav1.PartialObjectMetadata{}
-		meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind))
-		err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, meta)
+		meta.SetGroupVersionKind(gv.WithKind(kind))
+		err = c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, meta)
 		switch {
-		case apierrors.IsNotFound(err):
+		case apierrors.IsNotFound(err), apimeta.IsNoMatchError(err):
 			return false, nil
 		case apierrors.IsForbidden(err):
 			return true, nil

@@ -80,7 +80,9 @@ func actionsOf(ctx context.Context, in Input, next reconcile.Next, cur *releasev
 			over = nil
 		}
 		if v == plan.Uninstall && next.State == StateTargetChanged && in.Previous != nil {
-			side.Helm = in.Previous
+			// The lookup reads where the new target is, which may not
+			// be where the previous release lives.
+			side.Helm, side.Lookup = in.Previous, nil
 		}
 		a, err := actionOf(ctx, side, v, over, live)
 		if err != nil {
@@ -105,7 +107,7 @@ func actionOf(ctx context.Context, in Input, v plan.Verb, cur *releasev1.Release
 	case plan.Rollback:
 		err = a.rollback(ctx, in, cur)
 	case plan.Uninstall:
-		err = a.uninstall(in, cur)
+		err = a.uninstall(ctx, in, cur, live)
 	case plan.Test:
 		a.Hooks = hooksOf(cur.Hooks, releasev1.HookTest)
 	}
@@ -141,6 +143,9 @@ func (a *Action) apply(ctx context.Context, in Input, v plan.Verb, cur *releasev
 		if err := a.compareLive(ctx, in, withoutKinds(rendered, out.OfflineKinds)); err != nil {
 			return err
 		}
+		if err := a.Objects.passOverAbsent(ctx, in.Lookup, in.Object.GetReleaseNamespace()); err != nil {
+			return err
+		}
 	}
 	pre, post := phases(v)
 	a.Hooks = append(hooksOf(rendered.Hooks, pre), hooksOf(rendered.Hooks, post)...)
@@ -163,17 +168,26 @@ func (a *Action) rollback(ctx context.Context, in Input, cur *releasev1.Release)
 	if err := a.compareLive(ctx, in, target); err != nil {
 		return err
 	}
+	if err := a.Objects.passOverAbsent(ctx, in.Lookup, cur.Namespace); err != nil {
+		return err
+	}
 	a.Hooks = append(hooksOf(target.Hooks, releasev1.HookPreRollback), hooksOf(target.Hooks, releasev1.HookPostRollback)...)
 	a.Order, err = orderOf(a.Plan, nil, target.Manifest)
 	return err
 }
 
 // uninstall previews the uninstall of cur: every object deleted but those
-// that say keep, and the hook leftovers.
-func (a *Action) uninstall(in Input, cur *releasev1.Release) error {
+// that say keep or are not in the cluster (looked for when live is set),
+// and the hook leftovers.
+func (a *Action) uninstall(ctx context.Context, in Input, cur *releasev1.Release, live bool) error {
 	var err error
 	if a.Objects, err = compareManifests(cur.Manifest, ""); err != nil {
 		return err
+	}
+	if live {
+		if err := a.Objects.passOverAbsent(ctx, in.Lookup, cur.Namespace); err != nil {
+			return err
+		}
 	}
 	a.Hooks = append(hooksOf(cur.Hooks, releasev1.HookPreDelete), hooksOf(cur.Hooks, releasev1.HookPostDelete)...)
 	if a.Order, err = orderOf(a.Plan, nil, cur.Manifest); err != nil {

@@ -17,9 +17,10 @@ import (
 // has, and post hooks run only after the wait. What a hook creates is not
 // known before it runs, so the warning says what is known.
 
-// Lookup tells whether the object kind/namespace/name exists in the
-// cluster. Nil: the preview does not look (the controller's own plans).
-type Lookup func(ctx context.Context, kind, namespace, name string) (bool, error)
+// Lookup tells whether the object apiVersion, kind, namespace/name exists
+// in the cluster (namespace empty for a cluster-scoped one). Nil: the
+// preview does not look (the controller's own plans).
+type Lookup func(ctx context.Context, apiVersion, kind, namespace, name string) (bool, error)
 
 // podRef is a Secret or ConfigMap a pod template needs to start.
 type podRef struct {
@@ -53,7 +54,7 @@ func waitWarnings(ctx context.Context, lookup Lookup, rel *releasev1.Release, wa
 			continue
 		}
 		seen[id] = true
-		exists, err := lookup(ctx, r.kind, namespace, r.name)
+		exists, err := lookup(ctx, "v1", r.kind, namespace, r.name)
 		if err != nil {
 			return nil, fmt.Errorf("looking up %s %s/%s, which %s needs: %w", r.kind, namespace, r.name, r.workload, err)
 		}

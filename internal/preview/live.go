@@ -32,6 +32,10 @@ const (
 	LiveMissing = "not in the cluster: created"
 )
 
+// absentNote is said of an object the action would delete that is not
+// in the cluster.
+const absentNote = "not in the cluster: nothing to delete"
+
 // compareLive adds to the objects to update what a server-side
 // apply dry run of the rendered manifest changes in the live objects: the
 // drift checker's comparison (runner.DetectDrift), run on the manifest
@@ -169,4 +173,32 @@ func withoutKinds(rel *releasev1.Release, kinds []string) *releasev1.Release {
 	}
 	kept.Manifest = strings.Join(docs, "\n---\n")
 	return &kept
+}
+
+// passOverAbsent moves the objects to delete that are not in the cluster
+// to Absent: Helm's deletion passes over what it does not find, so the
+// action deletes nothing there. An object of a namespaced kind without a
+// namespace lives in releaseNS. Without a lookup every object stays.
+func (o *Objects) passOverAbsent(ctx context.Context, lookup Lookup, releaseNS string) error {
+	if lookup == nil {
+		return nil
+	}
+	var present []Object
+	for _, obj := range o.Delete {
+		ns := obj.Namespace
+		if ns == "" {
+			ns = releaseNS
+		}
+		exists, err := lookup(ctx, obj.APIVersion, obj.Kind, ns, obj.Name)
+		if err != nil {
+			return fmt.Errorf("looking up %s, which the action deletes: %w", obj, err)
+		}
+		if exists {
+			present = append(present, obj)
+			continue
+		}
+		o.Absent = append(o.Absent, obj)
+	}
+	o.Delete = present
+	return nil
 }

@@ -70,6 +70,7 @@ func markdownAction(b *strings.Builder, a Action) {
 	objectLine(b, "updated", o.Update)
 	objectLine(b, "deleted", o.Delete)
 	objectLine(b, "kept (resource-policy keep)", o.Keep)
+	objectLine(b, "not deleted, already gone from the cluster", o.Absent)
 	if a.CRDs != nil {
 		var crds []string
 		for _, ch := range a.CRDs.Changes {

@@ -47,6 +47,10 @@ type Objects struct {
 	// Keep are the objects the action leaves in the cluster although the
 	// release stops managing them (helm.sh/resource-policy: keep).
 	Keep []Object `json:"keep,omitempty"`
+	// Absent are the objects the action would delete that are not in the
+	// cluster (an install that failed before it made them, a deletion by
+	// hand): Helm passes over them, so nothing is deleted.
+	Absent []Object `json:"absent,omitempty"`
 }
 
 // Changes tells whether anything would be created, updated or deleted.
@@ -164,7 +168,7 @@ func changedFields(a, b map[string]any) []string {
 }
 
 func (o *Objects) sort() {
-	for _, list := range [][]Object{o.Create, o.Update, o.Unchanged, o.Delete, o.Keep} {
+	for _, list := range [][]Object{o.Create, o.Update, o.Unchanged, o.Delete, o.Keep, o.Absent} {
 		sort.Slice(list, func(i, j int) bool { return key(list[i]) < key(list[j]) })
 	}
 }

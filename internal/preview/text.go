@@ -147,6 +147,9 @@ func (p *printer) objects(o Objects) {
 	for _, obj := range o.Keep {
 		p.line("  = %s (kept: helm.sh/resource-policy keep)", obj)
 	}
+	for _, obj := range o.Absent {
+		p.line("  = %s (%s)", obj, absentNote)
+	}
 	n := 0
 	for _, obj := range o.Unchanged {
 		if len(obj.Live) == 0 || obj.Live[0] == LiveNoChange {
