@@ -10,10 +10,14 @@ import (
 )
 
 // Create creates resources as Helm's client does, without the annotations
-// the API server would refuse (see StripUnappliable), and with
-// HookOrigin's mark on the hook objects it creates.
+// the API server would refuse (see StripUnappliable), with HookOrigin's
+// mark on the hook objects it creates, and after deleting the finished run
+// an earlier execution of a hook Job or Pod left (see rerun.go).
 func (c *Client) Create(resources helmkube.ResourceList, opts ...helmkube.ClientCreateOption) (*helmkube.Result, error) {
 	stripUnappliable(resources)
+	if err := c.deleteFinishedRuns(resources); err != nil {
+		return nil, err
+	}
 	if c.HookOrigin != "" {
 		for _, info := range resources {
 			c.stampHook(info)

@@ -232,7 +232,30 @@ func expectNames(s chartgen.Scenario) []string {
 	if slices.Contains(s.Steps, chartgen.StepUpgradeKilled) {
 		names = append(names, generatedExpectPrefix+generatedKillKey)
 	}
+	if keepsHookRuns(s) {
+		names = append(names, generatedExpectPrefix+generatedKeptHookRunKey)
+	}
 	return names
+}
+
+// generatedKeptHookRunKey lists the differences of a scenario with a hook
+// whose delete policy keeps its Job after some runs (hook-succeeded or
+// hook-failed without before-hook-creation): when the hook runs again,
+// upstream's server-side create changes the finished Job in place and
+// counts its old outcome (or fails on a changed template), while here
+// the old run is deleted and the hook runs anew.
+const generatedKeptHookRunKey = "hook/kept-run-again"
+
+// keepsHookRuns tells whether one of s's hooks may leave its finished Job
+// for its next run.
+func keepsHookRuns(s chartgen.Scenario) bool {
+	for _, f := range s.Features {
+		h, ok := f.(chartgen.Hook)
+		if ok && h.Policies != "" && !strings.Contains(h.Policies, "before-hook-creation") {
+			return true
+		}
+	}
+	return false
 }
 
 // runGenerated runs s's steps under mode in a fresh namespace and
@@ -338,6 +361,13 @@ func init() {
 		"stays in status.history here where upstream may clear the history (docs/differences.md, \"A revision " +
 		"cut short by a restart stays in the history\", and \"Generated scenarios side by side\")"
 	listGeneratedFields(generatedKillKey, []string{"history", "storage", "events", "failures"}, kill)
+	// A hook run again over the finished Job an earlier run left: a new
+	// Job here (recreated), the old one's outcome upstream, whose upgrade
+	// fails instead when the hook's template changed.
+	rerun := "a hook whose delete policy kept its finished Job runs again here (the old run is deleted first); " +
+		"upstream changes the old Job in place and counts its outcome, or fails on a changed template " +
+		"(docs/differences.md, \"A hook Job kept from an earlier run\")"
+	listGeneratedFields(generatedKeptHookRunKey, generatedOutcomeFields, rerun)
 	// A release uninstalled by hand after a failed install that a later
 	// upgrade mended: upstream reads the install's old failure count as
 	// retries used up and installs nothing until the spec changes, while
