@@ -32,25 +32,33 @@ const OracleEnv = "HELM_CONTROLLER_E2E_ORACLE"
 // the transition a moment later than the HelmRelease's own.
 const oracleSettle = 3 * time.Second
 
-// oracleKinds are what the oracle records in a namespace.
-var oracleKinds = []struct {
-	kind string
-	gvr  schema.GroupVersionResource
-}{
-	{"HelmRelease", schema.GroupVersionResource{Group: "helm.toolkit.fluxcd.io", Version: "v2", Resource: "helmreleases"}},
-	{"Job", schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}},
-	{"Pod", schema.GroupVersionResource{Version: "v1", Resource: "pods"}},
-	{"Deployment", schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}},
-	{"StatefulSet", schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}},
-	{"DaemonSet", schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}},
+// oracleKind is a kind the oracle records, with the label selector that
+// narrows it (empty: every object).
+type oracleKind struct {
+	kind     string
+	gvr      schema.GroupVersionResource
+	selector string
+}
+
+// oracleKinds are what the oracle records in a namespace: the Helm
+// storage Secrets tell Helm's actions apart, the controller's and those
+// run by hand alike (Recording.Storage).
+var oracleKinds = []oracleKind{
+	{"HelmRelease", schema.GroupVersionResource{Group: "helm.toolkit.fluxcd.io", Version: "v2", Resource: "helmreleases"}, ""},
+	{"Job", schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, ""},
+	{"Pod", schema.GroupVersionResource{Version: "v1", Resource: "pods"}, ""},
+	{"Deployment", schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, ""},
+	{"StatefulSet", schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}, ""},
+	{"DaemonSet", schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}, ""},
+	{"Secret", schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, "owner=helm"},
 }
 
 // Oracle is the ground truth a test checks the controller's Ready against.
 // It watches a namespace independently of the controller, keeps every
-// state of every HelmRelease, Job, Pod, Deployment, StatefulSet and
-// DaemonSet there, objects that deleted themselves included, and judges
-// every Ready=True a HelmRelease turns to (CheckTransition): a lie fails
-// the test.
+// state of every HelmRelease, Job, Pod, Deployment, StatefulSet, DaemonSet
+// and Helm storage Secret there, objects that deleted themselves included,
+// and judges every Ready=True a HelmRelease turns to (CheckTransition): a
+// lie fails the test.
 type Oracle struct {
 	t     testing.TB
 	hooks HookSource
@@ -111,7 +119,7 @@ func startOracle(t testing.TB, cfg *rest.Config, ns string, hooks HookSource) (*
 	var followers sync.WaitGroup
 	for _, k := range oracleKinds {
 		client := dyn.Resource(k.gvr).Namespace(ns)
-		from, err := o.list(ctx, client, k.kind, true)
+		from, err := o.list(ctx, client, k, true)
 		if err != nil {
 			cancel()
 			followers.Wait()
@@ -120,7 +128,7 @@ func startOracle(t testing.TB, cfg *rest.Config, ns string, hooks HookSource) (*
 		followers.Add(1)
 		go func() {
 			defer followers.Done()
-			o.follow(ctx, client, k.kind, from)
+			o.follow(ctx, client, k, from)
 		}()
 	}
 	stop, stopped := make(chan struct{}), make(chan struct{})
@@ -143,43 +151,44 @@ func startOracle(t testing.TB, cfg *rest.Config, ns string, hooks HookSource) (*
 // before the oracle started; a list again after the watch fell too far
 // behind (410 Gone, after an API server outage) records objects it never
 // saw as existing before, since when they were created is not known.
-func (o *Oracle) list(ctx context.Context, client dynamic.ResourceInterface, kind string, first bool) (string, error) {
-	list, err := client.List(ctx, metav1.ListOptions{})
+func (o *Oracle) list(ctx context.Context, client dynamic.ResourceInterface, k oracleKind, first bool) (string, error) {
+	list, err := client.List(ctx, metav1.ListOptions{LabelSelector: k.selector})
 	if err != nil {
-		return "", fmt.Errorf("listing %ss: %w", kind, err)
+		return "", fmt.Errorf("listing %ss: %w", k.kind, err)
 	}
 	for i := range list.Items {
-		o.observe(kind, &list.Items[i], watch.Modified, true)
+		o.observe(k.kind, &list.Items[i], watch.Modified, true)
 	}
 	if !first {
 		o.t.Logf("oracle: the watch of %ss fell behind and was listed again at resourceVersion %s; "+
-			"changes in between are known only by their result", kind, list.GetResourceVersion())
+			"changes in between are known only by their result", k.kind, list.GetResourceVersion())
 	}
 	return list.GetResourceVersion(), nil
 }
 
 // follow watches the kind from resourceVersion from until ctx ends,
 // listing again whenever the watch expired.
-func (o *Oracle) follow(ctx context.Context, client dynamic.ResourceInterface, kind, from string) {
+func (o *Oracle) follow(ctx context.Context, client dynamic.ResourceInterface, k oracleKind, from string) {
 	for ctx.Err() == nil {
 		w, err := watchtools.NewRetryWatcherWithContext(ctx, from, &cache.ListWatch{
 			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 				opts.AllowWatchBookmarks = true
+				opts.LabelSelector = k.selector
 				return client.Watch(ctx, opts)
 			},
 		})
 		if err != nil {
-			o.fail(fmt.Errorf("watching %ss: %w", kind, err))
+			o.fail(fmt.Errorf("watching %ss: %w", k.kind, err))
 			return
 		}
-		expired := o.consume(kind, w)
+		expired := o.consume(k.kind, w)
 		w.Stop()
 		<-w.Done()
 		if !expired || ctx.Err() != nil {
 			return
 		}
 		for ctx.Err() == nil {
-			if from, err = o.list(ctx, client, kind, false); err == nil {
+			if from, err = o.list(ctx, client, k, false); err == nil {
 				break
 			}
 			time.Sleep(time.Second) // the API server may still be down
@@ -223,15 +232,23 @@ func (o *Oracle) observe(kind string, obj *unstructured.Unstructured, event watc
 	if obj.GetKind() == "" {
 		obj.SetKind(kind)
 	}
+	if kind == "Secret" {
+		// A release record's labels name its release and revision; its
+		// data, the whole release, is of no use to the oracle.
+		unstructured.RemoveNestedField(obj.Object, "data")
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	h, ok := o.byUID[obj.GetUID()]
 	if !ok {
 		h = &ObjectHistory{Kind: kind, Listed: listed}
 		o.byUID[obj.GetUID()] = h
-		if kind == "HelmRelease" {
+		switch kind {
+		case "HelmRelease":
 			o.rec.Releases = append(o.rec.Releases, h)
-		} else {
+		case "Secret":
+			o.rec.Storage = append(o.rec.Storage, h)
+		default:
 			o.rec.Objects = append(o.rec.Objects, h)
 		}
 	}

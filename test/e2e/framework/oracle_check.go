@@ -91,6 +91,12 @@ type Recording struct {
 	// Objects are the histories of the Jobs, Pods, Deployments,
 	// StatefulSets and DaemonSets.
 	Objects []*ObjectHistory
+	// Storage are the histories of Helm's release records in the
+	// namespace: the storage Secrets (label owner=helm), without their
+	// data. Helm stores a revision's record when an install, upgrade or
+	// rollback starts, whoever runs it (the controller or helm by hand),
+	// so their creations divide the recording into actions.
+	Storage []*ObjectHistory
 }
 
 // HookRef is a hook as Helm recorded it in a revision.

@@ -14,11 +14,12 @@ import (
 // hook before it creates the hook again when the chart's
 // helm.sh/hook-delete-policy says before-hook-creation (Helm's default
 // when the chart names no policy); that is the chart's request, made the
-// same way under upstream. Everything else that deletes a hook Job, a bare
-// hook Pod, or a Job that is then created again under its name (a
-// recreate) while it still runs is a kill: hook cleanup and the
-// recreation of immutable objects must wait for such objects or leave
-// them.
+// same way under upstream. Helm also deletes an ordinary object, a running
+// Job included, that the revision it applies no longer has; upstream does
+// the same. Everything else that deletes a hook Job, a bare hook Pod, or a
+// Job that the same action then creates again under its name (a recreate)
+// while it still runs is a kill: hook cleanup and the recreation of
+// immutable objects must wait for such objects or leave them.
 
 const hookDeletePolicyAnnotation = "helm.sh/hook-delete-policy"
 
@@ -68,7 +69,7 @@ func KilledRuns(rec *Recording, allowed []string) []KilledRun {
 }
 
 // watchedRun says whether h is held to not being killed: a hook Job, a
-// hook Pod that no controller owns, or a Job created again under its name.
+// hook Pod that no controller owns, or a Job recreated under its name.
 func watchedRun(rec *Recording, h *ObjectHistory) bool {
 	if len(h.States) == 0 || (h.Kind != "Job" && h.Kind != "Pod") {
 		return false
@@ -81,8 +82,63 @@ func watchedRun(rec *Recording, h *ObjectHistory) bool {
 	case hook:
 		return true
 	default:
-		return createdAgain(rec, h, math.MaxUint64)
+		return recreated(rec, h)
 	}
+}
+
+// recreated says whether the action that deleted h created it again under
+// its name. A recreate deletes an object of the manifest it applies and
+// creates it again at once, in that action. An object Helm deleted
+// because the revision it applied dropped it may come back under the same
+// name only by a later action (a rollback by hand, a later upgrade): that
+// is a new object of another revision, and the deletion was Helm's
+// documented removal, not a recreate. Helm stores a revision's record
+// before the install, upgrade or rollback applies anything, so a record of
+// h's release stored after the deletion began and before the next object
+// of the name was created puts the two in different actions. A recreate by
+// drift correction stores no record and stays one action. When the
+// recording holds no record of the release (its storage is in another
+// namespace) the actions cannot be told apart, and every creation again
+// counts, as a recreate would.
+func recreated(rec *Recording, h *ObjectHistory) bool {
+	deleted, ok := deletionStart(h)
+	if !ok {
+		return false
+	}
+	again, ok := nextCreation(rec, h)
+	if !ok {
+		return false
+	}
+	stored, known := storedRecords(rec, deleted.Object.GetAnnotations()[releaseNameAnnotation])
+	if !known {
+		return true
+	}
+	for _, order := range stored {
+		if order > deleted.Order && order < again {
+			return false
+		}
+	}
+	return true
+}
+
+// storedRecords returns when each of the records Helm stored for release
+// was created (0 for one that existed before the recording started), and
+// whether the recording holds any record of it.
+func storedRecords(rec *Recording, release string) ([]uint64, bool) {
+	if release == "" {
+		return nil, false
+	}
+	var orders []uint64
+	for _, s := range rec.Storage {
+		if len(s.States) == 0 {
+			continue
+		}
+		labels := s.States[0].Object.GetLabels()
+		if labels["owner"] == "helm" && labels["name"] == release {
+			orders = append(orders, s.Created())
+		}
+	}
+	return orders, len(orders) > 0
 }
 
 // deletionStart is the first state of h that shows it being deleted: a
@@ -117,21 +173,30 @@ func replacedByHelm(obj *unstructured.Unstructured) bool {
 // createdAgain says whether an object of h's kind, namespace and name was
 // created after h, no later than until.
 func createdAgain(rec *Recording, h *ObjectHistory, until uint64) bool {
+	next, ok := nextCreation(rec, h)
+	return ok && next <= until
+}
+
+// nextCreation returns when the first object of h's kind, namespace and
+// name created after h was created, and whether there was one.
+func nextCreation(rec *Recording, h *ObjectHistory) (uint64, bool) {
 	if len(h.States) == 0 {
-		return false
+		return 0, false
 	}
 	first := h.States[0].Object
+	next, found := uint64(0), false
 	for _, other := range rec.Objects {
 		if other == h || other.Kind != h.Kind || len(other.States) == 0 {
 			continue
 		}
 		o := other.States[0].Object
 		created := other.Created()
-		if o.GetName() == first.GetName() && o.GetNamespace() == first.GetNamespace() && created > h.Created() && created <= until {
-			return true
+		if o.GetName() == first.GetName() && o.GetNamespace() == first.GetNamespace() && created > h.Created() &&
+			(!found || created < next) {
+			next, found = created, true
 		}
 	}
-	return false
+	return next, found
 }
 
 // runningState says what a running Job or Pod was doing.

@@ -137,7 +137,7 @@ func origin(obj metav1.Object, hook string) {
 	if hook != "" {
 		obj.SetAnnotations(map[string]string{hookAnnotation: hook})
 	} else {
-		obj.SetAnnotations(map[string]string{releaseNameAnnotation: oracleNS + "-" + oracleRelease, releaseNSAnnotation: oracleNS})
+		obj.SetAnnotations(map[string]string{releaseNameAnnotation: ownRelease, releaseNSAnnotation: oracleNS})
 	}
 }
 
@@ -484,6 +484,21 @@ func withPolicy(h *ObjectHistory, policy string) *ObjectHistory {
 	return h
 }
 
+// ownRelease is the Helm release of the histories: the controller names it
+// <namespace>-<name>, as the objects' meta.helm.sh/release-name says.
+const ownRelease = oracleNS + "-" + oracleRelease
+
+// storedRevision is the Helm storage Secret of revision version of
+// release, created at order: Helm stores it when an install, upgrade or
+// rollback starts, before it applies anything.
+func storedRevision(t *testing.T, release string, version int, order uint64) *ObjectHistory {
+	s := &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, Type: "helm.sh/release.v1"}
+	s.Namespace, s.Name = oracleNS, fmt.Sprintf("sh.helm.release.v1.%s.v%d", release, version)
+	s.UID = types.UID(fmt.Sprintf("%s-%d", s.Name, order))
+	s.Labels = map[string]string{"owner": "helm", "name": release, "version": fmt.Sprint(version), "status": "pending-upgrade"}
+	return &ObjectHistory{Kind: "Secret", States: []Observation{{Order: order, Object: toUnstructured(t, s)}}}
+}
+
 // hookPodHistory is a bare hook Pod, running from order from, deleted at
 // order deleted while still in phase.
 func hookPodHistory(t *testing.T, from, deleted uint64, phase corev1.PodPhase, owned bool) *ObjectHistory {
@@ -533,12 +548,54 @@ func TestOracleFindsKilledRuns(t *testing.T) {
 				withPolicy(jobHistory(t, "ttl-hook", hook, jobStep{order: 52}, jobStep{order: 60, outcome: "Complete"}), "hook-succeeded"),
 			}
 		}, nil, []string{"Job/ns/ttl-hook"}},
-		{"a running Job of the release recreated under its name: a kill", func(t *testing.T) []*ObjectHistory {
+		{"a running Job of the release recreated under its name, no storage recorded: a kill", func(t *testing.T) []*ObjectHistory {
 			return []*ObjectHistory{
 				jobHistory(t, "ttl-setup", "", jobStep{order: 40}, jobStep{order: 50, deleted: true}),
 				jobHistory(t, "ttl-setup", "", jobStep{order: 52}),
 			}
 		}, nil, []string{"Job/ns/ttl-setup"}},
+		{"a running Job deleted and created again within one upgrade (a recreate): a kill", func(t *testing.T) []*ObjectHistory {
+			return []*ObjectHistory{
+				storedRevision(t, ownRelease, 1, 15), storedRevision(t, ownRelease, 2, 45),
+				jobHistory(t, "ttl-setup", "", jobStep{order: 20}, jobStep{order: 50, deleted: true}),
+				jobHistory(t, "ttl-setup", "", jobStep{order: 52}),
+			}
+		}, nil, []string{"Job/ns/ttl-setup"}},
+		{"a running Job deleted and created again by a drift correction (no revision stored): a kill", func(t *testing.T) []*ObjectHistory {
+			return []*ObjectHistory{
+				storedRevision(t, ownRelease, 1, 15),
+				jobHistory(t, "ttl-setup", "", jobStep{order: 20}, jobStep{order: 50, deleted: true}),
+				jobHistory(t, "ttl-setup", "", jobStep{order: 52}),
+			}
+		}, nil, []string{"Job/ns/ttl-setup"}},
+		{"a recreate with another release's revision stored in between: a kill", func(t *testing.T) []*ObjectHistory {
+			return []*ObjectHistory{
+				storedRevision(t, ownRelease, 1, 15), storedRevision(t, ownRelease, 2, 45), storedRevision(t, "ns-other", 1, 51),
+				jobHistory(t, "ttl-setup", "", jobStep{order: 20}, jobStep{order: 50, deleted: true}),
+				jobHistory(t, "ttl-setup", "", jobStep{order: 52}),
+			}
+		}, nil, []string{"Job/ns/ttl-setup"}},
+		// Seed 785024983440176111 of the generated parity run: timed-job-1-r0
+		// is in revision 1 only; the upgrade to revision 2 drops it while it
+		// runs, a hand rollback (revision 3) makes it again, and the next
+		// hand rollback (revision 4) drops that one too.
+		{"a running Job dropped by an upgrade and made again by a later hand rollback: no kill", func(t *testing.T) []*ObjectHistory {
+			return []*ObjectHistory{
+				storedRevision(t, ownRelease, 1, 15), storedRevision(t, ownRelease, 2, 45),
+				storedRevision(t, ownRelease, 3, 60), storedRevision(t, ownRelease, 4, 70),
+				jobHistory(t, "timed-job-1-r0", "", jobStep{order: 20}, jobStep{order: 50, deleted: true}),
+				jobHistory(t, "timed-job-1-r1", "", jobStep{order: 47}, jobStep{order: 64, deleted: true}),
+				jobHistory(t, "timed-job-1-r0", "", jobStep{order: 62}, jobStep{order: 74, deleted: true}),
+				jobHistory(t, "timed-job-1-r1", "", jobStep{order: 72}),
+			}
+		}, nil, nil},
+		{"a running hook Job whose policy is hook-succeeded, deleted and created again by a later action: a kill", func(t *testing.T) []*ObjectHistory {
+			return []*ObjectHistory{
+				storedRevision(t, ownRelease, 1, 15), storedRevision(t, ownRelease, 2, 45),
+				withPolicy(jobHistory(t, "ttl-hook", hook, jobStep{order: 20}, jobStep{order: 30, deleted: true}), "hook-succeeded"),
+				withPolicy(jobHistory(t, "ttl-hook", hook, jobStep{order: 52}, jobStep{order: 60, outcome: "Complete"}), "hook-succeeded"),
+			}
+		}, nil, []string{"Job/ns/ttl-hook"}},
 		{"a running Job of the release deleted for good (an uninstall, as upstream): no kill", func(t *testing.T) []*ObjectHistory {
 			return []*ObjectHistory{jobHistory(t, "ttl-setup", "", jobStep{order: 40}, jobStep{order: 50, deleted: true})}
 		}, nil, nil},
@@ -554,7 +611,15 @@ func TestOracleFindsKilledRuns(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			for _, k := range KilledRuns(&Recording{Objects: tc.objects(t)}, tc.allowed) {
+			rec := &Recording{}
+			for _, h := range tc.objects(t) {
+				if h.Kind == "Secret" {
+					rec.Storage = append(rec.Storage, h)
+				} else {
+					rec.Objects = append(rec.Objects, h)
+				}
+			}
+			for _, k := range KilledRuns(rec, tc.allowed) {
 				got = append(got, k.Object)
 				if !strings.Contains(k.String(), "while it still ran") {
 					t.Errorf("kill says %q", k)
