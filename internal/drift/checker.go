@@ -28,6 +28,7 @@ import (
 
 	"github.com/afterhooks/helm-controller/internal/helmclient"
 	"github.com/afterhooks/helm-controller/internal/recreate"
+	"github.com/afterhooks/helm-controller/internal/runstate"
 )
 
 // Cluster is how the checker reaches the cluster of a release: the REST
@@ -109,10 +110,41 @@ func NewChecker(cluster Cluster, opts Options) (*Checker, error) {
 // Detect compares every object of rel's manifest with the cluster by a
 // server-side apply dry-run and returns one diff per object. Objects it
 // could not compare are left out and reported in the error, so a caller
-// can still act on the drift it did find.
+// can still act on the drift it did find. A Job that deletes itself once
+// finished and is gone is left out too (see withoutSelfDeletedJobs).
 func (c *Checker) Detect(ctx context.Context, rel *releasev1.Release) (jsondiff.DiffSet, error) {
 	set, _, err := c.DetectRefused(ctx, rel)
-	return set, err
+	return withoutSelfDeletedJobs(set), err
+}
+
+// withoutSelfDeletedJobs drops from set the Jobs with
+// spec.ttlSecondsAfterFinished that are not in the cluster. Kubernetes
+// deletes such a Job once it finished, as its manifest asks: its absence
+// is the end of its run, not drift. Counted as drift, a correction would
+// create it again and run its work once more at every check (a migration,
+// a backup), and the release would be Ready while that run goes on. An
+// upgrade still creates it again, as Helm does with any object it does not
+// find; DetectRefused, which plans what an upgrade does, keeps it.
+func withoutSelfDeletedJobs(set jsondiff.DiffSet) jsondiff.DiffSet {
+	out := set[:0]
+	for _, d := range set {
+		if d != nil && d.Type == jsondiff.DiffTypeCreate && deletesItself(d.DesiredObject) {
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// deletesItself tells whether obj is a Job whose manifest sets
+// ttlSecondsAfterFinished.
+func deletesItself(obj client.Object) bool {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || u.GroupVersionKind().GroupKind() != runstate.JobKind {
+		return false
+	}
+	_, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "ttlSecondsAfterFinished")
+	return found
 }
 
 // DetectRefused is Detect that also returns the objects whose dry-run the

@@ -12,6 +12,7 @@ import (
 	"github.com/fluxcd/pkg/ssa/jsondiff"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -382,5 +383,54 @@ func TestCorrectWithPathsThatAreNotPointers(t *testing.T) {
 	}
 	if *d.Spec.Replicas != 5 {
 		t.Errorf("replicas %d: the correction overwrote a field detection ignored", *d.Spec.Replicas)
+	}
+}
+
+// A Job with ttlSecondsAfterFinished that is gone deleted itself once it
+// finished, as its manifest asks: no drift, so no correction runs it again.
+// A Job without one that is gone was deleted by someone: drift, as
+// upstream. A self-deleting Job still there is compared as any object.
+func TestDetectPassesOverJobsThatDeletedThemselves(t *testing.T) {
+	c, ns, _ := setup(t)
+	job := func(name, ttl string) string {
+		return fmt.Sprintf(`---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: %s
+  labels: {step: one}
+spec:
+%s  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: run
+        image: example.invalid/run:1
+`, name, ttl)
+	}
+	rel := deploy(t, c, ns, job("migrate", "  ttlSecondsAfterFinished: 0\n")+job("seed", "")+job("report", "  ttlSecondsAfterFinished: 3600\n"))
+	background := client.PropagationPolicy(metav1.DeletePropagationBackground)
+	for _, name := range []string{"migrate", "seed"} {
+		if err := c.Delete(context.Background(), &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, background); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit(t, c, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "report"}}, "kubectl-edit", `{"metadata":{"labels":{"step":"two"}}}`)
+
+	checker := newChecker(t, Options{})
+	set, err := checker.Detect(context.Background(), rel)
+	if err != nil {
+		t.Fatalf("Detect: %v", err)
+	}
+	if got, want := diffTypes(set), "Job/report=update Job/seed=create"; got != want {
+		t.Errorf("diffs %s, want %s", got, want)
+	}
+	// A plan of an upgrade still sees the gone Job: Helm creates it again.
+	planned, _, err := checker.DetectRefused(context.Background(), rel)
+	if err != nil {
+		t.Fatalf("DetectRefused: %v", err)
+	}
+	if got, want := diffTypes(planned), "Job/migrate=create Job/report=update Job/seed=create"; got != want {
+		t.Errorf("DetectRefused: diffs %s, want %s", got, want)
 	}
 }
