@@ -160,7 +160,7 @@ func TestAgainstAPIServerReleaseLifecycle(t *testing.T) {
 				t.Errorf("field manager %q owns fields with operation %q, want %q (managedFields %+v)", DefaultFieldManager, op, tt.wantOperation, cm.ManagedFields)
 			}
 
-			if _, err := Upgrade(ctx, cfg, obj, cmChart("1.1.0"), map[string]any{"foo": "two"}, planned(t, nil, obj, plan.Upgrade, tt.opts)); err != nil {
+			if _, err := Upgrade(ctx, cfg, obj, cmChart("1.1.0"), map[string]any{"foo": "two"}, planned(t, cfg, obj, plan.Upgrade, tt.opts)); err != nil {
 				t.Fatalf("upgrade with force: %v", err)
 			}
 			if cm, err = cs.CoreV1().ConfigMaps("apps-ns").Get(ctx, name+"-cm", metav1.GetOptions{}); err != nil || cm.Data["foo"] != "two" {
@@ -284,7 +284,7 @@ func TestAgainstAPIServerCRDPolicies(t *testing.T) {
 				&common.File{Name: "templates/widget.yaml", Data: []byte(widgetTemplate)})
 			o := obj.DeepCopy()
 			o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{CRDs: st.policy}}
-			if _, err := Upgrade(ctx, build(), o, next, nil, planned(t, nil, o, plan.Upgrade, asked{})); err != nil {
+			if _, err := Upgrade(ctx, build(), o, next, nil, planned(t, build(), o, plan.Upgrade, asked{})); err != nil {
 				t.Fatalf("upgrade with CRD policy %q: %v", st.policy, err)
 			}
 			c := crd(widgets)
@@ -328,7 +328,7 @@ func TestAgainstAPIServerCRDPolicies(t *testing.T) {
 
 		o := obj.DeepCopy()
 		o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{CRDs: helmv2.CreateReplace}}
-		if _, err := Upgrade(ctx, build(), o, chart, nil, planned(t, nil, o, plan.Upgrade, opts)); err != nil {
+		if _, err := Upgrade(ctx, build(), o, chart, nil, planned(t, build(), o, plan.Upgrade, opts)); err != nil {
 			t.Fatalf("upgrade: %v", err)
 		}
 		c := crd(gadgets)

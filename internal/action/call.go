@@ -13,8 +13,10 @@ import (
 // Config is what the controller decides once for every action: feature
 // gate effects, built in main.go.
 type Config struct {
-	// UseHelm3Defaults applies Helm 3's defaults where the spec leaves the
-	// choice open (the UseHelm3Defaults feature gate); see the package doc.
+	// UseHelm3Defaults is the UseHelm3Defaults feature gate: Helm 3's
+	// defaults where the spec leaves the choice open. As with
+	// RecreateImmutable, the runner decides with it (plan.Settings,
+	// into each plan) and the action never reads it: see the package doc.
 	UseHelm3Defaults bool
 
 	// AllowDNSLookups lets templates resolve host names (the

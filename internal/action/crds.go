@@ -19,6 +19,7 @@ import (
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/helmverb"
 	"github.com/afterhooks/helm-controller/internal/kubewait"
+	"github.com/afterhooks/helm-controller/internal/plan"
 	"github.com/afterhooks/helm-controller/internal/postrender"
 )
 
@@ -62,14 +63,19 @@ func installCRDStep(obj *v2.HelmRelease, install *helmaction.Install, values map
 		waitOpts: install.WaitOptions, values: values, origin: crdOrigin(obj)}, nil
 }
 
-// upgradeCRDStep is installCRDStep for upgrade, whose server-side apply
-// "auto" follows the last release's apply method.
-func upgradeCRDStep(obj *v2.HelmRelease, upgrade *helmaction.Upgrade, lastApplyMethod string, values map[string]any) (crdApply, error) {
+// upgradeCRDStep is installCRDStep for upgrade: the CRDs are applied as the
+// plan says Helm applies the rest (serverSideApply auto resolved from the
+// release's newest revision).
+func upgradeCRDStep(obj *v2.HelmRelease, upgrade *helmaction.Upgrade, p plan.Plan, values map[string]any) (crdApply, error) {
 	policy, err := upgradeCRDPolicy(obj.GetUpgrade().Upgrade)
 	if err != nil {
 		return crdApply{}, err
 	}
-	return crdApply{policy: policy, serverSide: resolveSSA(upgrade.ServerSideApply, lastApplyMethod), wait: upgrade.WaitStrategy,
+	apply, err := plannedApply(p)
+	if err != nil {
+		return crdApply{}, err
+	}
+	return crdApply{policy: policy, serverSide: apply.ServerSide, wait: upgrade.WaitStrategy,
 		waitOpts: upgrade.WaitOptions, values: values, origin: crdOrigin(obj)}, nil
 }
 

@@ -308,7 +308,7 @@ func TestActionsApplyCRDsPerPolicy(t *testing.T) {
 					t.Fatal(err)
 				}
 				obj.Spec.Upgrade = &v2.Upgrade{Upgrade: *tt.upgrade}
-				if _, err := Upgrade(ctx, cfg, obj, crdChart(), nil, planned(t, nil, obj, plan.Upgrade, asked{})); err != nil {
+				if _, err := Upgrade(ctx, cfg, obj, crdChart(), nil, planned(t, cfg, obj, plan.Upgrade, asked{})); err != nil {
 					t.Fatal(err)
 				}
 			} else {

@@ -1,12 +1,15 @@
 // Package action maps a HelmRelease onto the Helm v4 SDK: it turns the
 // spec into the options of Helm's install, upgrade, test, rollback and
 // uninstall actions (one file per verb), runs them on a Helm
-// configuration, and reads release history from Helm storage. It writes
-// no status and emits no events, and it decides nothing: each function is
-// handed a Call, the controller's Config (feature gates, built once in
-// main.go), the action's plan (internal/plan: the hook order, the waits,
-// the ordering, the recreate policy, decided by internal/runner) and an
-// Observer that hears what the action does.
+// configuration, and reads release history from Helm storage for the
+// runner. It writes no status and emits no events, and it decides nothing:
+// each function is handed a Call, the controller's Config (feature gates,
+// built once in main.go), the action's plan (internal/plan: the hook
+// order, the waits, the ordering, the recreate policy, the apply method,
+// the post-render strategy, decided by internal/runner) and an Observer
+// that hears what the action does. The actions read no storage to decide
+// anything (Helm's own actions read it, theirs to do);
+// TestTheActionDecidesNothing holds that.
 //
 // Our features reach Helm as wrappers of its kube client and storage,
 // stacked from the plan alone by one function, stacked (stack.go), in a
@@ -45,12 +48,13 @@
 //     upgrade and rollback take enabled/disabled/auto, passed to Helm as
 //     "true"/"false"/"auto". Under server-side apply conflicts are always
 //     forced (ForceConflicts); `force` then has no effect. Under client-side
-//     apply `force` means replacing objects (ForceReplace). Helm resolves
-//     "auto" from a stored release's apply method, so both actions need that
-//     method to hand Helm a pair of force flags it accepts. Rollback takes it
-//     from the plan (plan.Revision: the revision it restores, read by
-//     internal/runner through Plan.Follow) and reads no storage; Upgrade
-//     still reads the last release from storage itself (LastRelease).
+//     apply `force` means replacing objects (ForceReplace). Whether objects
+//     are applied server-side is the plan's (plan.Apply): Helm resolves
+//     "auto" from a stored release's apply method, so internal/runner reads
+//     that release before the action and the plan resolves "auto" the way
+//     Helm will (the upgrade's newest revision through Plan.Upgrading, the
+//     rollback's target through Plan.Follow), for the force flags Helm
+//     accepts and for the CRD step; Helm itself is still handed "auto".
 //   - Ownership: Helm takes ownership of existing objects unless
 //     disableTakeOwnership is set, upstream's default since v1.2.
 //   - preserveValues: ReuseValues=true and ResetValues=false, so Helm merges
@@ -67,14 +71,18 @@
 //     alone; CreateReplace creates missing CRDs and updates existing ones.
 //     See applyCRDs.
 //   - maxHistory: spec.maxHistory, default 5, 0 for unlimited.
-//   - postRenderStrategy: spec.postRenderStrategy, passed to Helm.
+//   - postRenderStrategy: the plan's (spec.postRenderStrategy, else the
+//     default below), passed to Helm.
 //   - DNS lookups in templates: Config.AllowDNSLookups.
 //
 // # UseHelm3Defaults
 //
-// Helm 4 changed a few defaults. With Config.UseHelm3Defaults set (the
-// UseHelm3Defaults feature gate), Helm 3's behaviour is used wherever the
-// HelmRelease leaves the choice open; explicit fields always win:
+// Helm 4 changed a few defaults. With the UseHelm3Defaults feature gate
+// (Config.UseHelm3Defaults, which internal/runner hands the plan as
+// plan.Settings.Helm3Defaults; the action never reads it), Helm 3's
+// behaviour is used wherever the HelmRelease leaves the choice open;
+// explicit fields always win, and the plan records the outcome
+// (Plan.Apply, Plan.PostRenderStrategy, Plan.Wait.Readiness):
 //
 //   - install applies client-side (Helm 4: server-side);
 //   - the readiness wait uses the legacy strategy (Helm 4: kstatus watcher);

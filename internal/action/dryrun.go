@@ -69,15 +69,11 @@ func DryRun(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRele
 		out.CRDs = crds
 		return out, err
 	case plan.Upgrade:
-		var lastApplyMethod string
-		if last, err := LastRelease(cfg, c.Plan.Release); err == nil {
-			lastApplyMethod = last.ApplyMethod
-		}
-		upgrade, err := newUpgrade(cfg, obj, c, lastApplyMethod)
+		upgrade, err := newUpgrade(cfg, obj, c)
 		if err != nil {
 			return Rendered{}, err
 		}
-		step, err := upgradeCRDStep(obj, upgrade, lastApplyMethod, values)
+		step, err := upgradeCRDStep(obj, upgrade, c.Plan, values)
 		if err != nil {
 			return Rendered{}, err
 		}
@@ -94,7 +90,7 @@ func DryRun(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRele
 		if kindsErr != nil || len(offline) == 0 {
 			return Rendered{}, err
 		}
-		out, err := dryRunUpgradeOffline(ctx, cfg, obj, chrt, values, c, lastApplyMethod, offline)
+		out, err := dryRunUpgradeOffline(ctx, cfg, obj, chrt, values, c, offline)
 		out.CRDs = crds
 		return out, err
 	}
@@ -133,7 +129,7 @@ func dryRunOffline(ctx context.Context, cfg *helmaction.Configuration, obj *v2.H
 // configuration of its own has Helm's printing stand-in as kube client, as
 // the install's client dry run does: objects are compared by the preview,
 // not by Helm.
-func dryRunUpgradeOffline(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, values map[string]any, c Call, lastApplyMethod string, offline []crdKind) (Rendered, error) {
+func dryRunUpgradeOffline(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, values map[string]any, c Call, offline []crdKind) (Rendered, error) {
 	caps, kinds, err := offlineCapabilities(cfg, offline)
 	if err != nil {
 		return Rendered{}, err
@@ -141,7 +137,7 @@ func dryRunUpgradeOffline(ctx context.Context, cfg *helmaction.Configuration, ob
 	own := helmaction.NewConfiguration()
 	own.RESTClientGetter, own.Releases, own.Capabilities = cfg.RESTClientGetter, cfg.Releases, caps
 	own.KubeClient = &kubefake.PrintingKubeClient{Out: io.Discard}
-	upgrade, err := newUpgrade(own, obj, c, lastApplyMethod)
+	upgrade, err := newUpgrade(own, obj, c)
 	if err != nil {
 		return Rendered{}, err
 	}

@@ -74,14 +74,15 @@ func newInstall(cfg *helmaction.Configuration, obj *v2.HelmRelease, c Call) (*he
 	install.EnableDNS = c.Config.AllowDNSLookups
 	install.PostRenderer = p.PostRenderer
 
-	install.ServerSideApply = !c.Config.UseHelm3Defaults
-	if spec.ServerSideApply != nil {
-		install.ServerSideApply = *spec.ServerSideApply
+	apply, err := plannedApply(p)
+	if err != nil {
+		return nil, err
 	}
+	install.ServerSideApply = apply.ServerSide
 	// Install has no force field: nothing is replaced client-side.
 	install.ForceConflicts, _ = forceFlags(install.ServerSideApply, false)
 
-	prs, err := postRenderStrategy(obj, c.Config)
+	prs, err := postRenderStrategy(p)
 	if err != nil {
 		return nil, err
 	}

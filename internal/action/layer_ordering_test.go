@@ -198,7 +198,7 @@ func TestAgainstAPIServerOrdered(t *testing.T) {
 		withoutApp := orderedChart("2")
 		withoutApp.Templates = slices.DeleteFunc(withoutApp.Templates, func(f *common.File) bool { return f.Name == "templates/app.yaml" })
 		withoutApp.Templates = append(withoutApp.Templates, &common.File{Name: "templates/next.yaml", Data: []byte(groupedConfigMap("next", "next", `["db"]`))})
-		if _, err := Upgrade(ctx, build(), obj, withoutApp, nil, planned(t, nil, obj, plan.Upgrade, o)); err != nil {
+		if _, err := Upgrade(ctx, build(), obj, withoutApp, nil, planned(t, build(), obj, plan.Upgrade, o)); err != nil {
 			t.Fatalf("upgrade: %v", err)
 		}
 		if configMapExists("shop-app") || !configMapExists("shop-next") {

@@ -209,7 +209,7 @@ func TestAgainstAPIServerRecreateGuards(t *testing.T) {
 			if tt.db {
 				next = values("migrate:1", "2Gi")
 			}
-			_, upErr := Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), next, planned(t, nil, obj, plan.Upgrade, opts))
+			_, upErr := Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), next, planned(t, cfg, obj, plan.Upgrade, opts))
 
 			refusedObj, refusedRes := job, jobs
 			if tt.db {

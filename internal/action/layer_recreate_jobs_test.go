@@ -142,13 +142,13 @@ func TestAgainstAPIServerRecreateRunningJob(t *testing.T) {
 			job := tt.name + "-migrate"
 			uid, _ := jobUID(t, cs, ns, job)
 
-			_, err := Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), values("migrate:2"), planned(t, nil, obj, plan.Upgrade, opts))
+			_, err := Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), values("migrate:2"), planned(t, cfg, obj, plan.Upgrade, opts))
 			if err == nil || !strings.Contains(err.Error(), "Job/"+ns+"/"+job+": spec.template") ||
 				!strings.Contains(err.Error(), "not recreated: it is a Job that has not finished (neither Complete nor Failed)") {
 				t.Fatalf("upgrade of a Job not started = %v, want it refused as not finished", err)
 			}
 			startJob(t, cs, ns, job)
-			_, err = Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), values("migrate:2"), planned(t, nil, obj, plan.Upgrade, opts))
+			_, err = Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), values("migrate:2"), planned(t, cfg, obj, plan.Upgrade, opts))
 			if err == nil || !strings.Contains(err.Error(), "not recreated: it is a Job that is still running (1 active pods): recreating it would stop it halfway; it is recreated on the next attempt after it has finished") {
 				t.Fatalf("upgrade of a running Job = %v, want it refused as running", err)
 			}
@@ -157,7 +157,7 @@ func TestAgainstAPIServerRecreateRunningJob(t *testing.T) {
 			}
 
 			finishJob(t, cs, ns, job)
-			if _, err := Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), values("migrate:2"), planned(t, nil, obj, plan.Upgrade, opts)); err != nil {
+			if _, err := Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), values("migrate:2"), planned(t, cfg, obj, plan.Upgrade, opts)); err != nil {
 				t.Fatalf("upgrade after the Job finished: %v", err)
 			}
 			if now, image := jobUID(t, cs, ns, job); now == uid || image != "migrate:2" {
@@ -207,7 +207,7 @@ func TestAgainstAPIServerRecreateForceKeepsUnchangedJobs(t *testing.T) {
 			uidA, _ := jobUID(t, cs, ns, a)
 			uidB, _ := jobUID(t, cs, ns, b)
 			for i, version := range []string{"1.0.1", "1.0.2"} {
-				if _, err := Upgrade(ctx, cfg, obj, jobsChart(version), values("a:1", "b:1"), planned(t, nil, obj, plan.Upgrade, opts)); err != nil {
+				if _, err := Upgrade(ctx, cfg, obj, jobsChart(version), values("a:1", "b:1"), planned(t, cfg, obj, plan.Upgrade, opts)); err != nil {
 					t.Fatalf("upgrade %d that changes no Job: %v", i+1, err)
 				}
 				nowA, _ := jobUID(t, cs, ns, a)
@@ -216,7 +216,7 @@ func TestAgainstAPIServerRecreateForceKeepsUnchangedJobs(t *testing.T) {
 					t.Fatalf("upgrade %d that changes no Job: a recreated %v, b recreated %v, heard %v", i+1, nowA != uidA, nowB != uidB, heard)
 				}
 			}
-			if _, err := Upgrade(ctx, cfg, obj, jobsChart("1.1.0"), values("a:1", "b:2"), planned(t, nil, obj, plan.Upgrade, opts)); err != nil {
+			if _, err := Upgrade(ctx, cfg, obj, jobsChart("1.1.0"), values("a:1", "b:2"), planned(t, cfg, obj, plan.Upgrade, opts)); err != nil {
 				t.Fatalf("upgrade that changes b: %v", err)
 			}
 			nowA, _ := jobUID(t, cs, ns, a)
@@ -244,7 +244,7 @@ func TestAgainstAPIServerRecreateRollbackOfAConsentingRevision(t *testing.T) {
 	}
 	finishJob(t, cs, ns, "shop-migrate")
 	v2Values := map[string]any{"image": "migrate:2", "annotations": map[string]any{"helm.toolkit.fluxcd.io/force": "enabled"}}
-	if _, err := Upgrade(ctx, cfg, obj, guardsChart("2.0.0"), v2Values, planned(t, nil, obj, plan.Upgrade, asked{})); err != nil {
+	if _, err := Upgrade(ctx, cfg, obj, guardsChart("2.0.0"), v2Values, planned(t, cfg, obj, plan.Upgrade, asked{})); err != nil {
 		t.Fatalf("upgrade to v2: %v", err)
 	}
 	finishJob(t, cs, ns, "shop-migrate")
@@ -304,7 +304,7 @@ func TestAgainstAPIServerRecreateBuiltInOwner(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			_, err := Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), values("migrate:2"), planned(t, nil, obj, plan.Upgrade, asked{}))
+			_, err := Upgrade(ctx, cfg, obj, guardsChart("1.1.0"), values("migrate:2"), planned(t, cfg, obj, plan.Upgrade, asked{}))
 			now, _ := jobUID(t, cs, ns, job)
 			if tt.wantErr == "" {
 				if err != nil || now == uid {

@@ -167,7 +167,7 @@ func TestAgainstAPIServerRecreate(t *testing.T) {
 			job, svc, cm := uids(t, cs, "recreate", name)
 			finishJob(t, cs, "recreate", name+"-migrate")
 
-			_, err = Upgrade(ctx, cfg, obj, immutableChart("1.1.0"), values("migrate:2", false), planned(t, nil, obj, plan.Upgrade, opts))
+			_, err = Upgrade(ctx, cfg, obj, immutableChart("1.1.0"), values("migrate:2", false), planned(t, cfg, obj, plan.Upgrade, opts))
 			job2, svc2, cm2 := uids(t, cs, "recreate", name)
 			if cm2 != cm {
 				t.Error("the ConfigMap was recreated")

@@ -11,6 +11,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	helmaction "helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/kube"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
 	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/plan"
@@ -293,7 +294,9 @@ func TestNewUpgrade(t *testing.T) {
 			if obj == nil {
 				obj = newHR()
 			}
-			got, err := newUpgrade(newFakeConfig(t, "flux", nil), obj, planned(t, nil, obj, plan.Upgrade, tt.opts), tt.lastMethod)
+			c := planned(t, nil, obj, plan.Upgrade, tt.opts)
+			c.Plan = c.Plan.Upgrading(&releasev1.Release{ApplyMethod: tt.lastMethod})
+			got, err := newUpgrade(newFakeConfig(t, "flux", nil), obj, c)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
 			}
@@ -375,7 +378,11 @@ func TestNewRollback(t *testing.T) {
 				obj = newHR()
 			}
 			c := planned(t, nil, obj, plan.Rollback, tt.opts)
-			c.Plan.Revision.ApplyMethod = tt.targetMethod
+			var err error
+			c.Plan, err = c.Plan.Follow(&releasev1.Release{ApplyMethod: tt.targetMethod})
+			if err != nil {
+				t.Fatal(err)
+			}
 			r, err := newRollback(newFakeConfig(t, "flux", nil), obj, c, tt.version)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)

@@ -65,7 +65,7 @@ func TestAgainstAPIServerRevisionsCarryTheirMark(t *testing.T) {
 			wantMarked(t, install, 1)
 
 			upgrade := ownrevision.Mark{Owner: install.Owner, After: "sha256:one"}
-			c = planned(t, nil, obj, plan.Upgrade, opts)
+			c = planned(t, cfg, obj, plan.Upgrade, opts)
 			c.Mark = &upgrade
 			if _, err := Upgrade(ctx, cfg, obj, cmChart("1.1.0"), map[string]any{"foo": "two"}, c); err != nil {
 				t.Fatalf("upgrade: %v", err)

@@ -44,7 +44,7 @@ func TestActionsMarkTheirRevision(t *testing.T) {
 	}
 	wantMarked(t, install, 1)
 
-	c, upgrade := marked(planned(t, nil, obj, plan.Upgrade, asked{}), "sha256:v1")
+	c, upgrade := marked(planned(t, cfg, obj, plan.Upgrade, asked{}), "sha256:v1")
 	if _, err := Upgrade(ctx, cfg, obj, testChart("1.1.0"), map[string]any{"foo": "two"}, c); err != nil {
 		t.Fatalf("upgrade: %v", err)
 	}

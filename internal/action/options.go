@@ -7,9 +7,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	helmaction "helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/kube"
-	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 
-	v2 "github.com/afterhooks/helm-controller/api/v2"
 	"github.com/afterhooks/helm-controller/internal/plan"
 )
 
@@ -26,9 +24,10 @@ func waitOptions(p plan.Plan) []kube.WaitOption {
 	return opts
 }
 
-// postRenderStrategy maps spec.postRenderStrategy.
-func postRenderStrategy(obj *v2.HelmRelease, c Config) (helmaction.PostRenderStrategy, error) {
-	switch s := obj.GetPostRenderStrategy(); s {
+// postRenderStrategy maps the post-render strategy the plan decided to
+// Helm's.
+func postRenderStrategy(p plan.Plan) (helmaction.PostRenderStrategy, error) {
+	switch s := p.PostRenderStrategy; s {
 	case helmv2.PostRenderStrategyCombined:
 		return helmaction.PostRenderStrategyCombined, nil
 	case helmv2.PostRenderStrategySeparate:
@@ -36,10 +35,8 @@ func postRenderStrategy(obj *v2.HelmRelease, c Config) (helmaction.PostRenderStr
 	case helmv2.PostRenderStrategyNoHooks:
 		return helmaction.PostRenderStrategyNoHooks, nil
 	case "":
-		if c.UseHelm3Defaults {
-			return helmaction.PostRenderStrategyNoHooks, nil
-		}
-		return helmaction.PostRenderStrategyCombined, nil
+		// Defaulting here would be a second decision.
+		return "", fmt.Errorf("%s: the plan decides no postRenderStrategy", p.Verb)
 	default:
 		return "", fmt.Errorf("unknown postRenderStrategy %q", s)
 	}
@@ -47,16 +44,29 @@ func postRenderStrategy(obj *v2.HelmRelease, c Config) (helmaction.PostRenderStr
 
 // applyFlags maps the serverSideApply mode and force of spec.upgrade or
 // spec.rollback to Helm's ServerSideApply, ForceConflicts and ForceReplace.
-// storedApplyMethod is the apply method of the release Helm decides "auto"
-// from ("ssa", "csa" or empty): the force flags must match what Helm will
-// do, or Helm rejects the pair.
-func applyFlags(mode helmv2.ServerSideApplyMode, force bool, storedApplyMethod string) (serverSideApply string, forceConflicts, forceReplace bool, err error) {
+// Helm is handed the mode itself ("auto" stays "auto": Helm resolves it);
+// the force flags follow the plan's Apply, which resolved the mode as Helm
+// will, or Helm would reject the pair.
+func applyFlags(mode helmv2.ServerSideApplyMode, force bool, p plan.Plan) (serverSideApply string, forceConflicts, forceReplace bool, err error) {
 	serverSideApply, err = ssaMode(mode)
 	if err != nil {
 		return "", false, false, err
 	}
-	forceConflicts, forceReplace = forceFlags(resolveSSA(serverSideApply, storedApplyMethod), force)
+	apply, err := plannedApply(p)
+	if err != nil {
+		return "", false, false, err
+	}
+	forceConflicts, forceReplace = forceFlags(apply.ServerSide, force)
 	return serverSideApply, forceConflicts, forceReplace, nil
+}
+
+// plannedApply is the plan's Apply; an install, upgrade or rollback planned
+// without one is refused rather than given a default here.
+func plannedApply(p plan.Plan) (plan.Apply, error) {
+	if p.Apply == nil {
+		return plan.Apply{}, fmt.Errorf("%s: the plan decides no apply method", p.Verb)
+	}
+	return *p.Apply, nil
 }
 
 // ssaMode maps an upgrade or rollback serverSideApply mode to Helm's string.
@@ -70,19 +80,6 @@ func ssaMode(m helmv2.ServerSideApplyMode) (string, error) {
 		return "auto", nil
 	default:
 		return "", fmt.Errorf("unknown serverSideApply mode %q", m)
-	}
-}
-
-// resolveSSA tells what Helm will do for a "true"/"false"/"auto" setting
-// given the apply method stored on the release it decides "auto" from.
-func resolveSSA(mode, storedApplyMethod string) bool {
-	switch mode {
-	case "true":
-		return true
-	case "false":
-		return false
-	default:
-		return storedApplyMethod == string(releasev1.ApplyMethodServerSideApply)
 	}
 }
 

@@ -31,7 +31,8 @@ type asked struct {
 }
 
 // planned is the call of obj's action v as the runner would plan it,
-// reading the revision a rollback or uninstall follows from cfg.
+// reading from cfg the revision an upgrade starts from and the one a
+// rollback or uninstall follows.
 func planned(t *testing.T, cfg *helmaction.Configuration, obj *v2.HelmRelease, v plan.Verb, a asked) Call {
 	t.Helper()
 	if obj == nil {
@@ -45,6 +46,10 @@ func planned(t *testing.T, cfg *helmaction.Configuration, obj *v2.HelmRelease, v
 	var followed *releasev1.Release
 	switch {
 	case cfg == nil:
+	case v == plan.Upgrade:
+		if last, err := LastRelease(cfg, name); err == nil {
+			p = p.Upgrading(last)
+		}
 	case v == plan.Rollback:
 		followed, _ = RollbackTarget(cfg, name, a.toVersion)
 		if from, err := LastRelease(cfg, name); err == nil {

@@ -56,7 +56,7 @@ func TestPostRenderStrategyHooks(t *testing.T) {
 			}
 			checkPostRendered(t, "install", rel.Manifest, hookManifests(rel.Hooks), tc.wantHooks)
 
-			rel, err = Upgrade(context.Background(), cfg, obj, testChart("1.0.1"), nil, planned(t, nil, obj, plan.Upgrade, opts))
+			rel, err = Upgrade(context.Background(), cfg, obj, testChart("1.0.1"), nil, planned(t, cfg, obj, plan.Upgrade, opts))
 			if err != nil {
 				t.Fatalf("upgrade: %v", err)
 			}

@@ -64,9 +64,9 @@ func RollbackTarget(cfg *helmaction.Configuration, name string, toVersion int) (
 	return toV1(rel, nil)
 }
 
-// newRollback maps the HelmRelease to Helm's rollback action. The apply
-// method of the revision rolled back to (the plan's Revision) only matters
-// for serverSideApply auto.
+// newRollback maps the HelmRelease to Helm's rollback action. How it
+// applies is the plan's (plan.Plan.Follow: serverSideApply auto resolved
+// from the revision rolled back to).
 func newRollback(cfg *helmaction.Configuration, obj *v2.HelmRelease, c Call, toVersion int) (*helmaction.Rollback, error) {
 	spec, p := obj.GetRollback(), c.Plan
 
@@ -81,7 +81,7 @@ func newRollback(cfg *helmaction.Configuration, obj *v2.HelmRelease, c Call, toV
 	rollback.CleanupOnFail = p.CleanupOnFail
 
 	var err error
-	rollback.ServerSideApply, rollback.ForceConflicts, rollback.ForceReplace, err = applyFlags(spec.ServerSideApply, spec.Force, p.Revision.ApplyMethod)
+	rollback.ServerSideApply, rollback.ForceConflicts, rollback.ForceReplace, err = applyFlags(spec.ServerSideApply, spec.Force, p)
 	if err != nil {
 		return nil, err
 	}

@@ -67,7 +67,7 @@ func TestRoundTrip(t *testing.T) {
 		{
 			name: "upgrade",
 			run: func() (*releasev1.Release, error) {
-				return Upgrade(ctx, cfg, obj, testChart("1.1.0"), map[string]any{"foo": "two"}, planned(t, nil, obj, plan.Upgrade, asked{}))
+				return Upgrade(ctx, cfg, obj, testChart("1.1.0"), map[string]any{"foo": "two"}, planned(t, cfg, obj, plan.Upgrade, asked{}))
 			},
 			wantVersion: 2, wantStatus: rcommon.StatusDeployed, wantConfig: map[string]any{"foo": "two"},
 			wantStatuses: map[int]rcommon.Status{1: rcommon.StatusSuperseded, 2: rcommon.StatusDeployed},
@@ -77,7 +77,7 @@ func TestRoundTrip(t *testing.T) {
 			run: func() (*releasev1.Release, error) {
 				o := obj.DeepCopy()
 				o.Spec.Upgrade = &v2.Upgrade{Upgrade: helmv2.Upgrade{PreserveValues: true}}
-				return Upgrade(ctx, cfg, o, testChart("1.2.0"), map[string]any{"bar": "x"}, planned(t, nil, o, plan.Upgrade, asked{}))
+				return Upgrade(ctx, cfg, o, testChart("1.2.0"), map[string]any{"bar": "x"}, planned(t, cfg, o, plan.Upgrade, asked{}))
 			},
 			wantVersion: 3, wantStatus: rcommon.StatusDeployed, wantConfig: map[string]any{"foo": "two", "bar": "x"},
 			wantStatuses: map[int]rcommon.Status{1: rcommon.StatusSuperseded, 2: rcommon.StatusSuperseded, 3: rcommon.StatusDeployed},
@@ -85,7 +85,7 @@ func TestRoundTrip(t *testing.T) {
 		{
 			name: "upgrade without preserveValues resets them",
 			run: func() (*releasev1.Release, error) {
-				return Upgrade(ctx, cfg, obj, testChart("1.2.0"), map[string]any{}, planned(t, nil, obj, plan.Upgrade, asked{}))
+				return Upgrade(ctx, cfg, obj, testChart("1.2.0"), map[string]any{}, planned(t, cfg, obj, plan.Upgrade, asked{}))
 			},
 			wantVersion: 4, wantStatus: rcommon.StatusDeployed, wantConfig: map[string]any{},
 			wantStatuses: map[int]rcommon.Status{1: rcommon.StatusSuperseded, 2: rcommon.StatusSuperseded, 3: rcommon.StatusSuperseded, 4: rcommon.StatusDeployed},
@@ -190,7 +190,7 @@ func TestInstallRecordsApplyMethod(t *testing.T) {
 				t.Errorf("apply method %q, want %q", rel.ApplyMethod, tt.want)
 			}
 			// An upgrade with serverSideApply auto keeps the method.
-			up, err := Upgrade(context.Background(), cfg, tt.obj, testChart("1.0.1"), nil, planned(t, nil, tt.obj, plan.Upgrade, tt.opts))
+			up, err := Upgrade(context.Background(), cfg, tt.obj, testChart("1.0.1"), nil, planned(t, cfg, tt.obj, plan.Upgrade, tt.opts))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -220,7 +220,7 @@ func TestMaxHistory(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := 0; i < tt.upgrades; i++ {
-				if _, err := Upgrade(ctx, cfg, tt.obj, testChart("1.0.0"), map[string]any{"i": i}, planned(t, nil, tt.obj, plan.Upgrade, asked{})); err != nil {
+				if _, err := Upgrade(ctx, cfg, tt.obj, testChart("1.0.0"), map[string]any{"i": i}, planned(t, cfg, tt.obj, plan.Upgrade, asked{})); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -277,7 +277,7 @@ func TestFailedInstallAndUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.KubeClient = failing
-	rel, err = Upgrade(ctx, cfg, newHR(), testChart("1.1.0"), nil, planned(t, nil, newHR(), plan.Upgrade, asked{}))
+	rel, err = Upgrade(ctx, cfg, newHR(), testChart("1.1.0"), nil, planned(t, cfg, newHR(), plan.Upgrade, asked{}))
 	if !errors.Is(err, waitErr) {
 		t.Fatalf("upgrade err = %v, want the wait error", err)
 	}
@@ -295,7 +295,7 @@ func TestFailedInstallAndUpgrade(t *testing.T) {
 
 func TestUpgradeWithoutRelease(t *testing.T) {
 	cfg := newFakeConfig(t, "flux", nil)
-	_, err := Upgrade(context.Background(), cfg, newHR(), testChart("1.0.0"), nil, planned(t, nil, newHR(), plan.Upgrade, asked{}))
+	_, err := Upgrade(context.Background(), cfg, newHR(), testChart("1.0.0"), nil, planned(t, cfg, newHR(), plan.Upgrade, asked{}))
 	if !errors.Is(err, driver.ErrNoDeployedReleases) {
 		t.Errorf("err = %v, want ErrNoDeployedReleases", err)
 	}
@@ -389,7 +389,7 @@ func TestNilObject(t *testing.T) {
 	ctx := context.Background()
 	checks := map[string]error{}
 	_, checks["install"] = Install(ctx, cfg, nil, testChart("1.0.0"), nil, planned(t, nil, nil, plan.Install, asked{}))
-	_, checks["upgrade"] = Upgrade(ctx, cfg, nil, testChart("1.0.0"), nil, planned(t, nil, nil, plan.Upgrade, asked{}))
+	_, checks["upgrade"] = Upgrade(ctx, cfg, nil, testChart("1.0.0"), nil, planned(t, cfg, nil, plan.Upgrade, asked{}))
 	_, checks["test"] = Test(ctx, cfg, nil, planned(t, nil, nil, plan.Test, asked{}))
 	checks["rollback"] = Rollback(ctx, cfg, nil, 0, planned(t, cfg, nil, plan.Rollback, asked{toVersion: 0}))
 	_, checks["uninstall"] = Uninstall(ctx, cfg, nil, planned(t, cfg, nil, plan.Uninstall, asked{}))
@@ -417,7 +417,7 @@ func TestInstallReplaceKeepsHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		if _, err := Upgrade(ctx, fresh(), unlimited, testChart("1.0.0"), map[string]any{"i": i}, planned(t, nil, unlimited, plan.Upgrade, asked{})); err != nil {
+		if _, err := Upgrade(ctx, fresh(), unlimited, testChart("1.0.0"), map[string]any{"i": i}, planned(t, fresh(), unlimited, plan.Upgrade, asked{})); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -440,7 +440,7 @@ func TestInstallReplaceKeepsHistory(t *testing.T) {
 	if len(h) != 5 {
 		t.Errorf("kept %d revisions after the install, want all 5", len(h))
 	}
-	if _, err := Upgrade(ctx, fresh(), replace, testChart("1.0.0"), map[string]any{"i": "next"}, planned(t, nil, replace, plan.Upgrade, asked{})); err != nil {
+	if _, err := Upgrade(ctx, fresh(), replace, testChart("1.0.0"), map[string]any{"i": "next"}, planned(t, fresh(), replace, plan.Upgrade, asked{})); err != nil {
 		t.Fatal(err)
 	}
 	if h, err = History(fresh(), "app"); err != nil || len(h) != 2 {

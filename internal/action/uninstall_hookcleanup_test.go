@@ -199,7 +199,7 @@ func TestAgainstAPIServerUninstallDeleteHookResources(t *testing.T) {
 			if _, err := Install(ctx, cfg, obj, chart, nil, planned(t, nil, obj, plan.Install, asked{})); err != nil {
 				t.Fatalf("install: %v", err)
 			}
-			if _, err := Upgrade(ctx, cfg, obj, chart, map[string]any{"rev": "2"}, planned(t, nil, obj, plan.Upgrade, asked{})); err != nil {
+			if _, err := Upgrade(ctx, cfg, obj, chart, map[string]any{"rev": "2"}, planned(t, cfg, obj, plan.Upgrade, asked{})); err != nil {
 				t.Fatalf("upgrade: %v", err)
 			}
 			if !tt.deleteHooks {

@@ -23,10 +23,10 @@ func Upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRel
 	})
 }
 
-// newUpgrade maps the HelmRelease to Helm's upgrade action. lastApplyMethod
-// is the apply method of the release Helm will upgrade ("ssa", "csa" or
-// empty); it only matters for serverSideApply auto.
-func newUpgrade(cfg *helmaction.Configuration, obj *v2.HelmRelease, c Call, lastApplyMethod string) (*helmaction.Upgrade, error) {
+// newUpgrade maps the HelmRelease to Helm's upgrade action. How it applies
+// is the plan's (plan.Plan.Upgrading: serverSideApply auto resolved from
+// the release's newest revision, as the runner read it).
+func newUpgrade(cfg *helmaction.Configuration, obj *v2.HelmRelease, c Call) (*helmaction.Upgrade, error) {
 	spec, p := obj.GetUpgrade(), c.Plan
 
 	upgrade := helmaction.NewUpgrade(cfg)
@@ -51,12 +51,12 @@ func newUpgrade(cfg *helmaction.Configuration, obj *v2.HelmRelease, c Call, last
 	upgrade.PostRenderer = p.PostRenderer
 
 	var err error
-	upgrade.ServerSideApply, upgrade.ForceConflicts, upgrade.ForceReplace, err = applyFlags(spec.ServerSideApply, spec.Force, lastApplyMethod)
+	upgrade.ServerSideApply, upgrade.ForceConflicts, upgrade.ForceReplace, err = applyFlags(spec.ServerSideApply, spec.Force, p)
 	if err != nil {
 		return nil, err
 	}
 
-	prs, err := postRenderStrategy(obj, c.Config)
+	prs, err := postRenderStrategy(p)
 	if err != nil {
 		return nil, err
 	}
@@ -67,17 +67,11 @@ func newUpgrade(cfg *helmaction.Configuration, obj *v2.HelmRelease, c Call, last
 // upgrade runs Helm's upgrade with the wait c plans.
 func upgrade(ctx context.Context, cfg *helmaction.Configuration, obj *v2.HelmRelease, chrt *chartv2.Chart, values map[string]any, c Call) (*releasev1.Release, error) {
 	name := c.Plan.Release
-	// Helm decides "auto" from the last release; so do we, to hand Helm a
-	// pair of force flags it accepts.
-	var lastApplyMethod string
-	if last, err := LastRelease(cfg, name); err == nil {
-		lastApplyMethod = last.ApplyMethod
-	}
-	upgrade, err := newUpgrade(cfg, obj, c, lastApplyMethod)
+	upgrade, err := newUpgrade(cfg, obj, c)
 	if err != nil {
 		return nil, err
 	}
-	crds, err := upgradeCRDStep(obj, upgrade, lastApplyMethod, values)
+	crds, err := upgradeCRDStep(obj, upgrade, c.Plan, values)
 	if err != nil {
 		return nil, err
 	}

@@ -26,8 +26,9 @@ type Settings struct {
 	// DefaultHookOrder is the hook order of actions that leave their
 	// waitStrategy unset (--default-wait-strategy, DefaultToAfterHooks).
 	DefaultHookOrder v2.HookWaitStrategy
-	// Helm3Defaults is the UseHelm3Defaults gate: the legacy readiness
-	// strategy when spec.waitStrategy.name is unset.
+	// Helm3Defaults is the UseHelm3Defaults gate: where the spec leaves
+	// the choice open, the legacy readiness strategy, a client-side
+	// install, and post-renderers that do not see hooks.
 	Helm3Defaults bool
 	// Recreate is the release's recreate policy.
 	Recreate *recreate.Policy
@@ -47,16 +48,24 @@ func New(obj *v2.HelmRelease, v Verb, s Settings) Plan {
 		p.HookOrder = spec.GetWaitStrategy(s.DefaultHookOrder)
 		p.Wait = Wait{Readiness: readiness, WaitForJobs: !spec.DisableWaitForJobs, Timeout: timeout(spec.Timeout, obj)}
 		disableWait = spec.DisableWait
+		p.Apply = &Apply{ServerSide: !s.Helm3Defaults}
+		if spec.ServerSideApply != nil {
+			p.Apply.ServerSide = *spec.ServerSideApply
+		}
+		p.PostRenderStrategy = postRenderStrategy(obj, s.Helm3Defaults)
 	case Upgrade:
 		spec := obj.GetUpgrade()
 		p.HookOrder = spec.GetWaitStrategy(s.DefaultHookOrder)
 		p.Wait = Wait{Readiness: readiness, WaitForJobs: !spec.DisableWaitForJobs, Timeout: timeout(spec.Timeout, obj)}
 		disableWait, p.CleanupOnFail = spec.DisableWait, spec.CleanupOnFail
+		p.Apply = applyMode(spec.ServerSideApply)
+		p.PostRenderStrategy = postRenderStrategy(obj, s.Helm3Defaults)
 	case Rollback:
 		spec := obj.GetRollback()
 		p.HookOrder = spec.GetWaitStrategy(s.DefaultHookOrder)
 		p.Wait = Wait{Readiness: readiness, WaitForJobs: !spec.DisableWaitForJobs, Timeout: timeout(spec.Timeout, obj)}
 		disableWait, p.CleanupOnFail = spec.DisableWait, spec.CleanupOnFail
+		p.Apply = applyMode(spec.ServerSideApply)
 	case Uninstall:
 		spec := obj.GetUninstall()
 		p.Wait = Wait{Readiness: readiness, Timeout: timeout(spec.Timeout, obj)}
@@ -91,6 +100,10 @@ func (p Plan) Follow(rel *releasev1.Release) (Plan, error) {
 		return p, nil
 	}
 	p.Revision = Revision{Version: rel.Version, ApplyMethod: rel.ApplyMethod}
+	if p.Verb == Rollback {
+		// Helm's rollback resolves auto from the revision it restores.
+		p = p.startingFrom(rel.ApplyMethod)
+	}
 	if rel.Chart == nil {
 		return p, nil
 	}
@@ -105,6 +118,60 @@ func (p Plan) Follow(rel *releasev1.Release) (Plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// Upgrading returns the plan of an upgrade starting from last, the
+// release's newest revision as the runner read it before the action (nil:
+// none could be read): Helm's upgrade resolves serverSideApply auto from
+// its apply method, whatever its status (Helm's Storage.Last).
+func (p Plan) Upgrading(last *releasev1.Release) Plan {
+	if last == nil || p.Verb != Upgrade {
+		return p
+	}
+	return p.startingFrom(last.ApplyMethod)
+}
+
+// startingFrom resolves an auto apply as Helm does
+// (getUpgradeServerSideValue in Helm's upgrade, the same in its
+// rollback): server-side only after a revision applied server-side; a
+// client-side revision, one from Helm 3 (no method) or none at all stays
+// client-side.
+func (p Plan) startingFrom(applyMethod string) Plan {
+	if p.Apply == nil || !p.Apply.Auto {
+		return p
+	}
+	// A copy: the plans a runner hands out share nothing.
+	a := *p.Apply
+	a.ServerSide = applyMethod == string(releasev1.ApplyMethodServerSideApply)
+	p.Apply = &a
+	return p
+}
+
+// applyMode is the Apply of an upgrade's or rollback's serverSideApply,
+// before the revision it starts from is known: auto resolves as Helm does
+// without one (client-side) until Upgrading or Follow reads it. A mode
+// the API does not know is left to the action, which refuses it; it is
+// planned as auto meanwhile.
+func applyMode(m helmv2.ServerSideApplyMode) *Apply {
+	switch m {
+	case helmv2.ServerSideApplyEnabled:
+		return &Apply{ServerSide: true}
+	case helmv2.ServerSideApplyDisabled:
+		return &Apply{ServerSide: false}
+	}
+	return &Apply{Auto: true}
+}
+
+// postRenderStrategy is spec.postRenderStrategy, else Helm 3's "nohooks"
+// under its defaults, else Helm 4's "combined".
+func postRenderStrategy(obj *v2.HelmRelease, helm3Defaults bool) helmv2.PostRenderStrategy {
+	if s := obj.GetPostRenderStrategy(); s != "" {
+		return s
+	}
+	if helm3Defaults {
+		return helmv2.PostRenderStrategyNoHooks
+	}
+	return helmv2.PostRenderStrategyCombined
 }
 
 // readinessStrategy is Helm's strategy whenever something is waited for:

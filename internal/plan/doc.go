@@ -1,9 +1,12 @@
 // Package plan holds what the runner (internal/runner) decides about one
 // Helm action before it runs, as one value: the verb, the order of the
 // readiness wait and the post hooks (the hook order), whether and from
-// what the action applies in order, the recreate policy, the hook marks
-// and the wait settings. internal/action builds its stack of wrappers
-// from a Plan and nothing else, so every such decision is made once, in
+// what the action applies in order, the recreate policy, the hook marks,
+// the wait settings, whether objects are applied server-side (Helm's
+// "auto" resolved from the stored revision the runner read) and the
+// post-render strategy. internal/action builds its stack of wrappers and
+// Helm's options from a Plan and nothing else, so every such decision is
+// made once, in
 // the runner, and the same value can be printed (a preview of the next
 // reconcile shows it).
 //

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling/engine"
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"helm.sh/helm/v4/pkg/kube"
 	"helm.sh/helm/v4/pkg/postrenderer"
 
@@ -87,6 +88,24 @@ type Revision struct {
 	ApplyMethod string `json:"applyMethod,omitempty"`
 }
 
+// Apply is how an install, upgrade or rollback applies the release's
+// objects.
+type Apply struct {
+	// ServerSide tells whether Helm applies them server-side. An install:
+	// spec.install.serverSideApply, else server-side unless the
+	// UseHelm3Defaults gate is on. An upgrade or rollback: its
+	// serverSideApply enabled or disabled, else (Auto) what Helm will
+	// decide from the stored revision it starts from.
+	ServerSide bool `json:"serverSide"`
+	// Auto: the upgrade's or rollback's serverSideApply is auto or unset,
+	// which Helm is handed as is and resolves itself, from the apply
+	// method of the release's newest revision (upgrade) or of the
+	// revision restored (rollback). ServerSide is that same resolution,
+	// made once here so that the action can hand Helm force flags it
+	// accepts and apply the chart's CRDs the way Helm applies the rest.
+	Auto bool `json:"auto,omitempty"`
+}
+
 // Plan is what the runner decided about one Helm action.
 type Plan struct {
 	Verb Verb `json:"verb"`
@@ -120,6 +139,14 @@ type Plan struct {
 	// CleanupOnFail deletes what an upgrade or rollback created when its
 	// wait fails.
 	CleanupOnFail bool `json:"cleanupOnFail,omitempty"`
+	// Apply is how an install, upgrade or rollback applies; nil for the
+	// others.
+	Apply *Apply `json:"apply,omitempty"`
+	// PostRenderStrategy is what the post renderer of an install or
+	// upgrade sees (spec.postRenderStrategy, else "nohooks" under the
+	// UseHelm3Defaults gate, else "combined"); empty for the others. A
+	// value the API does not know is kept: the action refuses it.
+	PostRenderStrategy helmv2.PostRenderStrategy `json:"postRenderStrategy,omitempty"`
 
 	// What the action runs with besides its decisions; not printed.
 

@@ -13,9 +13,12 @@
 //   - the plan of each action (plan.go, internal/plan): every decision
 //     the action and the observers act on, made once: the verb, the hook
 //     order, the waits, the ordering (from the spec, or from the stored
-//     revision a rollback or uninstall follows, read here), the release's
-//     one recreate policy, which drift correction (driftcheck.go) shares,
-//     and the hook marks. internal/action stacks the feature wrappers
+//     revision a rollback or uninstall follows, read here), the apply
+//     method (Helm's serverSideApply auto resolved from the revision an
+//     upgrade starts from or a rollback restores, read here), the
+//     post-render strategy, the release's one recreate policy, which
+//     drift correction (driftcheck.go) shares, and the hook marks.
+//     internal/action stacks the feature wrappers
 //     (recreate, afterHooks, ordering) from the plan alone;
 //   - what a Flux user sees of a running action: one action.Observer per
 //     action (observer.go) turns what internal/action tells it into events

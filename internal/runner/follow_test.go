@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/release/common"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
@@ -173,5 +174,47 @@ func TestRollbackPlanCarriesTheConsentsItRollsBackFrom(t *testing.T) {
 	}
 	if up := r.planFor(plan.Upgrade); len(up.RolledBackFrom) != 0 {
 		t.Errorf("an upgrade carries consents %v, want none", up.RolledBackFrom)
+	}
+}
+
+// An upgrade starts from the release's newest revision, whatever its
+// status, as Helm's upgrade does (Storage.Last): serverSideApply auto is
+// resolved from that revision's apply method before the action, and the
+// preview plans the same; enabled and disabled do not look.
+func TestUpgradePlanStartsFromTheNewestRevision(t *testing.T) {
+	tests := []struct {
+		name    string
+		mode    string
+		methods []string // stored revisions 1, 2, ...
+		want    plan.Apply
+	}{
+		{name: "no revision: client-side, as Helm resolves auto without one", want: plan.Apply{Auto: true}},
+		{name: "newest server-side, an older one client-side", methods: []string{"csa", "ssa"}, want: plan.Apply{Auto: true, ServerSide: true}},
+		{name: "newest client-side, an older one server-side", methods: []string{"ssa", "csa"}, want: plan.Apply{Auto: true}},
+		{name: "newest from Helm 3", methods: []string{"ssa", ""}, want: plan.Apply{Auto: true}},
+		{name: "disabled ignores a server-side revision", mode: "disabled", methods: []string{"ssa"}, want: plan.Apply{}},
+		{name: "enabled ignores a client-side revision", mode: "enabled", methods: []string{"csa"}, want: plan.Apply{ServerSide: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			obj := testRelease(func(o *v2.HelmRelease) { o.Spec.Upgrade = &v2.Upgrade{} })
+			obj.Spec.Upgrade.ServerSideApply = helmv2.ServerSideApplyMode(tt.mode)
+			r := newRunner(memoryConfig(), obj, Settings{})
+			for i, m := range tt.methods {
+				storeRevision(t, r, i+1, false, m)
+			}
+			for _, p := range []func() (plan.Plan, error){
+				func() (plan.Plan, error) { return r.upgradePlan(), nil },
+				func() (plan.Plan, error) { return r.Plan(plan.Upgrade) },
+			} {
+				got, err := p()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Apply == nil || *got.Apply != tt.want {
+					t.Errorf("apply %+v, want %+v", got.Apply, tt.want)
+				}
+			}
+		})
 	}
 }

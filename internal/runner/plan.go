@@ -22,6 +22,21 @@ func (r *Runner) planFor(v plan.Verb) plan.Plan {
 	return p
 }
 
+// upgradePlan is the plan of an upgrade: Helm's upgrade resolves
+// serverSideApply auto from the release's newest revision, read here, as
+// Helm will read it, right before the action, so that the action
+// executes that decision instead of reading storage itself. Unreadable or
+// absent: no revision to start from, as Helm's own read would find (its
+// upgrade then fails on its own).
+func (r *Runner) upgradePlan() plan.Plan {
+	p := r.planFor(plan.Upgrade)
+	last, err := action.LastRelease(r.cfg, r.releaseName())
+	if err != nil {
+		last = nil
+	}
+	return p.Upgrading(last)
+}
+
 // rollbackPlan is the plan of a rollback to toVersion: it follows the
 // revision rolled back to, read here once. A rollback that starts after a
 // new revision was seen (a remediation of the action that new revision

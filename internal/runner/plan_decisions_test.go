@@ -163,7 +163,8 @@ func TestPlanPrints(t *testing.T) {
 	got := r.planFor(plan.Upgrade).String()
 	want := `{"verb":"upgrade","release":"web","hookOrder":"afterHooks","wait":{"helm":"hookOnly","readiness":"watcher",` +
 		`"waitForJobs":true,"timeout":300000000000},"ordering":{},"revision":{},` +
-		`"recreate":{"Gate":false,"Release":{"Name":"web","Namespace":"apps"},"Memory":null}}`
+		`"recreate":{"Gate":false,"Release":{"Name":"web","Namespace":"apps"},"Memory":null},` +
+		`"apply":{"serverSide":false,"auto":true},"postRenderStrategy":"combined"}`
 	if got != want {
 		t.Errorf("plan\n got %s\nwant %s", got, want)
 	}

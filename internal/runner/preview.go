@@ -12,8 +12,8 @@ import (
 )
 
 // Plan is the plan the runner would hand internal/action for the action v,
-// made by the functions the action itself uses (planFor, rollbackPlan,
-// uninstallPlan): a preview of the next reconcile prints it. A rollback
+// made by the functions the action itself uses (planFor, upgradePlan,
+// rollbackPlan, uninstallPlan): a preview of the next reconcile prints it. A rollback
 // is planned to the previous revision, as a remediation does.
 func (r *Runner) Plan(v plan.Verb) (plan.Plan, error) {
 	switch v {
@@ -21,6 +21,8 @@ func (r *Runner) Plan(v plan.Verb) (plan.Plan, error) {
 		return r.rollbackPlan(0)
 	case plan.Uninstall:
 		return r.uninstallPlan()
+	case plan.Upgrade:
+		return r.upgradePlan(), nil
 	}
 	return r.planFor(v), nil
 }
@@ -30,15 +32,16 @@ func (r *Runner) Plan(v plan.Verb) (plan.Plan, error) {
 // Helm's server-side dry run: only reads and dry-run requests reach the
 // cluster, and Helm storage is only read.
 func (r *Runner) DryRun(ctx context.Context, v plan.Verb, chart *chartv2.Chart, values map[string]any) (action.Rendered, error) {
-	obj := r.obj
+	obj, planned := r.obj, r.planFor
 	switch v {
 	case plan.Install:
 		obj = r.installObject(ctx)
 	case plan.Upgrade:
+		planned = func(plan.Verb) plan.Plan { return r.upgradePlan() }
 	default:
 		return action.Rendered{}, fmt.Errorf("a dry run renders an install or an upgrade, not %s", v)
 	}
-	p, err := r.withPostRenderer(r.planFor(v))
+	p, err := r.withPostRenderer(planned(v))
 	if err != nil {
 		return action.Rendered{}, err
 	}

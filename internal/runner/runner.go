@@ -132,7 +132,7 @@ func (r *Runner) Install(ctx context.Context, chart *chartv2.Chart, values map[s
 }
 
 func (r *Runner) Upgrade(ctx context.Context, chart *chartv2.Chart, values map[string]any, mark ownrevision.Mark) (*releasev1.Release, error) {
-	return r.render(ctx, r.planFor(plan.Upgrade), func(c action.Call) (*releasev1.Release, error) {
+	return r.render(ctx, r.upgradePlan(), func(c action.Call) (*releasev1.Release, error) {
 		c.Mark = &mark
 		return action.Upgrade(ctx, r.cfg, r.obj, chart, values, c)
 	})
