@@ -27,8 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/afterhooks/helm-controller/internal/helmclient"
+	"github.com/afterhooks/helm-controller/internal/jobttl"
 	"github.com/afterhooks/helm-controller/internal/recreate"
-	"github.com/afterhooks/helm-controller/internal/runstate"
 )
 
 // Cluster is how the checker reaches the cluster of a release: the REST
@@ -128,7 +128,7 @@ func (c *Checker) Detect(ctx context.Context, rel *releasev1.Release) (jsondiff.
 func withoutSelfDeletedJobs(set jsondiff.DiffSet) jsondiff.DiffSet {
 	out := set[:0]
 	for _, d := range set {
-		if d != nil && d.Type == jsondiff.DiffTypeCreate && deletesItself(d.DesiredObject) {
+		if d != nil && d.Type == jsondiff.DiffTypeCreate && selfDeleting(d.DesiredObject) {
 			continue
 		}
 		out = append(out, d)
@@ -136,15 +136,11 @@ func withoutSelfDeletedJobs(set jsondiff.DiffSet) jsondiff.DiffSet {
 	return out
 }
 
-// deletesItself tells whether obj is a Job whose manifest sets
+// selfDeleting tells whether obj is a Job whose manifest sets
 // ttlSecondsAfterFinished.
-func deletesItself(obj client.Object) bool {
+func selfDeleting(obj client.Object) bool {
 	u, ok := obj.(*unstructured.Unstructured)
-	if !ok || u.GroupVersionKind().GroupKind() != runstate.JobKind {
-		return false
-	}
-	_, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "ttlSecondsAfterFinished")
-	return found
+	return ok && jobttl.IsSelfDeleting(u)
 }
 
 // DetectRefused is Detect that also returns the objects whose dry-run the

@@ -34,17 +34,26 @@ func Manifest(info *resource.Info) (*unstructured.Unstructured, bool) {
 		return nil, false
 	}
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(info.Object)
-	if err != nil {
-		return nil, false
-	}
-	ttl, found, err := unstructured.NestedFieldNoCopy(content, "spec", "ttlSecondsAfterFinished")
-	if err != nil || !found || ttl == nil {
+	if err != nil || !hasTTL(content) {
 		return nil, false
 	}
 	u := &unstructured.Unstructured{Object: content}
 	// kstatus tells objects apart by their kind: keep it on the copy.
 	u.SetGroupVersionKind(gvk)
 	return u, true
+}
+
+// IsSelfDeleting reports whether obj, as a manifest or a live object
+// carrying its kind, is a Job that deletes itself once finished.
+func IsSelfDeleting(obj *unstructured.Unstructured) bool {
+	return obj != nil && obj.GroupVersionKind().GroupKind() == Kind && hasTTL(obj.Object)
+}
+
+// hasTTL tells whether a Job's content sets spec.ttlSecondsAfterFinished
+// (null leaves it unset, as the API server reads it).
+func hasTTL(content map[string]any) bool {
+	ttl, found, err := unstructured.NestedFieldNoCopy(content, "spec", "ttlSecondsAfterFinished")
+	return err == nil && found && ttl != nil
 }
 
 // DeletesItself reports whether info is a Job that deletes itself once

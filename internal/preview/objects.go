@@ -8,7 +8,10 @@ import (
 
 	"helm.sh/helm/v4/pkg/kube"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/afterhooks/helm-controller/internal/jobttl"
 )
 
 // Object identifies one object of a release manifest.
@@ -86,18 +89,7 @@ func identify(content map[string]any) Object {
 	meta, _ := content["metadata"].(map[string]any)
 	str := func(m map[string]any, k string) string { s, _ := m[k].(string); return s }
 	return Object{APIVersion: str(content, "apiVersion"), Kind: str(content, "kind"),
-		Namespace: str(meta, "namespace"), Name: str(meta, "name"), SelfDeleting: deletesItself(content)}
-}
-
-// deletesItself tells whether content is a batch Job that the TTL
-// controller deletes once it finished.
-func deletesItself(content map[string]any) bool {
-	if content["kind"] != "Job" || !strings.HasPrefix(fmt.Sprint(content["apiVersion"]), "batch/") {
-		return false
-	}
-	spec, _ := content["spec"].(map[string]any)
-	_, ok := spec["ttlSecondsAfterFinished"]
-	return ok
+		Namespace: str(meta, "namespace"), Name: str(meta, "name"), SelfDeleting: jobttl.IsSelfDeleting(&unstructured.Unstructured{Object: content})}
 }
 
 // key is the identity of an object across API versions of its group, as
