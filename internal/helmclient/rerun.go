@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/resource"
 
 	"github.com/afterhooks/helm-controller/internal/hookcleanup"
+	"github.com/afterhooks/helm-controller/internal/kubewait"
 	"github.com/afterhooks/helm-controller/internal/runstate"
 )
 
@@ -115,18 +115,14 @@ func (c *Client) finishedRunOf(manifest metav1.Object, gk schema.GroupKind, live
 func waitGone(helper *resource.Helper, namespace, name string, uid types.UID) error {
 	ctx, cancel := context.WithTimeout(context.Background(), finishedRunTimeout)
 	defer cancel()
-	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(context.Context) (bool, error) {
-		live, err := helper.Get(namespace, name)
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
+	live := func(context.Context) (metav1.Object, error) {
+		obj, err := helper.Get(namespace, name)
 		if err != nil {
-			return false, nil
+			return nil, err
 		}
-		obj, err := meta.Accessor(live)
-		return err == nil && obj.GetUID() != uid, nil
-	})
-	if err != nil {
+		return meta.Accessor(obj)
+	}
+	if err := kubewait.UntilGone(ctx, 250*time.Millisecond, uid, live); err != nil {
 		return fmt.Errorf("waiting for the finished run of hook %s/%s to be deleted: %w", namespace, name, err)
 	}
 	return nil

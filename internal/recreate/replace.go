@@ -11,7 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/afterhooks/helm-controller/internal/kubewait"
 )
 
 // Object is one object of the cluster as a recreate works on it, through
@@ -254,17 +255,8 @@ func (p Policy) created(ctx context.Context, r Refused, ierr *ImmutableError, cr
 // waitGone waits until the object with uid no longer exists: deleted, or
 // already replaced by one with another UID.
 func waitGone(ctx context.Context, obj Object, uid types.UID) error {
-	err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
-		live, err := obj.Live(ctx)
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		if err != nil {
-			return false, nil // transient: look again
-		}
-		return live.GetUID() != uid, nil
-	})
-	if err != nil {
+	live := func(ctx context.Context) (metav1.Object, error) { return obj.Live(ctx) }
+	if err := kubewait.UntilGone(ctx, pollInterval, uid, live); err != nil {
 		return fmt.Errorf("waiting for it to be deleted: %w", err)
 	}
 	return nil
