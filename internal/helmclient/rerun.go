@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	helmkube "helm.sh/helm/v4/pkg/kube"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -33,7 +34,9 @@ import (
 // running is left alone (deleting it would stop the work halfway; the wait
 // then follows it), and an object that is not the same hook (no hook
 // annotation, other hook events, or marked as another release's by the
-// hook cleanup) is not this hook's to delete.
+// hook cleanup) is not this hook's to delete. One that says
+// helm.sh/resource-policy: keep is deleted by nothing: it is reused as
+// Helm reuses it, as upstream does.
 
 // finishedRunTimeout bounds the wait for an old run's deletion; a run
 // still there after it makes the hook's create go on as Helm would.
@@ -103,6 +106,9 @@ func (c *Client) finishedRunOf(manifest metav1.Object, gk schema.GroupKind, live
 	if origin, marked := old.GetAnnotations()[hookcleanup.OriginAnnotation]; marked && origin != c.HookOrigin {
 		return nil, false
 	}
+	if keeps(old) || keeps(manifest) {
+		return nil, false
+	}
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(live)
 	if err != nil || runstate.Unfinished(gk, content) != "" {
 		return nil, false
@@ -126,4 +132,9 @@ func waitGone(helper *resource.Helper, namespace, name string, uid types.UID) er
 		return fmt.Errorf("waiting for the finished run of hook %s/%s to be deleted: %w", namespace, name, err)
 	}
 	return nil
+}
+
+// keeps tells whether obj says helm.sh/resource-policy: keep.
+func keeps(obj metav1.Object) bool {
+	return obj.GetAnnotations()[helmkube.ResourcePolicyAnno] == helmkube.KeepPolicy
 }

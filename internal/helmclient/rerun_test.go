@@ -49,6 +49,7 @@ func TestCreateRunsAHookAgainOverItsFinishedRun(t *testing.T) {
 		{name: "a hook of other events", earlier: hookJobManifest("%s", "pre-install"), outcome: jobComplete},
 		{name: "marked as another release's", earlier: hookJobManifest("%s", "post-install",
 			hookcleanup.OriginAnnotation+": other/web"), outcome: jobComplete, hookOrigin: origin},
+		{name: "said to be kept", earlier: hookJobManifest("%s", "post-install", "helm.sh/resource-policy: keep"), outcome: jobComplete},
 		{name: "marked as this release's", earlier: hookJobManifest("%s", "post-install",
 			hookcleanup.OriginAnnotation+": "+origin), outcome: jobComplete, hookOrigin: origin, runAgain: true},
 	}
